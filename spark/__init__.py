@@ -1,0 +1,1 @@
+"""See the package docstring in the module files."""

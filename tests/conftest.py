@@ -1,0 +1,24 @@
+"""Shared fixtures: a real tansu broker (no mocks between us and Kafka)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from groupcoord.embedded_broker import EmbeddedBroker
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """One embedded broker for the whole session; tests use unique topic/group names."""
+    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    with EmbeddedBroker(log_path=log) as b:
+        yield b
+
+
+@pytest.fixture
+def fresh_broker(tmp_path) -> Iterator[EmbeddedBroker]:
+    """A broker of the test's own, for tests that stop or restart the upstream."""
+    with EmbeddedBroker(log_path=tmp_path / "tansu.log") as b:
+        yield b
