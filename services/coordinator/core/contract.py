@@ -1,0 +1,115 @@
+"""The contract between the sans-IO coordinator cores and the runtime that hosts them.
+
+Modelled on Apache Kafka's group-coordinator: a request handler reads state and returns a
+:class:`CoordinatorResult` — the response plus the records that must be written — and never
+mutates anything. State changes only in ``replay(record)``, the same path the loader uses
+after a failover. Timers are the same: an expiring timer returns records instead of changing
+state. No handler reads a clock; the runtime passes ``now_ms`` in.
+
+Records are protobuf messages (schemas under ``proto/groupcoord/records/v1``). A record is a
+(key, value) pair; a ``None`` value is a tombstone, so a compacted state topic keeps only the
+latest value per key. :data:`RECORD_TYPES` assigns each key message a stable numeric type id
+that prefixes the serialized key on the state topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from google.protobuf.message import Message
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorRecord:
+    """One state-topic record: a key message and a value message (None = tombstone)."""
+
+    key: Message
+    value: Message | None
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorResult(Generic[R]):
+    """What a handler or timer returns: records to write, then the response to send.
+
+    The runtime appends ``records`` to the partition's log, replays them, and only then
+    answers with ``response`` (a write is acknowledged before anyone learns of it).
+    """
+
+    records: list[CoordinatorRecord] = field(default_factory=list)
+    response: R | None = None
+
+
+class Timer(Protocol):
+    """Timers owned by one state-topic partition's event loop.
+
+    ``schedule`` replaces any timer with the same key. When a timer fires, the runtime calls
+    ``operation()`` on the partition's loop and writes the records it returns, exactly as for
+    a request. Operations must re-validate state (the world may have moved since scheduling).
+    """
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[Any]]) -> None: ...
+
+    def cancel(self, key: str) -> None: ...
+
+    def is_scheduled(self, key: str) -> bool: ...
+
+
+# --- record type registry -----------------------------------------------------------------
+# Type ids are part of the on-disk format: never reuse or renumber one.
+# Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
+# 40-59 runtime (leadership/fencing markers).
+
+
+@dataclass(frozen=True, slots=True)
+class RecordType:
+    type_id: int
+    key_type: type[Message]
+    value_type: type[Message]
+
+
+class RecordTypeRegistry:
+    def __init__(self) -> None:
+        self._by_id: dict[int, RecordType] = {}
+        self._by_key: dict[type[Message], RecordType] = {}
+
+    def register(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
+        existing = self._by_id.get(type_id)
+        if existing is not None and existing.key_type is not key_type:
+            raise ValueError(f"record type id {type_id} already used by {existing.key_type.__name__}")
+        rt = RecordType(type_id, key_type, value_type)
+        self._by_id[type_id] = rt
+        self._by_key[key_type] = rt
+
+    def by_id(self, type_id: int) -> RecordType:
+        return self._by_id[type_id]
+
+    def by_key(self, key_type: type[Message]) -> RecordType:
+        return self._by_key[key_type]
+
+
+RECORD_TYPES = RecordTypeRegistry()
+
+
+def serialize_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
+    """State-topic bytes: key = 2-byte big-endian type id + key message; value = message or None."""
+    rt = RECORD_TYPES.by_key(type(record.key))
+    key = rt.type_id.to_bytes(2, "big") + record.key.SerializeToString(deterministic=True)
+    value = None if record.value is None else record.value.SerializeToString(deterministic=True)
+    return key, value
+
+
+def deserialize_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
+    rt = RECORD_TYPES.by_id(int.from_bytes(key[:2], "big"))
+    k = rt.key_type.FromString(key[2:])
+    v = None if value is None else rt.value_type.FromString(value)
+    return CoordinatorRecord(k, v)
+
+
+class Shard(Protocol):
+    """A state machine for one state-topic partition (all groups hashed to it)."""
+
+    def replay(self, record: CoordinatorRecord) -> None: ...
