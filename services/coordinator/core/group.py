@@ -1,0 +1,52 @@
+"""What every group type (consumer/KIP-848 and classic) offers the offset and admin logic.
+
+The same group id namespace holds both types; a group id names exactly one group. Offsets
+and admin APIs work on any group through this protocol, like Apache Kafka's ``Group``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+
+class GroupType(enum.Enum):
+    CONSUMER = "consumer"
+    CLASSIC = "classic"
+
+
+class Group(Protocol):
+    group_id: str
+
+    @property
+    def group_type(self) -> GroupType: ...
+
+    def state_name(self) -> str:
+        """Kafka's state name as ListGroups/DescribeGroups report it (e.g. "Stable", "Empty")."""
+        ...
+
+    def is_empty(self) -> bool: ...
+
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_member_epoch: int,
+        api_version: int,
+        topic: str,
+        partition: int,
+    ) -> None:
+        """Raise CoordinatorError (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH,
+        FENCED_INSTANCE_ID, UNSUPPORTED_VERSION...) when this commit must be rejected.
+        An empty member id with generation -1 is an admin commit (allowed only when empty)."""
+        ...
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None: ...
+
+    def validate_offset_delete(self) -> None: ...
+
+    def validate_delete_group(self) -> None:
+        """Raise NON_EMPTY_GROUP when members remain."""
+        ...
+
+    def is_subscribed_to_topic(self, topic: str) -> bool: ...
