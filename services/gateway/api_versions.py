@@ -1,0 +1,57 @@
+"""What the gateway advertises in ApiVersions, and how it answers that request.
+
+The gateway may only advertise what it can really serve: for a forwarded API the intersection
+of the upstream broker's range and kio's; for an API our own handlers serve (the group APIs),
+the handler's range intersected with kio's, whatever the upstream says. A client asking for an
+ApiVersions version above ours gets UNSUPPORTED_VERSION in a v0 response carrying our list, as
+Kafka does, so it can retry with a version we know.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i16, i32Timedelta
+
+from groupcoord.gateway import codec
+
+VersionRanges = Mapping[int, tuple[int, int]]
+
+
+def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo <= hi else None
+
+
+def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict[int, tuple[int, int]]:
+    out: dict[int, tuple[int, int]] = {}
+    for key in sorted(set(upstream) | set(handled)):
+        theirs = handled.get(key, upstream.get(key))
+        codec_range = codec.CODEC_VERSIONS.get(key)
+        if theirs is None or codec_range is None:
+            continue
+        both = _intersect(theirs, codec_range)
+        if both is not None:
+            out[key] = both
+    return out
+
+
+def api_versions_response(version: int, advertised: VersionRanges) -> tuple[int, Any]:
+    """(response version, body) answering an ApiVersions request at ``version``."""
+    top = advertised.get(codec.API_VERSIONS_KEY, (0, 0))[1]
+    error = ErrorCode.none
+    if version > top:
+        version, error = 0, ErrorCode.unsupported_version
+    body_type = codec.response_type(codec.API_VERSIONS_KEY, version)
+    entry_type = body_type.__dataclass_fields__["api_keys"].type.__args__[0]
+    entries = tuple(
+        entry_type(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
+        for k, (lo, hi) in advertised.items()
+    )
+    kwargs: dict[str, Any] = {"error_code": error, "api_keys": entries}
+    if "throttle_time" in body_type.__dataclass_fields__:
+        kwargs["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    return version, body_type(**kwargs)

@@ -1,0 +1,177 @@
+"""Sans-IO Kafka connection state: bytes in, events out; responses in, bytes out.
+
+Like h11, nothing here touches a socket or a clock. The asyncio transport feeds received bytes
+to :meth:`ServerConnection.receive_data` and writes whatever :meth:`ServerConnection.respond`
+returns. The connection owns framing (4-byte size prefix), header validation and response
+ordering: Kafka clients expect responses on a connection in request order, so a response that
+completes early is held until every earlier one has been sent.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from groupcoord.gateway import codec
+
+SIZE = struct.Struct(">i")
+# Kafka's socket.request.max.bytes default; anything larger is treated as garbage.
+DEFAULT_MAX_FRAME = 100 * 1024 * 1024
+# api key + api version + correlation id + client id length: the smallest possible request.
+MIN_REQUEST_FRAME = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A framed request. ``frame`` is the payload after the size prefix (header + body)."""
+
+    seq: int
+    api_key: int
+    api_version: int
+    correlation_id: int
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolViolation:
+    """The peer sent bytes that cannot be a Kafka request; the connection must close."""
+
+    reason: str
+
+
+Event = Request | ProtocolViolation
+
+
+class FrameBuffer:
+    """Splits a byte stream into size-prefixed frames."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, min_frame: int = 0) -> None:
+        self.max_frame = max_frame
+        self.min_frame = min_frame
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or None. Raises ValueError on an impossible size."""
+        if len(self._buf) < 4:
+            return None
+        (size,) = SIZE.unpack_from(self._buf, 0)
+        if size < self.min_frame or size > self.max_frame:
+            raise ValueError(f"impossible frame size {size}")
+        if len(self._buf) < 4 + size:
+            return None
+        frame = bytes(self._buf[4 : 4 + size])
+        del self._buf[: 4 + size]
+        return frame
+
+
+def frame_bytes(payload: bytes) -> bytes:
+    return SIZE.pack(len(payload)) + payload
+
+
+@dataclass
+class ServerConnection:
+    """One client connection as the gateway sees it."""
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    closed: bool = False
+    _frames: FrameBuffer = field(init=False)
+    _next_seq: int = 0
+    _next_to_send: int = 0
+    _ready: dict[int, bytes | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._frames = FrameBuffer(self.max_frame, MIN_REQUEST_FRAME)
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed bytes from the socket; returns the requests (or the violation) they complete."""
+        if self.closed:
+            return []
+        self._frames.feed(data)
+        events: list[Event] = []
+        while True:
+            try:
+                frame = self._frames.next_frame()
+            except ValueError as exc:
+                return self._violate(events, str(exc))
+            if frame is None:
+                return events
+            api_key, version, correlation_id = codec.peek_header(frame)
+            if api_key not in codec.API_NAMES:
+                return self._violate(events, f"unknown API key {api_key}")
+            # ApiVersions at an unknown version must still be answered (with UNSUPPORTED_VERSION).
+            if not codec.supports(api_key, version) and api_key != codec.API_VERSIONS_KEY:
+                return self._violate(events, f"unsupported version {version} of API key {api_key}")
+            events.append(Request(self._next_seq, api_key, version, correlation_id, frame))
+            self._next_seq += 1
+
+    def _violate(self, events: list[Event], reason: str) -> list[Event]:
+        self.closed = True
+        events.append(ProtocolViolation(reason))
+        return events
+
+    def respond(self, seq: int, payload: bytes | None) -> bytes:
+        """Record the response to request ``seq`` (None: the request gets no response, like
+        Produce with acks=0) and return the bytes that may now be written, in request order."""
+        if seq in self._ready or seq < self._next_to_send:
+            raise ValueError(f"request {seq} was already answered")
+        self._ready[seq] = payload
+        out = bytearray()
+        while self._next_to_send in self._ready:
+            ready = self._ready.pop(self._next_to_send)
+            if ready is not None:
+                out += frame_bytes(ready)
+            self._next_to_send += 1
+        return bytes(out)
+
+    @property
+    def pending(self) -> int:
+        """Requests received but not yet answered."""
+        return self._next_seq - self._next_to_send
+
+
+@dataclass
+class ClientConnection:
+    """The gateway's connection to an upstream broker: frames out, responses matched in order."""
+
+    max_frame: int = DEFAULT_MAX_FRAME
+    _frames: FrameBuffer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._frames = FrameBuffer(self.max_frame, 4)
+
+    def receive_data(self, data: bytes) -> list[tuple[int, bytes]]:
+        """(correlation id, payload) for each complete response frame."""
+        self._frames.feed(data)
+        out: list[tuple[int, bytes]] = []
+        while (frame := self._frames.next_frame()) is not None:
+            (correlation_id,) = SIZE.unpack_from(frame, 0)
+            out.append((correlation_id, frame))
+        return out
+
+
+def produce_expects_response(frame: bytes, api_version: int, body_offset: int) -> bool:
+    """False for Produce with acks=0, which Kafka never answers."""
+    pos = body_offset
+    if api_version >= 3:  # transactional_id: nullable string before acks
+        if api_version >= 9:
+            n, pos = _read_uvarint(frame, pos)
+            pos += max(n - 1, 0)
+        else:
+            (n,) = struct.unpack_from(">h", frame, pos)
+            pos += 2 + max(n, 0)
+    (acks,) = struct.unpack_from(">h", frame, pos)
+    return acks != 0
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
