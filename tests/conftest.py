@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.background import BackgroundGateway
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +23,10 @@ def fresh_broker(tmp_path) -> Iterator[EmbeddedBroker]:
     """A broker of the test's own, for tests that stop or restart the upstream."""
     with EmbeddedBroker(log_path=tmp_path / "tansu.log") as b:
         yield b
+
+
+@pytest.fixture(scope="session")
+def gateway(broker: EmbeddedBroker) -> Iterator[BackgroundGateway]:
+    """The gateway in front of the session broker (group APIs forwarded upstream)."""
+    with BackgroundGateway((broker.host, broker.port)) as gw:
+        yield gw
