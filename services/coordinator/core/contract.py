@@ -37,10 +37,41 @@ class CoordinatorResult(Generic[R]):
 
     The runtime appends ``records`` to the partition's log, replays them, and only then
     answers with ``response`` (a write is acknowledged before anyone learns of it).
+
+    Delayed responses (classic JoinGroup/SyncGroup, whose answers wait for other members):
+
+    * A handler that cannot answer yet returns ``response=PENDING``. It was called with an
+      opaque ``token`` for the waiting request (the runtime's future for it) and keeps that
+      token; the runtime must leave the request waiting instead of answering it.
+    * Any later result (another request's, or a timer's) may carry ``completions``: pairs
+      ``(token, response)`` answering those waiting requests. The runtime releases them exactly
+      like ``response``: after this result's records are acknowledged. A token may appear in
+      at most one completion; tokens nobody waits for any more are simply ignored.
+    * Waiting requests are not group state: they die with the partition's leadership (the
+      runtime answers them NOT_COORDINATOR) and clients retry, as with Kafka.
     """
 
     records: list[CoordinatorRecord] = field(default_factory=list)
     response: R | None = None
+    completions: list[tuple[Any, Any]] = field(default_factory=list)
+
+
+class _Pending:
+    """Type of :data:`PENDING`."""
+
+    _instance: _Pending | None = None
+
+    def __new__(cls) -> _Pending:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+PENDING: Any = _Pending()
+"""``CoordinatorResult.response`` of a request answered later through a completion."""
 
 
 class Timer(Protocol):
