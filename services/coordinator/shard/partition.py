@@ -1,0 +1,486 @@
+"""One state-topic partition hosted by a shard: a single-writer event loop over a core.
+
+Every request, timer and load hook of a partition runs on one task (the partition's loop), in
+arrival order, against one :class:`~groupcoord.coordinator.core.contract.Shard`. A handler's
+records are replayed into the live state at once (so the next request sees them, as in
+Kafka's coordinator runtime) and queued for the log; the response is released only after
+the write is acknowledged (acks=all) *and confirmed* (see below). While one write is in
+flight, the records of every request handled meanwhile accumulate into the next write, so a
+busy partition writes in batches without any linger delay.
+
+* A write operation that produces no records still waits for the newest unconfirmed write
+  (its answer may depend on state that write created).
+* A read-only operation never waits on writes. The contract has no snapshots, so it reads the
+  live state, including records whose write is still in flight; if such a write later fails,
+  the partition fails and is reloaded from the log (never keeps serving a diverged state).
+
+Confirmation (the writer half of :mod:`.fencing`): a write counts only if no marker of a newer
+leader precedes it. The produce response gives each batch's offsets; if a batch starts right
+after the end of our previous write (or our marker), nothing foreign lies between and it is
+confirmed immediately. Otherwise the loop reads the gap back; a superseding marker there means
+we were deposed: the write's callers get NOT_COORDINATOR and the partition stops writing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupcoord.coordinator.core.contract import (
+    CoordinatorResult,
+    Shard,
+    Timer,
+    deserialize_record,
+    serialize_record,
+)
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.shard.fencing import Fence, ReplayFilter, is_marker, parse_marker
+from groupcoord.coordinator.shard.statelog import Entry, LogEntry, PartitionReader, StateLogWriter
+
+log = logging.getLogger(__name__)
+
+ShardFactory = Callable[[int, Timer], Shard]
+"""Builds the core for a partition: ``factory(partition, timer)``."""
+
+
+class PartitionState(enum.Enum):
+    STOPPED = "stopped"
+    STANDBY = "standby"
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+class Fenced(Exception):
+    """A newer leader's marker precedes our write: this shard is no longer the writer."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LoopTimer:
+    """The :class:`~groupcoord.coordinator.core.contract.Timer` of one partition.
+
+    Expiry only enqueues an event; the operation runs on the partition's loop like a request,
+    so it never races a handler. A token per schedule makes a replaced or cancelled timer whose
+    callback was already queued a no-op.
+    """
+
+    def __init__(self, enqueue: Callable[[object], None]) -> None:
+        self._enqueue = enqueue
+        self._timers: dict[str, tuple[object, asyncio.TimerHandle, Callable[[], CoordinatorResult[Any]]]] = {}
+
+    def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[Any]]) -> None:
+        self.cancel(key)
+        token = object()
+        handle = asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, self._expired, key, token)
+        self._timers[key] = (token, handle, operation)
+
+    def cancel(self, key: str) -> None:
+        entry = self._timers.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._timers
+
+    def cancel_all(self) -> None:
+        for _, handle, _ in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+    def __len__(self) -> int:
+        return len(self._timers)
+
+    def _expired(self, key: str, token: object) -> None:
+        self._enqueue(_TimerEvent(key, token))
+
+    def take(self, key: str, token: object) -> Callable[[], CoordinatorResult[Any]] | None:
+        """The operation of a fired timer if it is still the live one (and forget it)."""
+        entry = self._timers.get(key)
+        if entry is None or entry[0] is not token:
+            return None
+        del self._timers[key]
+        return entry[2]
+
+
+@dataclass(slots=True)
+class _Request:
+    api: str
+    request: Any
+    read_only: bool
+    future: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _TimerEvent:
+    key: str
+    token: object
+
+
+@dataclass(slots=True)
+class _Call:
+    """An internal operation on the loop (the post-load hook)."""
+
+    operation: Callable[[], CoordinatorResult[Any]]
+
+
+@dataclass(slots=True)
+class _Write:
+    entries: list[Entry] = field(default_factory=list)
+    waiters: list[tuple[asyncio.Future[Any], Any]] = field(default_factory=list)
+
+
+def _error(code: ErrorCode, why: str) -> CoordinatorError:
+    return CoordinatorError(code, why)
+
+
+class PartitionRuntime:
+    """Leader, standby or nothing for one partition; see the module docstring."""
+
+    def __init__(
+        self,
+        partition: int,
+        *,
+        bootstrap: str,
+        topic: str,
+        writer: StateLogWriter,
+        shard_factory: ShardFactory,
+        shard_id: str,
+        on_failure: Callable[[PartitionRuntime, BaseException], None] | None = None,
+    ) -> None:
+        self.partition = partition
+        self.state = PartitionState.STOPPED
+        self.epoch = -1
+        self.fence: Fence | None = None
+        self.shard: Shard | None = None
+        self.load_time_ms: int | None = None
+        self.records_loaded = 0
+        self.error: str | None = None
+        self.stale_keys_seen = 0
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._writer = writer
+        self._factory = shard_factory
+        self._shard_id = shard_id
+        self._on_failure = on_failure
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._timer = LoopTimer(self._queue.put_nowait)
+        self._filter = ReplayFilter()
+        self._reader: PartitionReader | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._open: _Write | None = None
+        self._inflight: _Write | None = None
+        self._newest_unconfirmed: _Write | None = None
+        self._write_ready = asyncio.Event()
+        self._next_expected = 0
+
+    # --- submission -------------------------------------------------------------------------
+
+    @property
+    def queue_size(self) -> int:
+        return self._queue.qsize()
+
+    def submit(self, api: str, request: Any, *, read_only: bool = False) -> asyncio.Future[Any]:
+        """Queue ``shard.<api>(request, now_ms)``; the future gets the response or a
+        CoordinatorError (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.state is PartitionState.ACTIVE:
+            self._queue.put_nowait(_Request(api, request, read_only, fut))
+        elif self.state is PartitionState.LOADING:
+            fut.set_exception(
+                _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
+            )
+        else:
+            fut.set_exception(_error(ErrorCode.not_coordinator, f"partition {self.partition} not led here"))
+        return fut
+
+    # --- leadership -------------------------------------------------------------------------
+
+    async def start_standby(self) -> None:
+        """Tail the partition continuously so that a takeover only needs the tail."""
+        await self.stop()
+        self._fresh_state()
+        self.state = PartitionState.STANDBY
+        self._reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+        self._tasks = [asyncio.create_task(self._tail(), name=f"standby-{self.partition}")]
+
+    async def become_leader(self, epoch: int) -> None:
+        """Write our marker, load up to it, then serve. Raises Fenced if a newer leader
+        already wrote its marker before ours."""
+        warm = self.state is PartitionState.STANDBY and self._reader is not None
+        if warm:
+            await self._cancel_tasks()  # keep shard, filter and reader position
+        else:
+            await self.stop()
+            self._fresh_state()
+            self._reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+        self.state = PartitionState.LOADING
+        self.epoch = epoch
+        self.error = None
+        started = time.monotonic()
+        fence = Fence.new(epoch)
+        try:
+            [(marker_offset, _)] = await self._writer.append(
+                self.partition, [fence.marker(self._shard_id)], None
+            )
+            assert self._reader is not None
+            async for chunk in self._reader.chunks_until(marker_offset + 1):
+                self._replay(chunk)
+            if self._filter.current != fence:
+                raise Fenced(
+                    f"partition {self.partition}: a newer leader ({self._filter.current}) precedes epoch {epoch}"
+                )
+        except BaseException as exc:
+            await self._fail(exc, notify=False)
+            raise
+        self.fence = fence
+        self._next_expected = marker_offset + 1
+        self.load_time_ms = int((time.monotonic() - started) * 1000)
+        self.state = PartitionState.ACTIVE
+        self._tasks = [
+            asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
+            asyncio.create_task(self._write_loop(), name=f"writer-{self.partition}"),
+        ]
+        on_loaded = getattr(self.shard, "on_loaded", None)
+        if on_loaded is not None:
+            self._queue.put_nowait(_Call(lambda: on_loaded(now_ms())))
+        log.info(
+            "partition %d: leader at epoch %d after loading %d records in %d ms (%s)",
+            self.partition,
+            epoch,
+            self.records_loaded,
+            self.load_time_ms,
+            "warm" if warm else "cold",
+        )
+
+    async def stop(self) -> None:
+        """Resign: stop writing at once; everything pending is answered NOT_COORDINATOR."""
+        self.state = PartitionState.STOPPED
+        await self._cancel_tasks()
+        self._abandon(_error(ErrorCode.not_coordinator, f"partition {self.partition} resigned"))
+        self._timer.cancel_all()
+        self.shard = None
+        self.fence = None
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            await reader.stop()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _fresh_state(self) -> None:
+        self._timer = LoopTimer(self._queue.put_nowait)
+        self._filter = ReplayFilter()
+        self.shard = self._factory(self.partition, self._timer)
+        self.records_loaded = 0
+
+    async def _cancel_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        current = asyncio.current_task()
+        for t in tasks:
+            if t is not current:
+                t.cancel()
+        for t in tasks:
+            if t is not current:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    def _abandon(self, error: CoordinatorError) -> None:
+        for w in (self._inflight, self._open):
+            if w is not None:
+                for fut, _ in w.waiters:
+                    if not fut.done():
+                        fut.set_exception(error)
+        self._inflight = self._open = self._newest_unconfirmed = None
+        while not self._queue.empty():
+            ev = self._queue.get_nowait()
+            if isinstance(ev, _Request) and not ev.future.done():
+                ev.future.set_exception(error)
+
+    async def _fail(self, exc: BaseException, notify: bool = True) -> None:
+        fenced = isinstance(exc, Fenced)
+        log.warning("partition %d: %s: %s", self.partition, "fenced" if fenced else "failed", exc)
+        await self.stop()
+        self.state = PartitionState.STOPPED if fenced else PartitionState.FAILED
+        self.error = f"{type(exc).__name__}: {exc}"
+        if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):
+            self._on_failure(self, exc)
+
+    def _replay(self, chunk: list[LogEntry]) -> None:
+        shard, filt = self.shard, self._filter
+        assert shard is not None
+        replay = shard.replay
+        n = 0
+        for e in chunk:
+            if e.key is None:
+                continue
+            if is_marker(e.key):
+                if e.value is not None:
+                    filt.see_marker(parse_marker(e.value))
+            elif filt.admits(e.tag):
+                replay(deserialize_record(e.key, e.value))
+                n += 1
+        self.records_loaded += n
+
+    async def _tail(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                self._replay(await self._reader.read(timeout_ms=500))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._fail(exc)
+
+    async def _loop(self) -> None:
+        while True:
+            ev = await self._queue.get()
+            self._handle(ev)
+            while not self._queue.empty():
+                self._handle(self._queue.get_nowait())
+            if self._open is not None:
+                self._write_ready.set()
+            await asyncio.sleep(0)  # let the writer and the network run between bursts
+
+    def _handle(self, ev: object) -> None:
+        shard = self.shard
+        assert shard is not None
+        if isinstance(ev, _Request):
+            if ev.future.done():
+                return
+            try:
+                result = getattr(shard, ev.api)(ev.request, now_ms())
+            except CoordinatorError as exc:
+                ev.future.set_exception(exc)
+                return
+            except Exception as exc:
+                log.exception("partition %d: %s failed", self.partition, ev.api)
+                ev.future.set_exception(exc)
+                return
+            self._apply(result, ev.future, ev.read_only)
+        elif isinstance(ev, _TimerEvent):
+            op = self._timer.take(ev.key, ev.token)
+            if op is not None:
+                self._run_internal(op, f"timer {ev.key}")
+        elif isinstance(ev, _Call):
+            self._run_internal(ev.operation, "load hook")
+
+    def _run_internal(self, op: Callable[[], CoordinatorResult[Any]], what: str) -> None:
+        try:
+            result = op()
+        except Exception:
+            log.exception("partition %d: %s failed", self.partition, what)
+            return
+        self._apply(result, None, False)
+
+    def _apply(
+        self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, read_only: bool
+    ) -> None:
+        records = result.records
+        completions = getattr(result, "completions", None) or ()
+        if not records:
+            if read_only or self._newest_unconfirmed is None:
+                if fut is not None:
+                    fut.set_result(result.response)
+                self._complete_now(completions)
+            else:
+                w = self._newest_unconfirmed
+                if fut is not None:
+                    w.waiters.append((fut, result.response))
+                self._complete_later(w, completions)
+            return
+        entries = [serialize_record(r) for r in records]
+        assert self.shard is not None
+        try:
+            for r in records:
+                self.shard.replay(r)
+        except Exception as exc:  # live state may be half-applied: only a reload can fix it
+            log.exception("partition %d: replay of live records failed", self.partition)
+            if fut is not None:
+                fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
+            asyncio.get_running_loop().create_task(self._fail(exc))
+            return
+        w = self._open
+        if w is None:
+            w = self._open = _Write()
+        w.entries.extend(entries)
+        if fut is not None:
+            w.waiters.append((fut, result.response))
+        self._complete_later(w, completions)
+        self._newest_unconfirmed = w
+
+    @staticmethod
+    def _complete_now(completions: Any) -> None:
+        for fut, response in _completion_pairs(completions):
+            if not fut.done():
+                fut.set_result(response)
+
+    @staticmethod
+    def _complete_later(w: _Write, completions: Any) -> None:
+        w.waiters.extend(_completion_pairs(completions))
+
+    async def _write_loop(self) -> None:
+        assert self.fence is not None
+        tag = self.fence.tag()
+        try:
+            while True:
+                await self._write_ready.wait()
+                self._write_ready.clear()
+                w, self._open = self._open, None
+                if w is None:
+                    continue
+                self._inflight = w
+                spans = await self._writer.append(self.partition, w.entries, tag)
+                for first, last in spans:
+                    await self._confirm(first, last)
+                self._inflight = None
+                if self._newest_unconfirmed is w:
+                    self._newest_unconfirmed = None
+                for fut, response in w.waiters:
+                    if not fut.done():
+                        fut.set_result(response)
+                if self._open is not None:
+                    self._write_ready.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._fail(exc)
+
+    async def _confirm(self, first: int, last: int) -> None:
+        """Raise Fenced if a newer leader's marker lies between our previous write and this one."""
+        if first < self._next_expected:
+            raise RuntimeError(
+                f"partition {self.partition}: write acked at {first}, expected >= {self._next_expected}"
+            )
+        if first > self._next_expected:
+            reader = self._reader
+            assert reader is not None and self.fence is not None
+            reader.seek(self._next_expected)
+            async for chunk in reader.chunks_until(first):
+                for e in chunk:
+                    if is_marker(e.key):
+                        if e.value is not None:
+                            self._filter.see_marker(parse_marker(e.value))
+                            if self._filter.supersedes(self.fence):
+                                raise Fenced(
+                                    f"partition {self.partition}: marker {self._filter.current} at {e.offset}"
+                                )
+                    elif not self._filter.admits(e.tag):
+                        self.stale_keys_seen += 1
+        self._next_expected = last + 1
+
+
+def _completion_pairs(completions: Any) -> list[tuple[asyncio.Future[Any], Any]]:
+    """Responses to *other* waiting requests (delayed classic JoinGroup/SyncGroup answers).
+
+    A completion is a pair (future, response); the future is the one the runtime handed out for
+    the waiting request (a core keeps it as an opaque token). Released with this result's write.
+    """
+    return [(c[0], c[1]) for c in completions]

@@ -1,0 +1,241 @@
+"""The partitions one worker process hosts, and how leadership is applied to them.
+
+A control plane states the *desired* role of each partition (leader at epoch E, hot standby, or
+nothing); :class:`ShardRuntime` drives every partition towards it, one transition at a time per
+partition (a lock each), loads in the background, and retries a failed partition while it is
+still wanted. A partition fenced by a newer leader is not retried under the same or an older
+epoch: that would depose the rightful leader in turn (same epoch) or fail again (older).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.shard.partition import (
+    Fenced,
+    PartitionRuntime,
+    PartitionState,
+    ShardFactory,
+)
+from groupcoord.coordinator.shard.partitioning import worker_for
+from groupcoord.coordinator.shard.statelog import StateLogWriter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """Desired role of a partition: ``epoch`` ≥ 0 means leader at that epoch, None standby."""
+
+    epoch: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    state: PartitionState
+    epoch: int
+    queue_size: int
+    load_time_ms: int | None
+    records_loaded: int
+    group_counts: dict[str, int]
+    error: str | None
+
+
+class ShardRuntime:
+    """State-topic partitions of one worker (``partition % workers == worker``)."""
+
+    def __init__(
+        self,
+        *,
+        bootstrap: str,
+        topic: str,
+        partitions: int,
+        shard_factory: ShardFactory,
+        shard_id: str = "0",
+        worker: int = 0,
+        workers: int = 1,
+        retry_backoff_s: float = 1.0,
+        writer: StateLogWriter | None = None,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.partitions = partitions
+        self.shard_id = shard_id
+        self.worker = worker
+        self.workers = workers
+        self.writer = writer if writer is not None else StateLogWriter(bootstrap, topic)
+        self._factory = shard_factory
+        self._retry_backoff_s = retry_backoff_s
+        self._parts: dict[int, PartitionRuntime] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._desired: dict[int, Role] = {}
+        self._fenced_at: dict[int, int] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        await self.writer.start()
+
+    async def close(self) -> None:
+        for t in list(self._background):
+            t.cancel()
+        self._desired.clear()
+        for p in list(self._parts.values()):
+            await p.stop()
+        await self.writer.stop()
+
+    def owns(self, partition: int) -> bool:
+        return 0 <= partition < self.partitions and worker_for(partition, self.workers) == self.worker
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def submit(
+        self, partition: int, api: str, request: Any, *, read_only: bool = False
+    ) -> asyncio.Future[Any]:
+        """Run ``api`` on ``partition``'s loop; the future resolves after its records are
+        written, confirmed and replayed (or at once for read-only requests)."""
+        part = self._parts.get(partition)
+        if part is None:
+            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            fut.set_exception(
+                CoordinatorError(ErrorCode.not_coordinator, f"partition {partition} not led here")
+            )
+            return fut
+        return part.submit(api, request, read_only=read_only)
+
+    async def call(self, partition: int, api: str, request: Any, *, read_only: bool = False) -> Any:
+        return await self.submit(partition, api, request, read_only=read_only)
+
+    # --- leadership -------------------------------------------------------------------------
+
+    async def become_leader(self, partition: int, epoch: int) -> None:
+        """Lead ``partition`` at ``epoch``; returns once loaded (raises if fenced or failed)."""
+        self._check_owned(partition)
+        self._desired[partition] = Role(epoch)
+        await self._reconcile(partition, raise_errors=True)
+
+    async def start_standby(self, partition: int) -> None:
+        self._check_owned(partition)
+        self._desired[partition] = Role(None)
+        await self._reconcile(partition, raise_errors=True)
+
+    async def resign(self, partition: int) -> None:
+        """Stop leading (or tailing) ``partition`` now; pending requests get NOT_COORDINATOR."""
+        self._desired.pop(partition, None)
+        await self._reconcile(partition, raise_errors=True)
+
+    def apply_leadership(self, leaders: dict[int, int], standbys: set[int]) -> None:
+        """Make the given roles (for partitions this worker owns) the complete desired state.
+
+        Resignations and loads run in the background; ``status()`` shows progress.
+        """
+        wanted: dict[int, Role] = {p: Role(None) for p in standbys if self.owns(p)}
+        wanted.update({p: Role(e) for p, e in leaders.items() if self.owns(p)})
+        touched = set(self._desired) | set(self._parts) | set(wanted)
+        self._desired = wanted
+        for p in touched:
+            self._spawn(self._reconcile(p, raise_errors=False))
+
+    async def settle(self) -> None:
+        """Wait until background transitions have finished (for tests and tooling)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    def status(self) -> list[PartitionInfo]:
+        out = []
+        for p in sorted(self._parts):
+            part = self._parts[p]
+            counts_of = getattr(part.shard, "group_counts", None)
+            out.append(
+                PartitionInfo(
+                    partition=p,
+                    state=part.state,
+                    epoch=part.epoch,
+                    queue_size=part.queue_size,
+                    load_time_ms=part.load_time_ms,
+                    records_loaded=part.records_loaded,
+                    group_counts=dict(counts_of()) if counts_of is not None else {},
+                    error=part.error,
+                )
+            )
+        return out
+
+    def partition(self, partition: int) -> PartitionRuntime | None:
+        return self._parts.get(partition)
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _check_owned(self, partition: int) -> None:
+        if not self.owns(partition):
+            raise ValueError(f"partition {partition} belongs to worker {worker_for(partition, self.workers)}")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _part(self, partition: int) -> PartitionRuntime:
+        part = self._parts.get(partition)
+        if part is None:
+            part = PartitionRuntime(
+                partition,
+                bootstrap=self.bootstrap,
+                topic=self.topic,
+                writer=self.writer,
+                shard_factory=self._factory,
+                shard_id=self.shard_id,
+                on_failure=self._failed,
+            )
+            self._parts[partition] = part
+        return part
+
+    async def _reconcile(self, partition: int, *, raise_errors: bool) -> None:
+        lock = self._locks.setdefault(partition, asyncio.Lock())
+        async with lock:
+            role = self._desired.get(partition)
+            part = self._parts.get(partition)
+            try:
+                if role is None:
+                    if part is not None:
+                        await part.stop()
+                        del self._parts[partition]
+                elif role.epoch is None:
+                    if part is None or part.state is not PartitionState.STANDBY:
+                        await self._part(partition).start_standby()
+                else:
+                    if part is not None and part.state is PartitionState.ACTIVE and part.epoch == role.epoch:
+                        return
+                    if self._fenced_at.get(partition, -1) >= role.epoch:
+                        log.warning(
+                            "partition %d: not retaking epoch %d, fenced under it", partition, role.epoch
+                        )
+                        return
+                    await self._part(partition).become_leader(role.epoch)
+            except Fenced:
+                self._fenced_at[partition] = role.epoch if role and role.epoch is not None else -1
+                if raise_errors:
+                    raise
+            except Exception:
+                log.exception("partition %d: transition failed", partition)
+                if raise_errors:
+                    raise
+                self._retry_later(partition)
+
+    def _retry_later(self, partition: int) -> None:
+        async def retry() -> None:
+            await asyncio.sleep(self._retry_backoff_s)
+            if partition in self._desired:
+                await self._reconcile(partition, raise_errors=False)
+
+        self._spawn(retry())
+
+    def _failed(self, part: PartitionRuntime, exc: BaseException) -> None:
+        """A running partition failed (write error, replay error) or was fenced."""
+        if isinstance(exc, Fenced):
+            self._fenced_at[part.partition] = part.epoch
+            return
+        self._retry_later(part.partition)
