@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groupcoord.coordinator.core.contract import (
+    PENDING,
     CoordinatorResult,
     Shard,
     Timer,
@@ -181,6 +183,8 @@ class PartitionRuntime:
         self._newest_unconfirmed: _Write | None = None
         self._write_ready = asyncio.Event()
         self._next_expected = 0
+        self._waiting: set[asyncio.Future[Any]] = set()
+        self._token_apis: dict[str, bool] = {}
 
     # --- submission -------------------------------------------------------------------------
 
@@ -299,6 +303,10 @@ class PartitionRuntime:
                     if not fut.done():
                         fut.set_exception(error)
         self._inflight = self._open = self._newest_unconfirmed = None
+        for fut in list(self._waiting):
+            if not fut.done():
+                fut.set_exception(error)
+        self._waiting.clear()
         while not self._queue.empty():
             ev = self._queue.get_nowait()
             if isinstance(ev, _Request) and not ev.future.done():
@@ -356,7 +364,7 @@ class PartitionRuntime:
             if ev.future.done():
                 return
             try:
-                result = getattr(shard, ev.api)(ev.request, now_ms())
+                result = self._invoke(shard, ev)
             except CoordinatorError as exc:
                 ev.future.set_exception(exc)
                 return
@@ -372,6 +380,17 @@ class PartitionRuntime:
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, "load hook")
 
+    def _invoke(self, shard: Shard, ev: _Request) -> CoordinatorResult[Any]:
+        """Call the API's handler; handlers that take a ``token`` (delayed responses) get the
+        request's future as that opaque token."""
+        handler = getattr(shard, ev.api)
+        takes_token = self._token_apis.get(ev.api)
+        if takes_token is None:
+            takes_token = self._token_apis[ev.api] = "token" in inspect.signature(handler).parameters
+        if takes_token:
+            return handler(ev.request, now_ms(), token=ev.future)  # type: ignore[no-any-return]
+        return handler(ev.request, now_ms())  # type: ignore[no-any-return]
+
     def _run_internal(self, op: Callable[[], CoordinatorResult[Any]], what: str) -> None:
         try:
             result = op()
@@ -385,6 +404,11 @@ class PartitionRuntime:
     ) -> None:
         records = result.records
         completions = getattr(result, "completions", None) or ()
+        if fut is not None and result.response is PENDING:
+            # Answered later by a completion in some other result; until then it waits here.
+            self._waiting.add(fut)
+            fut.add_done_callback(self._waiting.discard)
+            fut = None
         if not records:
             if read_only or self._newest_unconfirmed is None:
                 if fut is not None:
@@ -480,7 +504,7 @@ class PartitionRuntime:
 def _completion_pairs(completions: Any) -> list[tuple[asyncio.Future[Any], Any]]:
     """Responses to *other* waiting requests (delayed classic JoinGroup/SyncGroup answers).
 
-    A completion is a pair (future, response); the future is the one the runtime handed out for
-    the waiting request (a core keeps it as an opaque token). Released with this result's write.
+    A completion is a pair (token, response); the token is the future the runtime passed to the
+    handler that answered PENDING. Released with this result's write; foreign tokens are ignored.
     """
-    return [(c[0], c[1]) for c in completions]
+    return [(t, r) for t, r in completions if isinstance(t, asyncio.Future)]

@@ -9,7 +9,10 @@ timer that deletes it (exercises timers on the partition loop).
 
 from __future__ import annotations
 
+from typing import Any
+
 from groupcoord.coordinator.core.contract import (
+    PENDING,
     RECORD_TYPES,
     CoordinatorRecord,
     CoordinatorResult,
@@ -32,6 +35,8 @@ class RegisterShard:
         self.timer = timer
         self.values: dict[str, int] = {}
         self.loaded_at_ms: int | None = None
+        # Requests waiting for a register to appear (not state: they die with leadership).
+        self._waiting: dict[str, list[Any]] = {}
 
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
@@ -52,7 +57,19 @@ class RegisterShard:
             name, value = request.name, request.value
             self.timer.schedule(f"expire:{name}", request.expire_after_ms, lambda: self._expire(name, value))
         previous = self.values.get(request.name, 0)
-        return CoordinatorResult([record], register_pb2.RegisterPutResponse(previous=previous))
+        found = register_pb2.RegisterGetResponse(found=True, value=request.value)
+        completions = [(token, found) for token in self._waiting.pop(request.name, ())]
+        return CoordinatorResult([record], register_pb2.RegisterPutResponse(previous=previous), completions)
+
+    def wait(
+        self, request: register_pb2.RegisterGetRequest, now_ms: int, token: Any
+    ) -> CoordinatorResult[register_pb2.RegisterGetResponse]:
+        """Answer once the register exists: a delayed response, like a classic JoinGroup."""
+        value = self.values.get(request.name)
+        if value is not None:
+            return CoordinatorResult([], register_pb2.RegisterGetResponse(found=True, value=value))
+        self._waiting.setdefault(request.name, []).append(token)
+        return CoordinatorResult([], PENDING)
 
     def get(
         self, request: register_pb2.RegisterGetRequest, now_ms: int

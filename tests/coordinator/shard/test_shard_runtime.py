@@ -254,3 +254,21 @@ async def test_resign_stops_writing_and_answers_pending_requests(runtimes) -> No
     outcomes = await asyncio.gather(*pending, return_exceptions=True)
     assert all(isinstance(o, CoordinatorError) and o.code == ErrorCode.not_coordinator for o in outcomes)
     assert a.partition(P) is None
+
+
+async def test_delayed_responses_are_released_with_the_completing_write(runtimes) -> None:
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    waiting = [a.submit(P, "wait", RegisterGetRequest(name="late")) for _ in range(3)]
+    await a.call(P, "get", RegisterGetRequest(name="late"), read_only=True)  # a full loop turn
+    assert not any(w.done() for w in waiting)
+    completing = a.submit(P, "put", put("late", 9))
+    answers = await asyncio.gather(*waiting)
+    assert [(r.found, r.value) for r in answers] == [(True, 9)] * 3
+    assert completing.done()  # released together with (after) the write that completes them
+
+    orphan = a.submit(P, "wait", RegisterGetRequest(name="never"))
+    await a.resign(P)
+    with pytest.raises(CoordinatorError) as err:
+        await orphan
+    assert err.value.code == ErrorCode.not_coordinator
