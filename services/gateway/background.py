@@ -11,12 +11,12 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from groupcoord.gateway.server import Gateway
+from groupcoord.gateway.server import Gateway, new_event_loop
 
 
 class BackgroundGateway:
     def __init__(self, upstream: tuple[str, int], port: int = 0, **kwargs: Any) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="gateway", daemon=True)
         self._kwargs = {"port": port, **kwargs}
         self._upstream = upstream

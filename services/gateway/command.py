@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import signal
 
-from groupcoord.gateway.server import Gateway
+from groupcoord.gateway.server import Gateway, new_event_loop
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 
@@ -46,5 +46,6 @@ async def serve(gateway: Gateway) -> None:
 def main(args: argparse.Namespace) -> int:
     advertised = args.advertised_host or (args.host if args.host != "0.0.0.0" else "127.0.0.1")
     gateway = Gateway(args.kafka, listen_host=args.host, port=args.port, advertised_host=advertised)
-    asyncio.run(serve(gateway))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve(gateway))
     return 0

@@ -342,3 +342,12 @@ class Gateway:
             mapping[node_id] = (await self.listener_for((host, port))).address
         rewritten = broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
         return codec.encode_response(correlation_id, rewritten)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop where installed: it roughly halves the per-hop cost of the proxy path."""
+    try:
+        import uvloop  # noqa: PLC0415
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()

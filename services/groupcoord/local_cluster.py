@@ -15,7 +15,7 @@ import signal
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.command import parse_address
-from groupcoord.gateway.server import Gateway
+from groupcoord.gateway.server import Gateway, new_event_loop
 
 HELP = "start a local cluster: embedded broker (unless --kafka) and the gateway"
 log = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ def main(args: argparse.Namespace) -> int:
             upstream = (broker.host, broker.port)
         else:
             upstream = args.kafka
-        asyncio.run(_run(args, upstream))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            runner.run(_run(args, upstream))
     finally:
         if broker is not None:
             broker.stop()
