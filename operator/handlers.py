@@ -1,0 +1,139 @@
+"""The kopf wiring: thin handlers that all run the same level-triggered reconcile.
+
+Triggers: the resource is created/updated/resumed; a shard pod changes (fast failover); a
+periodic timer (catches anything missed, and lets a freshly elected replica take over). Every
+handler first asks the Lease elector whether this replica leads; followers do nothing.
+
+Configuration (environment):
+
+* ``GROUPCOORD_OPERATOR_NAMESPACE`` — where the Lease lives (the operator's own namespace).
+* ``GROUPCOORD_OPERATOR_LEASE`` — Lease name (default ``groupcoord-operator``).
+* ``GROUPCOORD_OPERATOR_LEADER_ELECTION`` — ``false`` for a single replica during development.
+* ``GROUPCOORD_OPERATOR_IMAGE`` — workload image when a resource does not name one.
+* ``GROUPCOORD_OPERATOR_RESYNC_SECONDS`` — timer interval (default 10).
+* ``GROUPCOORD_OPERATOR_LEASE_SECONDS`` / ``..._RENEW_SECONDS`` — Lease timing (15 / 5).
+* ``GROUPCOORD_OPERATOR_API_SERVER`` — talk to this URL without credentials (a local
+  ``kubectl proxy``, or a mock API server in tests) instead of in-cluster/kubeconfig config.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from typing import Any
+
+import kopf
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from groupcoord_operator.build import MANAGED_BY, SHARD
+from groupcoord_operator.crd import GROUP, PLURAL, VERSION
+from groupcoord_operator.election import LeaseElector
+from groupcoord_operator.kube import Kube, KubeError
+from groupcoord_operator.reconcile import reconcile
+
+log = logging.getLogger(__name__)
+
+RESYNC_SECONDS = float(os.environ.get("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "10"))
+SHARD_PODS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": SHARD}
+
+
+class Runtime:
+    """Process-wide state the handlers share: the API client and the elector."""
+
+    def __init__(self) -> None:
+        self.kube: Kube | None = None
+        self.elector: LeaseElector | None = None
+        self.image = os.environ.get("GROUPCOORD_OPERATOR_IMAGE") or None
+
+    def connect(self, configuration: k8s.Configuration) -> None:
+        if self.kube is not None:
+            return
+        self.kube = Kube(k8s.ApiClient(configuration))
+        if os.environ.get("GROUPCOORD_OPERATOR_LEADER_ELECTION", "true").lower() != "false":
+            self.elector = LeaseElector(
+                self.kube,
+                os.environ.get("GROUPCOORD_OPERATOR_NAMESPACE", "default"),
+                os.environ.get("GROUPCOORD_OPERATOR_LEASE", "groupcoord-operator"),
+                os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}",
+                lease_seconds=int(os.environ.get("GROUPCOORD_OPERATOR_LEASE_SECONDS", "15")),
+                renew_seconds=float(os.environ.get("GROUPCOORD_OPERATOR_RENEW_SECONDS", "5")),
+            )
+            self.elector.start()
+
+    def leads(self) -> bool:
+        return self.kube is not None and (self.elector is None or self.elector.is_leader())
+
+    def close(self) -> None:
+        if self.elector is not None:
+            self.elector.stop()
+            self.elector = None
+        if self.kube is not None:
+            self.kube.api.close()
+            self.kube = None
+
+
+RUNTIME = Runtime()
+
+
+@kopf.on.startup()
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    # progress and diff-base in annotations: the CRD's structural schema prunes unknown status
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    settings.posting.level = logging.WARNING
+    settings.peering.standalone = True  # the Lease elects; see groupcoord_operator.election
+
+
+@kopf.on.login()
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    server = os.environ.get("GROUPCOORD_OPERATOR_API_SERVER")
+    if server:
+        configuration = k8s.Configuration()
+        configuration.host = server
+        RUNTIME.connect(configuration)
+        return kopf.ConnectionInfo(server=server, insecure=True)
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    RUNTIME.connect(k8s.Configuration.get_default_copy())
+    return kopf.login_via_client(**kwargs)
+
+
+@kopf.on.cleanup()
+def shutdown(**_: Any) -> None:
+    RUNTIME.close()
+
+
+def _reconcile(namespace: str, name: str) -> None:
+    if not RUNTIME.leads():
+        log.debug("%s/%s: not the leader, skipping", namespace, name)
+        return
+    assert RUNTIME.kube is not None
+    try:
+        reconcile(RUNTIME.kube, namespace, name, image=RUNTIME.image)
+    except KubeError as exc:
+        raise kopf.TemporaryError(f"API error: {exc}", delay=5) from exc
+
+
+@kopf.on.resume(GROUP, VERSION, PLURAL)
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL)
+def on_resource(namespace: str, name: str, **_: Any) -> None:
+    _reconcile(namespace, name)
+
+
+@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS)
+def resync(namespace: str, name: str, **_: Any) -> None:
+    _reconcile(namespace, name)
+
+
+@kopf.on.event("pods", labels=SHARD_PODS)
+def on_shard_pod(namespace: str, labels: dict[str, str], **_: Any) -> None:
+    instance = labels.get("app.kubernetes.io/instance")
+    if instance:
+        _reconcile(namespace, instance)

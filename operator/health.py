@@ -1,0 +1,83 @@
+"""Shard health from pod status: which shards may lead partitions.
+
+A shard is in one of three states:
+
+* ``Starting`` — its pod has not been Ready yet (fresh install, scale-out). It still receives
+  partitions: it will load them when it comes up, and taking them away meanwhile would only
+  cause churn during a rollout.
+* ``Ready`` — its pod's Ready condition is True.
+* ``Failed`` — it *was* Ready (or Failed) and now its pod is NotReady, terminating or gone, or
+  its container is crash-looping, or the pod phase is Failed. Its partitions fail over to live
+  shards with epoch + 1. The memory of "was Ready" lives in the resource status, so any
+  operator replica reaches the same verdict.
+
+When a Failed shard turns Ready again it takes back only what balance requires.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+STARTING, READY, FAILED = "Starting", "Ready", "Failed"
+_ORDINAL = re.compile(r"-(\d+)$")
+_CRASHING = {"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError"}
+
+
+def pod_shard_id(pod: Mapping[str, Any]) -> int | None:
+    """The shard id of a StatefulSet pod: the pod-index label, else the name's ordinal suffix."""
+    meta = pod.get("metadata") or {}
+    index = (meta.get("labels") or {}).get("apps.kubernetes.io/pod-index")
+    if index is not None and str(index).isdigit():
+        return int(index)
+    m = _ORDINAL.search(meta.get("name") or "")
+    return int(m.group(1)) if m else None
+
+
+def pod_is_ready(pod: Mapping[str, Any]) -> bool:
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def pod_is_broken(pod: Mapping[str, Any]) -> bool:
+    """Broken regardless of history: phase Failed or a container stuck in a crash/pull loop."""
+    status = pod.get("status") or {}
+    if status.get("phase") == "Failed":
+        return True
+    for cs in status.get("containerStatuses") or ():
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in _CRASHING:
+            return True
+    return False
+
+
+def shard_states(
+    shards: int, pods: Iterable[Mapping[str, Any]], previous: Mapping[int, str] | None = None
+) -> dict[int, str]:
+    """State of shards ``0 .. shards-1`` given their pods and the states recorded last time."""
+    previous = previous or {}
+    by_id: dict[int, Mapping[str, Any]] = {}
+    for pod in pods:
+        sid = pod_shard_id(pod)
+        if sid is not None and 0 <= sid < shards:
+            by_id[sid] = pod
+    states: dict[int, str] = {}
+    for sid in range(shards):
+        pod = by_id.get(sid)
+        was_up = previous.get(sid) in (READY, FAILED)
+        if pod is not None and pod_is_ready(pod):
+            states[sid] = READY
+        elif (pod is not None and pod_is_broken(pod)) or was_up:
+            states[sid] = FAILED
+        else:
+            states[sid] = STARTING
+    return states
+
+
+def states_from_status(status: Mapping[str, Any] | None) -> dict[int, str]:
+    return {int(s["shard"]): str(s["state"]) for s in (status or {}).get("shards") or ()}

@@ -1,0 +1,109 @@
+"""A small JSON-over-REST wrapper around the ``kubernetes`` client's transport.
+
+The operator deals in plain dicts (what the ``build_*`` functions return and what the CRD
+describes); the generated typed API of ``kubernetes`` >= 32 validates bodies into pydantic
+models and drops fields it does not know (custom resources, newer Kubernetes fields). So the
+operator keeps ``kubernetes`` for what it is good at — configuration (in-cluster service
+account or kubeconfig), authentication, TLS — and sends dicts on its ``ApiClient``.
+Patches are JSON merge patches (RFC 7386): the operator owns every field it writes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+from groupcoord_operator.crd import GROUP, PLURAL, VERSION
+
+MERGE_PATCH = "application/merge-patch+json"
+
+# kind → (api prefix, plural); enough for the objects the operator touches
+_PATHS: dict[str, tuple[str, str]] = {
+    "StatefulSet": ("/apis/apps/v1", "statefulsets"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "Service": ("/api/v1", "services"),
+    "Pod": ("/api/v1", "pods"),
+    "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
+    "GroupCoordinator": (f"/apis/{GROUP}/{VERSION}", PLURAL),
+}
+
+
+class KubeError(RuntimeError):
+    """A non-2xx answer; ``status`` lets callers tell 404/409 from real failures."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+
+
+def collection_path(kind: str, namespace: str) -> str:
+    prefix, plural = _PATHS[kind]
+    return f"{prefix}/namespaces/{namespace}/{plural}"
+
+
+def object_path(kind: str, namespace: str, name: str) -> str:
+    return f"{collection_path(kind, namespace)}/{name}"
+
+
+class Kube:
+    """Synchronous dict-in, dict-out access to the API server (kopf runs sync handlers in threads)."""
+
+    def __init__(self, api_client: k8s.ApiClient) -> None:
+        self.api = api_client
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        serialized = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.api.call_api(*serialized, _request_timeout=30)
+        except ApiException as exc:
+            raise KubeError(exc.status or 0, str(exc.reason)) from exc
+        data = response.read()
+        if not 200 <= response.status < 300:
+            raise KubeError(response.status, data.decode(errors="replace")[:500] if data else "")
+        return json.loads(data) if data else {}
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self._call("GET", path)
+        except KubeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def list(self, path: str, label_selector: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        query = []
+        if label_selector:
+            query.append(("labelSelector", ",".join(f"{k}={v}" for k, v in sorted(label_selector.items()))))
+        return list(self._call("GET", path, query=query).get("items") or [])
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("POST", path, body=dict(body))
+
+    def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: with ``metadata.resourceVersion`` set, a concurrent change fails with 409."""
+        return self._call("PUT", path, body=dict(body))
+
+    def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        return self._call("PATCH", path, body=dict(body), content_type=MERGE_PATCH)

@@ -1,0 +1,123 @@
+"""Reading a GroupCoordinator spec: validate it, apply defaults, hand back a typed value.
+
+Defaults are applied here as well as by the API server (CRD ``default``), because an older
+object, a server without structural defaulting, or a test's mock API server may not have
+them; the operator must behave the same either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from groupcoord_operator.crd import spec_schema
+
+
+class SpecError(ValueError):
+    """The spec cannot be acted on; the message goes into the Degraded condition verbatim."""
+
+
+@dataclass(frozen=True)
+class GroupDefaults:
+    session_timeout_ms: int = 45000
+    heartbeat_interval_ms: int = 5000
+    assignors: tuple[str, ...] = ("uniform", "range")
+    max_group_size: int = 1000
+    migration_policy: str = "bidirectional"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A validated spec with every default filled in."""
+
+    bootstrap_servers: str
+    partitions: int
+    shards: int
+    threads: int = 2
+    standbys: int = 0
+    state_topic: str = "__groupcoord_state"
+    image: str | None = None
+    image_pull_policy: str = "IfNotPresent"
+    service_account: str | None = None
+    gateway_replicas: int = 2
+    gateway_service_type: str = "ClusterIP"
+    tls: Mapping[str, Any] = field(default_factory=dict)
+    sasl: Mapping[str, Any] = field(default_factory=dict)
+    group_defaults: GroupDefaults = field(default_factory=GroupDefaults)
+    shard_resources: Mapping[str, Any] = field(default_factory=dict)
+    gateway_resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
+    validator = jsonschema.Draft7Validator(spec_schema())
+    messages = []
+    for error in sorted(validator.iter_errors(spec), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in error.absolute_path) or "(spec)"
+        messages.append(f"spec.{where}: {error.message}" if error.absolute_path else f"spec: {error.message}")
+    return messages
+
+
+def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Spec:
+    """Validate ``raw`` (the resource's ``spec``) and return it with defaults applied.
+
+    ``current_partitions`` is the partition count in force (from the status); the topic
+    cannot shrink, so a smaller value is refused. Raises :class:`SpecError` with every
+    problem found, so a user fixes them in one go.
+    """
+    raw = dict(raw or {})
+    problems = _schema_messages(raw)
+    if problems:
+        raise SpecError("; ".join(problems))
+    topic = raw["stateTopic"]
+    gd_raw = raw.get("groupDefaults") or {}
+    gd = GroupDefaults(
+        session_timeout_ms=gd_raw.get("sessionTimeoutMs", 45000),
+        heartbeat_interval_ms=gd_raw.get("heartbeatIntervalMs", 5000),
+        assignors=tuple(gd_raw.get("assignors") or ("uniform", "range")),
+        max_group_size=gd_raw.get("maxGroupSize", 1000),
+        migration_policy=gd_raw.get("migrationPolicy", "bidirectional"),
+    )
+    gateway = raw.get("gateway") or {}
+    resources = raw.get("resources") or {}
+    spec = Spec(
+        bootstrap_servers=raw["kafka"]["bootstrapServers"],
+        partitions=topic["partitions"],
+        shards=raw["shards"],
+        threads=raw.get("threadsPerShard", 2),
+        standbys=raw.get("standbysPerPartition", 0),
+        state_topic=topic.get("name", "__groupcoord_state"),
+        image=raw.get("image") or None,
+        image_pull_policy=raw.get("imagePullPolicy", "IfNotPresent"),
+        service_account=raw.get("serviceAccountName") or None,
+        gateway_replicas=gateway.get("replicas", 2),
+        gateway_service_type=gateway.get("serviceType", "ClusterIP"),
+        tls=raw["kafka"].get("tls") or {},
+        sasl=raw["kafka"].get("sasl") or {},
+        group_defaults=gd,
+        shard_resources=resources.get("shard") or {},
+        gateway_resources=resources.get("gateway") or {},
+    )
+    # the CEL rules of the CRD, checked again for servers that do not evaluate them
+    if gd.heartbeat_interval_ms >= gd.session_timeout_ms:
+        problems.append(
+            f"spec.groupDefaults.heartbeatIntervalMs ({gd.heartbeat_interval_ms}) must be smaller than "
+            f"sessionTimeoutMs ({gd.session_timeout_ms})"
+        )
+    if spec.standbys and spec.standbys >= spec.shards:
+        problems.append(
+            f"spec.standbysPerPartition ({spec.standbys}) must be smaller than spec.shards ({spec.shards}): "
+            "a standby lives on another shard"
+        )
+    if spec.partitions < current_partitions:
+        problems.append(
+            f"spec.stateTopic.partitions cannot shrink from {current_partitions} to {spec.partitions}: "
+            "Kafka topics cannot lose partitions"
+        )
+    if spec.tls.get("enabled") and bool(spec.tls.get("certSecret")) != bool(spec.tls.get("keySecret")):
+        problems.append("spec.kafka.tls: certSecret and keySecret must be given together")
+    if problems:
+        raise SpecError("; ".join(problems))
+    return spec
