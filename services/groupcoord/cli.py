@@ -15,6 +15,7 @@ import sys
 SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
     "gateway": "groupcoord.gateway.command",
+    "shard": "groupcoord.coordinator.shard.command",
     "operator": "groupcoord_operator.command",
 }
 

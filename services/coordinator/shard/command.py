@@ -1,0 +1,118 @@
+"""``groupcoord shard``: one coordinator shard — a supervisor and ``--threads`` worker processes.
+
+The supervisor creates the state topic if missing, spawns the workers (see
+:mod:`.worker` for why they are processes) and watches them. A worker that dies takes the
+shard down (exit 1): its partitions' loops are gone, and a restarted pod with a clean slate is
+what the control plane expects to fail partitions over from; a half-alive shard would keep
+answering for partitions it no longer serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+from types import FrameType
+
+from groupcoord.coordinator.shard.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
+from groupcoord.coordinator.shard.statelog import ensure_topic
+from groupcoord.coordinator.shard.worker import CORES, WorkerConfig, worker_main
+
+HELP = "run a coordinator shard: worker processes hosting state-topic partitions"
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shard-id", default="0", help="this shard's id in the placement (default 0)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="worker processes; partition p runs on worker p %% threads"
+    )
+    parser.add_argument(
+        "--kafka", required=True, help="bootstrap servers of the Kafka cluster holding the state"
+    )
+    parser.add_argument("--state-topic", default=DEFAULT_STATE_TOPIC, help=f"(default {DEFAULT_STATE_TOPIC})")
+    parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS, help="state-topic partitions")
+    parser.add_argument("--replication-factor", type=int, default=1, help="when creating the state topic")
+    parser.add_argument("--grpc-port", type=int, default=50051, help="worker i listens on this + i")
+    parser.add_argument("--grpc-host", default="0.0.0.0", help="address to bind gRPC to")
+    parser.add_argument(
+        "--metrics-port", type=int, default=9100, help="worker i serves /metrics on this + i; 0 = off"
+    )
+    parser.add_argument(
+        "--leadership",
+        default="local",
+        help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
+    )
+    parser.add_argument(
+        "--core", choices=CORES, default="group", help="state machine to host (register: self-test)"
+    )
+
+
+def configs(args: argparse.Namespace) -> list[WorkerConfig]:
+    return [
+        WorkerConfig(
+            shard_id=str(args.shard_id),
+            worker=i,
+            workers=args.threads,
+            bootstrap=args.kafka,
+            topic=args.state_topic,
+            partitions=args.partitions,
+            grpc_port=args.grpc_port,
+            bind_host=args.grpc_host,
+            metrics_port=args.metrics_port,
+            core=args.core,
+            leadership=args.leadership,
+            log_level=str(getattr(args, "log_level", "INFO")),
+        )
+        for i in range(args.threads)
+    ]
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.threads < 1 or args.partitions < 1:
+        raise SystemExit("--threads and --partitions must be at least 1")
+    asyncio.run(ensure_topic(args.kafka, args.state_topic, args.partitions, args.replication_factor))
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=worker_main, args=(c,), name=f"shard-{c.shard_id}-w{c.worker}")
+        for c in configs(args)
+    ]
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+        for p in procs:
+            if p.is_alive():
+                p.terminate()  # SIGTERM: the worker stops its server and resigns its partitions
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for p in procs:
+        p.start()
+    log.info(
+        "shard %s: %d worker(s), gRPC ports %d..%d",
+        args.shard_id,
+        len(procs),
+        args.grpc_port,
+        args.grpc_port + len(procs) - 1,
+    )
+    failed = False
+    alive = list(procs)
+    while alive:
+        multiprocessing.connection.wait([p.sentinel for p in alive])
+        for p in [p for p in alive if not p.is_alive()]:
+            alive.remove(p)
+            if not stopping:
+                log.error("%s exited with %s; stopping the shard", p.name, p.exitcode)
+                failed = True
+                stop(signal.SIGTERM, None)
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    return 1 if failed else 0

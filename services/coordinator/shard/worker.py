@@ -1,0 +1,185 @@
+"""One worker process of a shard: an asyncio loop, a runtime, a gRPC server, metrics.
+
+Why processes: the work of a shard (handlers, replay, protobuf, Kafka record parsing) is
+Python code holding the GIL, so threads in one interpreter would take turns on one core.
+``--threads N`` therefore starts N worker *processes*; partitions are split between them by
+``partition % N`` (:func:`~.partitioning.worker_for`) and never shared, so the workers need no
+coordination at all. Each serves gRPC on ``base port + worker index``: the gateway computes
+the owning worker and talks to it directly, with no forwarding hop through a front process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from prometheus_client import REGISTRY, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from groupcoord.coordinator.shard.partition import PartitionState, ShardFactory
+from groupcoord.coordinator.shard.rpc import EnvelopeDispatcher, ShardControlServicer
+from groupcoord.coordinator.shard.runtime import ShardRuntime
+from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
+
+log = logging.getLogger(__name__)
+
+CORES = ("group", "register")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    shard_id: str
+    worker: int
+    workers: int
+    bootstrap: str
+    topic: str
+    partitions: int
+    grpc_port: int
+    bind_host: str = "0.0.0.0"
+    peer_host: str = "127.0.0.1"
+    metrics_port: int = 0
+    core: str = "group"
+    leadership: str = "local"
+    log_level: str = "INFO"
+
+
+@dataclass(frozen=True, slots=True)
+class Core:
+    """What a core brings: how to build a partition's shard, and how to serve it over gRPC."""
+
+    factory: ShardFactory
+    add_services: Callable[[grpc.aio.Server, ShardRuntime], None]
+
+
+def load_core(name: str) -> Core:
+    if name == "register":
+        from groupcoord.coordinator.shard.register_shard import READ_ONLY_APIS, RegisterShard  # noqa: PLC0415
+        from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc  # noqa: PLC0415
+
+        def add(server: grpc.aio.Server, runtime: ShardRuntime) -> None:
+            dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, READ_ONLY_APIS)
+
+            class Servicer(register_pb2_grpc.RegisterServicer):
+                async def Stream(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802
+                    async for reply in dispatcher.stream(request_iterator, context):
+                        yield reply
+
+            register_pb2_grpc.add_RegisterServicer_to_server(Servicer(), server)
+
+        return Core(RegisterShard, add)
+    if name == "group":
+        module = importlib.import_module("groupcoord.coordinator.shard.coordinator_service")
+        return module.group_core()  # type: ignore[no-any-return]
+    raise ValueError(f"unknown core {name!r}; known: {', '.join(CORES)}")
+
+
+class RuntimeCollector(Collector):
+    """Partition metrics read from the runtime at scrape time (names after KIP-848's)."""
+
+    def __init__(self, runtime: ShardRuntime) -> None:
+        self.runtime = runtime
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        labels = {"shard": self.runtime.shard_id, "worker": str(self.runtime.worker)}
+        names = list(labels)
+        status = self.runtime.status()
+        by_state = GaugeMetricFamily(
+            "groupcoord_partitions", "State-topic partitions by state.", labels=[*names, "state"]
+        )
+        for state in PartitionState:
+            by_state.add_metric([*labels.values(), state.value], sum(1 for s in status if s.state is state))
+        yield by_state
+        queue = GaugeMetricFamily(
+            "groupcoord_event_queue_size",
+            "Events waiting on a partition's loop.",
+            labels=[*names, "partition"],
+        )
+        load = GaugeMetricFamily(
+            "groupcoord_partition_load_time_ms", "Duration of the last load.", labels=[*names, "partition"]
+        )
+        groups = GaugeMetricFamily(
+            "groupcoord_group_count", "Groups by protocol.", labels=[*names, "partition", "protocol"]
+        )
+        for s in status:
+            queue.add_metric([*labels.values(), str(s.partition)], s.queue_size)
+            if s.load_time_ms is not None:
+                load.add_metric([*labels.values(), str(s.partition)], s.load_time_ms)
+            for protocol, n in s.group_counts.items():
+                groups.add_metric([*labels.values(), str(s.partition), protocol], n)
+        yield queue
+        yield load
+        yield groups
+
+
+async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
+    """``kubernetes:<ns>/<name>``: leadership read from the coordinator resource's status.
+
+    The watcher lives in ``groupcoord.controlplane.kubernetes_leadership`` and is expected to
+    offer ``async watch(target, shard_id, apply)`` calling ``apply(leaders, standbys)`` with
+    ``leaders: dict[partition, epoch]`` and ``standbys: set[partition]`` for this shard.
+    """
+    module = importlib.import_module("groupcoord.controlplane.kubernetes_leadership")
+    await module.watch(spec.split(":", 1)[1], runtime.shard_id, runtime.apply_leadership)
+
+
+async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:
+    """Run one worker until SIGTERM/SIGINT (or cancellation)."""
+    core = load_core(config.core)
+    runtime = ShardRuntime(
+        bootstrap=config.bootstrap,
+        topic=config.topic,
+        partitions=config.partitions,
+        shard_factory=core.factory,
+        shard_id=config.shard_id,
+        worker=config.worker,
+        workers=config.workers,
+    )
+    await runtime.start()
+    server = grpc.aio.server()
+    sc_grpc.add_ShardControlServicer_to_server(
+        ShardControlServicer(runtime, config.peer_host, config.grpc_port), server
+    )
+    core.add_services(server, runtime)
+    port = config.grpc_port + config.worker
+    if server.add_insecure_port(f"{config.bind_host}:{port}") == 0:
+        raise OSError(f"cannot listen on {config.bind_host}:{port}")
+    await server.start()
+    if config.metrics_port:
+        REGISTRY.register(RuntimeCollector(runtime))
+        start_http_server(config.metrics_port + config.worker)
+    watcher = None
+    if config.leadership.startswith("kubernetes:"):
+        watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))
+    elif config.leadership != "local":
+        raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("shard %s worker %d/%d serving on port %d", config.shard_id, config.worker, config.workers, port)
+    if ready is not None:
+        ready()
+    try:
+        await stop.wait()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await server.stop(grace=1)
+        await runtime.close()
+
+
+def worker_main(config: WorkerConfig) -> None:
+    """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
+    logging.basicConfig(
+        level=getattr(logging, config.log_level.upper(), logging.INFO),
+        format=f"%(asctime)s %(levelname)s w{config.worker} %(name)s: %(message)s",
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
+    asyncio.run(serve(config))
