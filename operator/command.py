@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="watch only this namespace (repeatable); default: all namespaces",
     )
     parser.add_argument("--print-crd", action="store_true", help="print the CRD as YAML and exit")
+    parser.add_argument(
+        "--apply-crd",
+        action="store_true",
+        help="create or update the CRD in the cluster and exit (the Helm upgrade hook runs this)",
+    )
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf liveness endpoint")
 
 
@@ -32,9 +37,36 @@ def crd_yaml() -> str:
     return CRD_HEADER + yaml.safe_dump(build_crd(), sort_keys=False, width=120)
 
 
+def apply_crd() -> str:
+    """Create the CRD, or replace it with this version's (Helm never upgrades ``crds/``)."""
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+
+    from groupcoord_operator.crd import build_crd
+    from groupcoord_operator.kube import Kube
+
+    try:
+        k8s_config.load_incluster_config()
+    except k8s_config.ConfigException:
+        k8s_config.load_kube_config()
+    kube = Kube(k8s.ApiClient(k8s.Configuration.get_default_copy()))
+    crd = build_crd()
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    current = kube.get(f"{base}/{crd['metadata']['name']}")
+    if current is None:
+        kube.create(base, crd)
+        return "created"
+    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    kube.replace(f"{base}/{crd['metadata']['name']}", crd)
+    return "updated"
+
+
 def main(args: argparse.Namespace) -> int:
     if args.print_crd:
         sys.stdout.write(crd_yaml())
+        return 0
+    if args.apply_crd:
+        print(f"CustomResourceDefinition {apply_crd()}")
         return 0
     import kopf
 

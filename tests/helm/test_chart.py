@@ -1,0 +1,217 @@
+"""The Helm chart, rendered by Helm's own engine (helm-python-sdk, no helm binary, no cluster).
+
+For default and non-default values: lint is clean (strict), every rendered object validates
+against the Kubernetes schemas (kubernetes-validate, strict), the GroupCoordinator validates
+against the CRD's openAPIV3Schema (jsonschema), and the CRD under crds/ — which Helm's render
+leaves out — is validated on its own. Custom kinds the Kubernetes schemas do not know
+(GroupCoordinator, ServiceMonitor) are checked by other means, named below.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import helm_python as helm
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from groupcoord_operator.crd import build_crd, openapi_schema
+from groupcoord_operator.spec import parse_spec
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
+K8S_VERSION = "1.30"
+
+NON_DEFAULT = {
+    "image": {"registry": "", "repository": "registry.example/gc", "tag": "1.2.3", "pullPolicy": "Always"},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "operator": {
+        "replicas": 3,
+        "watchNamespaces": ["team-a", "team-b"],
+        "resyncSeconds": 30,
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
+    },
+    "crds": {"upgrade": False},
+    "coordinator": {
+        "name": "orders",
+        "kafka": {
+            "bootstrapServers": "b1:9093,b2:9093",
+            "tls": {"enabled": True, "caSecret": {"name": "kafka-ca", "key": "ca.crt"}},
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "usernameSecret": {"name": "kafka-user", "key": "username"},
+                "passwordSecret": {"name": "kafka-user", "key": "password"},
+            },
+        },
+        "stateTopic": {"partitions": 48},
+        "shards": 6,
+        "threadsPerShard": 8,
+        "standbysPerPartition": 2,
+        "groupDefaults": {"migrationPolicy": "upgrade", "assignors": ["range"]},
+        "gateway": {"replicas": 3, "serviceType": "LoadBalancer"},
+    },
+    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+}
+ALL_NAMESPACES = {"operator": {"watchAllNamespaces": True}, "coordinator": {"create": False}}
+
+
+@pytest.fixture(scope="module")
+def chart() -> helm.Chart:
+    return helm.Chart.load(CHART)
+
+
+def render(chart: helm.Chart, values: dict | None) -> tuple[list[dict], str]:
+    manifests = chart.render(values, name="gc", namespace="kafka", is_install=True)
+    objects = []
+    notes = ""
+    for path, text in sorted(manifests.items()):
+        if path.endswith("NOTES.txt"):
+            notes = text
+            continue
+        objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    return objects, notes
+
+
+def kinds(objects: list[dict]) -> list[str]:
+    return [o["kind"] for o in objects]
+
+
+@pytest.mark.parametrize(
+    "values", [None, NON_DEFAULT, ALL_NAMESPACES], ids=["default", "custom", "cluster-wide"]
+)
+def test_chart_lints_clean(values):
+    report = helm.lint(str(CHART), values, strict=True, namespace="kafka")
+    assert report["errors"] == [] and report["messages"] == [], report
+
+
+@pytest.mark.parametrize(
+    "values", [None, NON_DEFAULT, ALL_NAMESPACES], ids=["default", "custom", "cluster-wide"]
+)
+def test_every_rendered_object_validates(chart, values):
+    objects, _ = render(chart, values)
+    custom = {"GroupCoordinator", "ServiceMonitor"}
+    for obj in objects:
+        if obj["kind"] in custom:
+            continue
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    for obj in objects:
+        if obj["kind"] == "GroupCoordinator":
+            jsonschema.validate(obj, openapi_schema())
+            parse_spec(obj["spec"])  # and the operator accepts it (CEL-equivalent rules too)
+        if obj["kind"] == "ServiceMonitor":  # not in the Kubernetes schemas: check its essentials
+            assert obj["apiVersion"] == "monitoring.coreos.com/v1"
+            assert obj["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_crds_directory_holds_a_valid_crd_equal_to_the_operators(chart):
+    crds = chart.crds
+    assert [c["name"] for c in crds] == ["crds/groupcoord.io_groupcoordinators.yaml"]
+    crd = yaml.safe_load(crds[0]["data"])
+    kubernetes_validate.validate(crd, K8S_VERSION, strict=True)
+    assert crd == build_crd()
+
+
+def test_default_install_reads_in_install_order_and_is_namespaced(chart):
+    objects, notes = render(chart, None)
+    assert kinds(objects) == [
+        "ServiceAccount",
+        "ClusterRole", "ClusterRoleBinding",  # read-only observer of CRDs and namespaces
+        "Role", "RoleBinding",  # what the operator writes, in its namespace only
+        "Role", "RoleBinding",  # the leader-election Lease
+        "ServiceAccount", "Role", "RoleBinding",  # workloads read leadership
+        "Deployment",
+        "GroupCoordinator",
+        "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job",  # CRD upgrade hook
+    ]  # fmt: skip
+    observer = next(o for o in objects if o["kind"] == "ClusterRole")
+    assert all(set(rule["verbs"]) <= {"list", "watch"} for rule in observer["rules"])
+    gc = next(o for o in objects if o["kind"] == "GroupCoordinator")
+    assert gc["spec"]["shards"] == 3 and gc["metadata"]["namespace"] == "kafka"
+    assert "bootstrap.servers=gc-groupcoord-gateway.kafka.svc:9092" in notes
+    assert "9100" in notes and "ServiceMonitor" not in notes.split("4. Metrics")[0]
+
+
+def test_least_privilege_rbac(chart):
+    objects, _ = render(chart, None)
+    for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+            assert "delete" not in rule["verbs"], "the operator never deletes; owner references do"
+            assert "secrets" not in rule["resources"]
+    lease_role = next(
+        o for o in objects if o["metadata"]["name"].endswith("leader-election") and o["kind"] == "Role"
+    )
+    updates = [r for r in lease_role["rules"] if "update" in r["verbs"]]
+    assert updates[0]["resourceNames"] == ["gc-groupcoord-operator"]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GROUPCOORD_OPERATOR_LEASE"]["value"] == "gc-groupcoord-operator"
+
+
+def test_custom_values_reach_the_resource_and_rbac(chart):
+    objects, notes = render(chart, NON_DEFAULT)
+    gc = next(o for o in objects if o["kind"] == "GroupCoordinator")
+    assert gc["metadata"]["name"] == "orders"
+    assert gc["spec"]["threadsPerShard"] == 8 and gc["spec"]["shards"] == 6
+    assert gc["spec"]["image"] == "registry.example/gc:1.2.3"
+    assert gc["spec"]["kafka"]["sasl"]["mechanism"] == "SCRAM-SHA-512"
+    roles = [o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == "gc-groupcoord-operator"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert "Job" not in kinds(objects), "crds.upgrade=false: no hook"
+    assert "kubectl apply --server-side" in notes
+    assert "orders-gateway" in notes
+
+
+def test_cluster_wide_mode_uses_cluster_roles_only(chart):
+    objects, notes = render(chart, ALL_NAMESPACES)
+    assert "GroupCoordinator" not in kinds(objects)
+    assert not [
+        o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == "gc-groupcoord-operator"
+    ]
+    assert [
+        o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "gc-groupcoord-operator"
+    ]
+    assert "all namespaces" in notes
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"coordinator": {"shards": 0}},
+        {"coordinator": {"threadsPerShard": 1000}},
+        {"coordinator": {"groupDefaults": {"migrationPolicy": "sideways"}}},
+        {"operator": {"replicas": 0}},
+        {"metrics": {"serviceMonitor": {"interval": "soon"}}},
+        {"unknownKey": 1},
+    ],
+)
+def test_values_schema_rejects_bad_values(chart, bad):
+    with pytest.raises(helm.HelmError):
+        chart.render(bad, name="gc", namespace="kafka")
+
+
+def test_values_schema_documents_every_key():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    missing = []
+
+    def walk(node: dict, where: str) -> None:
+        for key, sub in (node.get("properties") or {}).items():
+            if "description" not in sub:
+                missing.append(f"{where}{key}")
+            walk(sub, f"{where}{key}.")
+        for sub in (node.get("items"), node.get("additionalProperties")):
+            if isinstance(sub, dict):
+                walk(sub, f"{where}[].")
+
+    walk(schema, "")
+    assert missing == []
+    coordinator = schema["properties"]["coordinator"]["properties"]
+    assert set(coordinator) - {"create", "name"} == set(openapi_schema()["properties"]["spec"]["properties"])
