@@ -41,7 +41,7 @@ class GroupApiHandler(Protocol):
     #: API key -> (min, max) versions this handler serves.
     versions: dict[int, tuple[int, int]]
 
-    async def handle(self, header: Any, request: Any, listener: Address) -> Any:
+    async def handle(self, header: Any, request: Any, listener: Address, client_host: str) -> Any:
         """The response body for ``request``; ``listener`` is the gateway address it came in on."""
         ...
 
@@ -217,7 +217,9 @@ class ClientSession:
             return
         assert self.gateway.group_handler is not None
         try:
-            response = await self.gateway.group_handler.handle(header, body, self.listener.address)
+            response = await self.gateway.group_handler.handle(
+                header, body, self.listener.address, self.peer.rpartition(":")[0]
+            )
         except Exception:  # a handler bug must not take the gateway down, but must be seen
             log.exception("group handler failed on %s from %s", codec.API_NAMES[request.api_key], self.peer)
             self.fail("internal error in group handler")
@@ -266,6 +268,8 @@ class Gateway:
     sessions: set[ClientSession] = field(default_factory=set)
     _upstream_versions: dict[int, tuple[int, int]] | None = None
     _listener_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # gateway listener address -> the upstream node id it stands for (learned from Metadata)
+    node_ids: dict[Address, int] = field(default_factory=dict)
     _next_port: int = 0
 
     @property
@@ -340,6 +344,7 @@ class Gateway:
         mapping: dict[int, Address] = {}
         for node_id, host, port in broker_addresses.upstream_brokers(api_key, body):
             mapping[node_id] = (await self.listener_for((host, port))).address
+            self.node_ids[mapping[node_id]] = node_id
         rewritten = broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
         return codec.encode_response(correlation_id, rewritten)
 
@@ -351,3 +356,40 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+    async def upstream_request(self, body: Any) -> Any:
+        """Send one request to the upstream bootstrap broker on a connection of its own and
+        return the decoded response, broker addresses rewritten. For the parts of group-API
+        requests that belong to the upstream cluster (transaction coordinators, non-group
+        config resources)."""
+        try:
+            reader, writer = await asyncio.open_connection(*self.upstream_bootstrap)
+        except OSError as exc:
+            raise UpstreamUnavailable(f"upstream {self.upstream_bootstrap}: {exc}") from exc
+        try:
+            writer.write(frame_bytes(codec.encode_request(1, "groupcoord-gateway", body)))
+            payload = await _read_frame(reader)
+        finally:
+            writer.close()
+        api_key, version = int(body.__api_key__), int(body.__version__)
+        if api_key in broker_addresses.REWRITTEN_APIS:
+            payload = await self.rewrite_addresses(api_key, version, payload)
+        return codec.decode_response(api_key, version, payload)[1]
+
+    async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
+        """(node id, host, port) to name as group coordinator for a client on ``listener``:
+        the gateway itself, under the node id of the upstream broker that listener stands for,
+        so clients reuse the connection they already have."""
+        if not self.node_ids:
+            from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
+
+            await self.upstream_request(
+                MetadataRequest(
+                    topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                )
+            )
+        node = self.node_ids.get(listener)
+        if node is not None:
+            return node, *listener
+        address, node = next(iter(self.node_ids.items()))
+        return node, *address

@@ -1,0 +1,114 @@
+"""Calls from the gateway to coordinator shard workers over pipelined gRPC streams.
+
+One bidirectional ``Coordinator.Stream`` per worker address, shared by every client
+connection: many requests in flight, replies matched by correlation id. A broken stream fails
+its in-flight calls with COORDINATOR_NOT_AVAILABLE (retriable: clients look the coordinator up
+again and retry, exactly as after a Kafka broker failure) and is reopened on the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf.message import Message
+from kio.schema.errors import ErrorCode
+
+from groupcoord.rpc.v1 import coordinator_pb2 as pb
+from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ShardReply:
+    """A shard's answer: the response message, or a request-level Kafka error code."""
+
+    error_code: int
+    error_message: str
+    response: Message | None
+
+
+def failed(code: ErrorCode, message: str) -> ShardReply:
+    return ShardReply(int(code.value), message, None)
+
+
+class _Stream:
+    def __init__(self, address: Address) -> None:
+        self.address = address
+        self.channel = grpc.aio.insecure_channel(
+            f"{address[0]}:{address[1]}", options=[("grpc.so_reuseport", 0), ("grpc.enable_retries", 0)]
+        )
+        self.outbox: asyncio.Queue[pb.CoordinatorEnvelope | None] = asyncio.Queue()
+        self.waiting: dict[int, asyncio.Future[ShardReply]] = {}
+        self.task = asyncio.create_task(self._run())
+        self.broken = False
+
+    async def _requests(self) -> AsyncIterator[pb.CoordinatorEnvelope]:
+        while (item := await self.outbox.get()) is not None:
+            yield item
+
+    async def _run(self) -> None:
+        stub = pb_grpc.CoordinatorStub(self.channel)
+        try:
+            async for reply in stub.Stream(self._requests()):
+                fut = self.waiting.pop(reply.correlation_id, None)
+                if fut is None or fut.done():
+                    continue
+                which = reply.WhichOneof("response")
+                fut.set_result(
+                    ShardReply(
+                        reply.error_code, reply.error_message, getattr(reply, which) if which else None
+                    )
+                )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any stream failure is a shard failure
+            log.info("stream to shard %s:%s ended: %s", *self.address, exc)
+        finally:
+            self.broken = True
+            for fut in self.waiting.values():
+                if not fut.done():
+                    fut.set_result(failed(ErrorCode.coordinator_not_available, "shard stream closed"))
+            self.waiting.clear()
+
+    def send(self, envelope: pb.CoordinatorEnvelope) -> asyncio.Future[ShardReply]:
+        fut: asyncio.Future[ShardReply] = asyncio.get_running_loop().create_future()
+        self.waiting[envelope.correlation_id] = fut
+        self.outbox.put_nowait(envelope)
+        return fut
+
+    async def close(self) -> None:
+        self.outbox.put_nowait(None)
+        self.task.cancel()
+        await self.channel.close()
+
+
+class ShardClient:
+    """Routes (address, partition, api, message) calls over shared streams."""
+
+    def __init__(self, timeout_s: float = 60.0) -> None:
+        self.timeout_s = timeout_s
+        self._streams: dict[Address, _Stream] = {}
+        self._ids = itertools.count(1)
+
+    async def call(self, address: Address, partition: int, api: str, message: Message) -> ShardReply:
+        stream = self._streams.get(address)
+        if stream is None or stream.broken:
+            stream = self._streams[address] = _Stream(address)
+        envelope = pb.CoordinatorEnvelope(correlation_id=next(self._ids), partition=partition)
+        getattr(envelope, api).CopyFrom(message)
+        try:
+            return await asyncio.wait_for(stream.send(envelope), self.timeout_s)
+        except TimeoutError:
+            return failed(ErrorCode.request_timed_out, f"shard {address[0]}:{address[1]} did not answer")
+
+    async def close(self) -> None:
+        streams, self._streams = self._streams, {}
+        for stream in streams.values():
+            await stream.close()
