@@ -14,6 +14,7 @@ import sys
 
 SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
+    "status": "groupcoord.status",
     "gateway": "groupcoord.gateway.command",
     "shard": "groupcoord.coordinator.shard.command",
     "operator": "groupcoord_operator.command",

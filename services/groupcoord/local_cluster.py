@@ -1,8 +1,9 @@
 """``groupcoord up``: the whole cluster on one machine (the embedded default).
 
 Starts a real Kafka-compatible broker (tansu, in-memory) unless ``--kafka`` names an existing
-cluster, then the gateway in this process, prints the bootstrap address, and on Ctrl-C/SIGTERM
-stops everything it started.
+cluster, then the coordinator shard processes under the local control plane, then the gateway
+in this process; prints the bootstrap address, and on Ctrl-C/SIGTERM stops everything it
+started. The control plane's view is written to a state file that ``groupcoord status`` reads.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ import asyncio
 import contextlib
 import logging
 import signal
+from pathlib import Path
 
+from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.command import parse_address
+from groupcoord.gateway.group_apis import GroupApis
+from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway, new_event_loop
+from groupcoord.gateway.shard_client import ShardClient
 
-HELP = "start a local cluster: embedded broker (unless --kafka) and the gateway"
+HELP = "start a local cluster: embedded broker (unless --kafka), coordinator shards and the gateway"
 log = logging.getLogger(__name__)
+STATE_DIR = Path.home() / ".groupcoord"
+
+
+def state_file(port: int) -> Path:
+    return STATE_DIR / f"up-{port}.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,22 +41,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="use this Kafka cluster instead of the embedded broker",
     )
+    parser.add_argument("--shards", type=int, default=2, help="coordinator shard processes (default 2)")
+    parser.add_argument("--threads", type=int, default=1, help="worker processes per shard (default 1)")
+    parser.add_argument("--partitions", type=int, default=50, help="state-topic partitions (default 50)")
+    parser.add_argument("--standbys", type=int, default=0, help="hot standbys per partition (default 0)")
+    parser.add_argument("--state-topic", default="__groupcoord_state", help="state topic name")
+    parser.add_argument("--log-dir", type=Path, default=None, help="write shard logs here")
+    parser.add_argument(
+        "--no-coordinator",
+        action="store_true",
+        help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
+    )
+
+
+class LocalCluster:
+    """Broker (optional) + control plane + gateway, started and stopped together."""
+
+    def __init__(self, args: argparse.Namespace, upstream: tuple[str, int]) -> None:
+        self.args = args
+        self.upstream = upstream
+        self.gateway = Gateway(upstream, listen_host=args.host, port=args.port, advertised_host=args.host)
+        self.control: LocalControlPlane | None = None
+        self.shard_client: ShardClient | None = None
+
+    async def start(self) -> None:
+        args = self.args
+        if not args.no_coordinator:
+            table = LeadershipTable(args.partitions)
+            self.shard_client = ShardClient()
+            self.gateway.group_handler = GroupApis(
+                table, self.shard_client, self.gateway.upstream_request, self.gateway.coordinator_node
+            )
+
+            def publish(placement: dict, processes: dict) -> None:
+                table.update(
+                    {p: (a.leader, a.epoch) for p, a in placement.items()},
+                    {
+                        s: ShardEndpoint(proc.host, proc.grpc_port, proc.threads)
+                        for s, proc in processes.items()
+                    },
+                )
+
+            self.control = LocalControlPlane(
+                kafka=f"{self.upstream[0]}:{self.upstream[1]}",
+                shards=args.shards,
+                threads=args.threads,
+                partitions=args.partitions,
+                standbys=args.standbys,
+                state_topic=args.state_topic,
+                log_dir=args.log_dir,
+                state_file=state_file(args.port),
+                on_placement=publish,
+            )
+            await self.control.start()
+        await self.gateway.start()
+
+    async def stop(self) -> None:
+        await self.gateway.stop()
+        if self.shard_client is not None:
+            await self.shard_client.close()
+        if self.control is not None:
+            await self.control.stop()
 
 
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
-    gateway = Gateway(upstream, listen_host=args.host, port=args.port, advertised_host=args.host)
-    await gateway.start()
-    host, port = gateway.bootstrap_address
-    print(f"groupcoord is up: bootstrap {host}:{port} (upstream {upstream[0]}:{upstream[1]})", flush=True)
+    cluster = LocalCluster(args, upstream)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     try:
+        await cluster.start()
+        host, port = cluster.gateway.bootstrap_address
+        shards = (
+            "no coordinator shards"
+            if args.no_coordinator
+            else f"{args.shards} shard(s) x {args.threads} worker(s)"
+        )
+        print(
+            f"groupcoord is up: bootstrap {host}:{port} ({shards}, upstream {upstream[0]}:{upstream[1]})",
+            flush=True,
+        )
         await stop.wait()
     finally:
-        await gateway.stop()
+        await cluster.stop()
 
 
 def main(args: argparse.Namespace) -> int:
