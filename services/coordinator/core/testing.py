@@ -58,6 +58,11 @@ class MockTimer:
         entry = self._live.get(key)
         return None if entry is None else entry.deadline_ms
 
+    def next_deadline(self) -> int | None:
+        """The earliest deadline of a live timer (None if none): lets a test step the clock
+        from deadline to deadline, so timers scheduled by timers run at their own time."""
+        return min((e.deadline_ms for e in self._live.values()), default=None)
+
     def pop_expired(self) -> list[tuple[str, Callable[[], CoordinatorResult[Any]]]]:
         """Remove and return the timers whose deadline has passed, earliest first."""
         fired = []

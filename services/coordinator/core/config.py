@@ -1,0 +1,41 @@
+"""Broker-level group coordinator settings (Kafka's ``group.*`` / ``offsets.*`` configs).
+
+One :class:`GroupConfig` per shard, given by the operator's custom resource (group-config
+defaults). Names follow Apache Kafka's broker configs so operators can carry theirs over.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    # --- classic groups (group.classic.*, group.*) ---
+    # group.min.session.timeout.ms / group.max.session.timeout.ms: JoinGroup outside → INVALID_SESSION_TIMEOUT.
+    classic_group_min_session_timeout_ms: int = 6_000
+    classic_group_max_session_timeout_ms: int = 1_800_000
+    # group.initial.rebalance.delay.ms: a new (empty) group waits this long for more members.
+    classic_group_initial_rebalance_delay_ms: int = 3_000
+    # group.max.size (group.classic.max.size in 4.x).
+    classic_group_max_size: int = 2_147_483_647
+    # A new member whose JoinGroup answer got lost expires after this (Kafka's 5 minutes).
+    classic_group_new_member_join_timeout_ms: int = 300_000
+
+    # --- offsets ---
+    # offset.metadata.max.bytes: longer metadata → OFFSET_METADATA_TOO_LARGE per partition.
+    offset_metadata_max_bytes: int = 4_096
+    # offsets.retention.minutes (7 days) and offsets.retention.check.interval.ms.
+    offsets_retention_ms: int = 7 * 24 * 60 * 60 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+
+    # --- consumer groups (KIP-848), used by group configs validation ---
+    consumer_group_session_timeout_ms: int = 45_000
+    consumer_group_min_session_timeout_ms: int = 45_000
+    consumer_group_max_session_timeout_ms: int = 60_000
+    consumer_group_heartbeat_interval_ms: int = 5_000
+    consumer_group_min_heartbeat_interval_ms: int = 5_000
+    consumer_group_max_heartbeat_interval_ms: int = 15_000
+
+    # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
+    consumer_group_migration_policy: str = "bidirectional"

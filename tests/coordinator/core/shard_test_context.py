@@ -1,0 +1,184 @@
+"""A GroupCoordinatorShard driven like Kafka's GroupMetadataManagerTestContext.
+
+Every call's records are serialized into a :class:`RecordLog` and replayed into the live shard
+(as the runtime does); timers run on a :class:`MockClock`; answers to waiting requests
+(completions) are collected per token, so a test reads "member A's JoinGroup got ...".
+``replayed()`` rebuilds a second shard from the log alone for replay == live checks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult
+from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
+from groupcoord.coordinator.core.testing import MockClock, MockTimer, RecordLog
+from groupcoord.rpc.v1 import classic_group_pb2 as pb
+
+TOKEN_APIS = {"join_group", "sync_group"}
+
+
+class ShardContext:
+    def __init__(self, config: GroupConfig | None = None) -> None:
+        self.config = config or GroupConfig(classic_group_initial_rebalance_delay_ms=0)
+        self.clock = MockClock()
+        self.timer = MockTimer(self.clock)
+        self.shard = GroupCoordinatorShard(self.timer, self.config)
+        self.log = RecordLog()
+        self.answers: dict[str, Any] = {}
+        self._tokens = itertools.count()
+
+    # --- driving -----------------------------------------------------------------------------
+    def apply(self, result: CoordinatorResult[Any]) -> CoordinatorResult[Any]:
+        self.log.append(result.records)
+        for record in result.records:
+            self.shard.replay(record)
+        for token, response in result.completions:
+            assert token not in self.answers, f"{token} answered twice"
+            self.answers[token] = response
+        return result
+
+    def call(self, api: str, request: Any) -> tuple[str, CoordinatorResult[Any]]:
+        """Run one request; returns its token (its answer lands in ``answers``) and the result."""
+        token = f"{api}-{next(self._tokens)}"
+        handler = getattr(self.shard, api)
+        if api in TOKEN_APIS:
+            result = handler(request, self.clock.now_ms, token=token)
+        else:
+            result = handler(request, self.clock.now_ms)
+        self.apply(result)
+        if result.response is not PENDING:
+            self.answers[token] = result.response
+        return token, result
+
+    def advance(self, ms: int) -> None:
+        """Move the clock and run every timer that comes due, in deadline order."""
+        target = self.clock.now_ms + ms
+        while True:
+            for _key, operation in self.timer.pop_expired():
+                self.apply(operation())
+            deadline = self.timer.next_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.clock.now_ms = max(self.clock.now_ms, deadline)
+        self.clock.now_ms = target
+
+    def answer(self, token: str) -> Any:
+        return self.answers.get(token)
+
+    # --- replay ------------------------------------------------------------------------------
+    def replayed(self) -> GroupCoordinatorShard:
+        fresh = GroupCoordinatorShard(MockTimer(MockClock()), self.config)
+        for record in self.log.records():
+            fresh.replay(record)
+        return fresh
+
+    def assert_replay_equals_live(self) -> None:
+        fresh = self.replayed()
+        assert fresh.groups == self.shard.groups
+        offsets = getattr(self.shard, "offsets", None)
+        if offsets is not None:
+            assert fresh.offsets.state() == offsets.state()
+
+    def classic(self, group_id: str) -> ClassicGroup:
+        group = self.shard.groups[group_id]
+        assert isinstance(group, ClassicGroup)
+        return group
+
+    # --- classic requests --------------------------------------------------------------------
+    def join(
+        self,
+        group_id: str,
+        member_id: str = "",
+        *,
+        protocols: list[tuple[str, bytes]] | None = None,
+        protocol_type: str = "consumer",
+        instance_id: str | None = None,
+        version: int = 9,
+        session_ms: int = 10_000,
+        rebalance_ms: int = 30_000,
+        client_id: str = "client",
+    ) -> str:
+        request = pb.JoinGroupRequest(
+            api_version=version,
+            group_id=group_id,
+            member_id=member_id,
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=rebalance_ms,
+            protocol_type=protocol_type,
+            protocols=[
+                pb.JoinGroupProtocol(name=n, metadata=m)
+                for n, m in (protocols if protocols is not None else [("range", b"")])
+            ],
+            client_id=client_id,
+            client_host="/127.0.0.1",
+        )
+        if instance_id is not None:
+            request.group_instance_id = instance_id
+        return self.call("join_group", request)[0]
+
+    def join_dynamic(self, group_id: str, **kw: Any) -> str:
+        """KIP-394's two steps: get a member id (MEMBER_ID_REQUIRED), join with it."""
+        first = self.answer(self.join(group_id, **kw))
+        assert first.error_code == 79, first
+        return self.join(group_id, first.member_id, **kw)
+
+    def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes] | None = None,
+        *,
+        instance_id: str | None = None,
+    ) -> str:
+        request = pb.SyncGroupRequest(
+            api_version=5,
+            group_id=group_id,
+            member_id=member_id,
+            generation_id=generation,
+            assignments=[
+                pb.SyncGroupAssignment(member_id=m, assignment=a) for m, a in (assignments or {}).items()
+            ],
+        )
+        if instance_id is not None:
+            request.group_instance_id = instance_id
+        return self.call("sync_group", request)[0]
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation: int, instance_id: str | None = None
+    ) -> int:
+        request = pb.HeartbeatRequest(
+            api_version=4, group_id=group_id, member_id=member_id, generation_id=generation
+        )
+        if instance_id is not None:
+            request.group_instance_id = instance_id
+        return self.answer(self.call("heartbeat", request)[0]).error_code
+
+    def leave(
+        self, group_id: str, *members: tuple[str, str | None], version: int = 5
+    ) -> pb.LeaveGroupResponse:
+        request = pb.LeaveGroupRequest(api_version=version, group_id=group_id)
+        for member_id, instance_id in members:
+            m = request.members.add(member_id=member_id)
+            if instance_id is not None:
+                m.group_instance_id = instance_id
+        return self.answer(self.call("leave_group", request)[0])
+
+    def form_group(self, group_id: str, n: int, **kw: Any) -> tuple[list[str], int]:
+        """n dynamic members join and sync; returns their ids (leader first) and the generation."""
+        tokens = [self.join_dynamic(group_id, **kw) for _ in range(n)]
+        self.advance(0)
+        responses = [self.answer(t) for t in tokens]
+        assert all(r is not None and r.error_code == 0 for r in responses), responses
+        generation = responses[0].generation_id
+        leader = responses[0].leader
+        ids = [r.member_id for r in responses]
+        ids.sort(key=lambda m: m != leader)
+        sync_tokens = [self.sync(group_id, m, generation) for m in ids[1:]]
+        self.sync(group_id, leader, generation, {m: m.encode() for m in ids})
+        assert all(self.answer(t).error_code == 0 for t in sync_tokens)
+        return ids, generation
