@@ -114,7 +114,8 @@ class LeaseElector:
             if action == "create":
                 self.kube.create(collection_path("Lease", self.namespace), self._lease_body(now, None, True))
             elif action in ("renew", "takeover"):
-                self.kube.replace(path, self._lease_body(now, lease, action == "takeover"))
+                # a merge patch carrying the resourceVersion read is conditional: 409 if changed
+                self.kube.merge_patch(path, self._lease_body(now, lease, action == "takeover"))
                 if action == "takeover":
                     holder = (lease or {}).get("spec", {}).get("holderIdentity")
                     log.info("took over lease %s/%s from %r", self.namespace, self.name, holder)
@@ -143,8 +144,10 @@ class LeaseElector:
         try:
             lease = self.kube.get(path)
             if lease and (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                body = {**lease, "spec": {**lease["spec"], "holderIdentity": ""}}
-                self.kube.replace(path, body)
+                rv = lease["metadata"].get("resourceVersion")
+                self.kube.merge_patch(
+                    path, {"metadata": {"resourceVersion": rv}, "spec": {"holderIdentity": ""}}
+                )
         except KubeError as exc:
             log.warning("could not release lease: %s", exc)
 

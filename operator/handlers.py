@@ -60,6 +60,7 @@ class Runtime:
                 lease_seconds=int(os.environ.get("GROUPCOORD_OPERATOR_LEASE_SECONDS", "15")),
                 renew_seconds=float(os.environ.get("GROUPCOORD_OPERATOR_RENEW_SECONDS", "5")),
             )
+            self.elector.step()  # decide at once, so the first events are not skipped
             self.elector.start()
 
     def leads(self) -> bool:

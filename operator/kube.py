@@ -96,7 +96,14 @@ class Kube:
         query = []
         if label_selector:
             query.append(("labelSelector", ",".join(f"{k}={v}" for k, v in sorted(label_selector.items()))))
-        return list(self._call("GET", path, query=query).get("items") or [])
+        items = self._call("GET", path, query=query).get("items") or []
+        # filter here too: cheap, and correct even where a server ignores the selector
+        wanted = dict(label_selector or {})
+        return [
+            item
+            for item in items
+            if all(((item.get("metadata") or {}).get("labels") or {}).get(k) == v for k, v in wanted.items())
+        ]
 
     def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._call("POST", path, body=dict(body))

@@ -144,7 +144,7 @@ def test_least_privilege_rbac(chart):
     lease_role = next(
         o for o in objects if o["metadata"]["name"].endswith("leader-election") and o["kind"] == "Role"
     )
-    updates = [r for r in lease_role["rules"] if "update" in r["verbs"]]
+    updates = [r for r in lease_role["rules"] if "patch" in r["verbs"]]
     assert updates[0]["resourceNames"] == ["gc-groupcoord-operator"]
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}

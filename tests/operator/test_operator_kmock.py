@@ -1,0 +1,339 @@
+"""The real kopf operator, run in-process against kmock's stateful Kubernetes API emulator.
+
+No real API server (kind, k3s, envtest) is available where these tests run, so kmock stands in:
+it stores objects, merges patches and serves watch streams, but runs no controllers. The test
+therefore plays the StatefulSet controller and the kubelet itself — it creates shard pods and
+flips their Ready condition — and it plays the API server's validation (none: a spec the CRD's
+CEL rules would reject still reaches the operator, which must mark it Degraded).
+
+The story: create a GroupCoordinator → workloads and leadership appear; pods become Ready → the
+resource is Ready; threads and shards are edited → workloads and leadership follow with minimal
+moves; a shard pod goes NotReady → its partitions move with epoch + 1; a bad spec → Degraded,
+with workloads and leadership left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import kmock
+import pytest
+
+os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
+
+import kopf  # noqa: E402
+
+from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
+from groupcoord_operator.election import format_microtime  # noqa: E402
+
+NS = "kafka"
+NAME = "orders"
+CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+SPEC = {
+    "kafka": {"bootstrapServers": "kafka:9092"},
+    "stateTopic": {"partitions": 12},
+    "shards": 3,
+    "threadsPerShard": 2,
+    "standbysPerPartition": 1,
+}
+DEADLINE_S = 30.0
+
+pytestmark = [pytest.mark.timeout(120)]
+
+
+def declare_resources(k: kmock.KubernetesEmulator) -> None:
+    """What the emulator's discovery serves; kopf waits for namespaces and CRDs before watching."""
+    info = kmock.ResourceInfo
+    k.resources["v1/namespaces"] = info(kind="Namespace", namespaced=False, verbs={"list", "watch", "get"})
+    k.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = info(
+        kind="CustomResourceDefinition", namespaced=False, verbs={"list", "watch", "get"}
+    )
+    k.resources["groupcoord.io/v1alpha1/groupcoordinators"] = info(
+        kind="GroupCoordinator",
+        singular="groupcoordinator",
+        namespaced=True,
+        verbs={"list", "watch", "get", "create", "patch", "update"},
+        subresources={"status"},
+    )
+    for res, kind in [
+        ("v1/pods", "Pod"),
+        ("v1/services", "Service"),
+        ("v1/events", "Event"),
+        ("apps/v1/statefulsets", "StatefulSet"),
+        ("apps/v1/deployments", "Deployment"),
+        ("coordination.k8s.io/v1/leases", "Lease"),
+    ]:
+        k.resources[res] = info(kind=kind, namespaced=True, verbs={"list", "watch", "get", "create", "patch"})
+
+
+@pytest.fixture
+async def operator(kmock: kmock.KubernetesEmulator, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    declare_resources(kmock)
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_API_SERVER", str(kmock.url).rstrip("/"))
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_NAMESPACE", NS)
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_RENEW_SECONDS", "1")
+    import groupcoord_operator.handlers as handlers
+
+    # kopf gets its own thread and event loop: on exit it cancels every task it did not start,
+    # which in a shared loop would include pytest-asyncio's own. The emulator keeps serving on
+    # the test's loop, which the test leaves free by awaiting.
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop))
+        except BaseException as exc:  # reported to the test below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="kopf-operator", daemon=True)
+    thread.start()
+    try:
+        yield kmock
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, 20)
+        handlers.RUNTIME.close()
+    assert not thread.is_alive(), "the operator did not stop"
+    assert not errors, errors
+
+
+async def get(k: Any, path: str) -> dict[str, Any] | None:
+    async with k.get(path) as resp:
+        return await resp.json() if resp.status == 200 else None
+
+
+async def send(k: Any, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
+    async with getattr(k, method)(path, json=body, headers=headers) as resp:
+        assert resp.status < 300, await resp.text()
+        return await resp.json()
+
+
+async def eventually(k: Any, path: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    """Poll until ``check(obj)`` holds; operators converge asynchronously, so no fixed sleeps."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    obj: dict[str, Any] | None = None
+    while loop.time() < deadline:
+        obj = await get(k, path)
+        if obj is not None:
+            try:
+                if check(obj):
+                    return obj
+            except (KeyError, TypeError, StopIteration):
+                pass
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; last seen: {obj}")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
+
+
+def leaders(obj: dict[str, Any]) -> dict[int, int]:
+    return {p: a.leader for p, a in placement_from_status(obj["status"]["partitions"]).items()}
+
+
+def shard_pod(index: int, ready: bool) -> dict[str, Any]:
+    """What the StatefulSet controller and kubelet would produce for shard ``index``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{NAME}-shard-{index}",
+            "namespace": NS,
+            "labels": {
+                "app.kubernetes.io/name": "groupcoord",
+                "app.kubernetes.io/instance": NAME,
+                "app.kubernetes.io/component": "shard",
+                "app.kubernetes.io/managed-by": "groupcoord-operator",
+                "apps.kubernetes.io/pod-index": str(index),
+            },
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+async def set_pod_ready(k: Any, index: int, ready: bool) -> None:
+    path = f"/api/v1/namespaces/{NS}/pods/{NAME}-shard-{index}"
+    if await get(k, path) is None:
+        await send(k, "post", f"/api/v1/namespaces/{NS}/pods", shard_pod(index, ready))
+    else:
+        await send(k, "patch", path, {"status": shard_pod(index, ready)["status"]})
+
+
+async def create_resource(k: Any, spec: dict[str, Any]) -> None:
+    body = {
+        "apiVersion": "groupcoord.io/v1alpha1",
+        "kind": "GroupCoordinator",
+        "metadata": {
+            "name": NAME,
+            "namespace": NS,
+            "uid": "5b0e8a4c-0000-4000-8000-000000000001",
+            "resourceVersion": "1",  # the emulator keeps what it is given; kopf's patches test it
+        },
+        "spec": spec,
+    }
+    await send(k, "post", CR_PATH, body)
+
+
+STS = f"/apis/apps/v1/namespaces/{NS}/statefulsets/{NAME}-shard"
+GW = f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}-gateway"
+CR = f"{CR_PATH}/{NAME}"
+
+
+def shard_args(sts: dict[str, Any]) -> list[str]:
+    return sts["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def arg(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> None:
+    k = operator
+    await create_resource(k, SPEC)
+
+    # creating the resource creates the workloads and publishes leadership
+    sts = await eventually(k, STS, lambda o: o["spec"]["replicas"] == 3, "shard StatefulSet")
+    assert arg(shard_args(sts), "--threads") == "2"
+    assert arg(shard_args(sts), "--leadership") == f"kubernetes:{NS}/{NAME}"
+    assert sts["metadata"]["ownerReferences"][0]["name"] == NAME
+    await eventually(k, GW, lambda o: o["spec"]["replicas"] == 2, "gateway Deployment")
+    for svc in (f"{NAME}-shard", f"{NAME}-gateway"):
+        assert await eventually(k, f"/api/v1/namespaces/{NS}/services/{svc}", lambda o: True, svc)
+    cr = await eventually(k, CR, lambda o: len(o["status"]["partitions"]) == 12, "initial placement")
+    assert sorted(Counter(leaders(cr).values()).values()) == [4, 4, 4]
+    assert all(p["epoch"] == 1 for p in cr["status"]["partitions"])
+
+    # shards come up → Ready
+    for i in range(3):
+        await set_pod_ready(k, i, True)
+    cr = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    assert condition(cr, "Degraded")["status"] == "False"
+    before = placement_from_status(cr["status"]["partitions"])
+
+    # scaling threads: the workload changes, leadership does not
+    await send(k, "patch", CR, {"spec": {"threadsPerShard": 4}})
+    await eventually(k, STS, lambda o: arg(shard_args(o), "--threads") == "4", "threads=4 rolled out")
+    cr = await get(k, CR)
+    assert placement_from_status(cr["status"]["partitions"]) == before
+
+    # scaling shards 3 → 4: replicas follow, only what balance needs moves, to the new shard
+    await send(k, "patch", CR, {"spec": {"shards": 4}})
+    await eventually(k, STS, lambda o: o["spec"]["replicas"] == 4, "replicas=4")
+    cr = await eventually(k, CR, lambda o: 3 in leaders(o).values(), "partitions on shard 3")
+    after = placement_from_status(cr["status"]["partitions"])
+    moved = [p for p in after if after[p].leader != before[p].leader]
+    assert len(moved) == 3 and all(after[p].leader == 3 for p in moved)
+    assert all(after[p].epoch == before[p].epoch + 1 for p in moved)
+    assert all(after[p].epoch == before[p].epoch for p in after if p not in moved)
+    await set_pod_ready(k, 3, True)
+    cr = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready with 4 shards")
+
+    # shard 1 goes NotReady: its partitions move to live shards with new epochs
+    before = placement_from_status(cr["status"]["partitions"])
+    orphans = [p for p, a in before.items() if a.leader == 1]
+    await set_pod_ready(k, 1, False)
+    cr = await eventually(k, CR, lambda o: 1 not in leaders(o).values(), "failover away from shard 1")
+    after = placement_from_status(cr["status"]["partitions"])
+    for p in orphans:
+        assert after[p].leader in (0, 2, 3)
+        assert after[p].epoch == before[p].epoch + 1
+    assert all(1 not in a.standbys for a in after.values())
+    for p in set(before) - set(orphans):  # survivors keep leader and epoch (balance allowing)
+        assert (after[p].leader, after[p].epoch) == (before[p].leader, before[p].epoch)
+    degraded = condition(cr, "Degraded")
+    assert (
+        degraded["status"] == "True" and degraded["reason"] == "ShardFailed" and "[1]" in degraded["message"]
+    )
+
+    # a bad spec: Degraded with a clear message; workloads and leadership stay as they were
+    leadership = cr["status"]["partitions"]
+    await send(k, "patch", CR, {"spec": {"shards": 2, "groupDefaults": {"heartbeatIntervalMs": 60000}}})
+    cr = await eventually(
+        k, CR, lambda o: condition(o, "Degraded")["reason"] == "InvalidSpec", "Degraded: InvalidSpec"
+    )
+    message = condition(cr, "Degraded")["message"]
+    assert "heartbeatIntervalMs (60000) must be smaller than sessionTimeoutMs (45000)" in message
+    assert cr["status"]["partitions"] == leadership
+    assert (await get(k, STS))["spec"]["replicas"] == 4
+
+    # fixing the spec recovers (and the shrink to 2 shards is then carried out)
+    await send(k, "patch", CR, {"spec": {"groupDefaults": {"heartbeatIntervalMs": 3000}}})
+    cr = await eventually(
+        k, CR, lambda o: set(leaders(o).values()) <= {0} or set(leaders(o).values()) == {0, 1}, "2 shards"
+    )
+    await eventually(k, STS, lambda o: o["spec"]["replicas"] == 2, "replicas=2")
+
+
+async def test_no_live_shard_keeps_leadership_and_says_so(operator: Any) -> None:
+    k = operator
+    await create_resource(k, {**SPEC, "shards": 2, "standbysPerPartition": 0})
+    for i in range(2):
+        await set_pod_ready(k, i, True)
+    await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    await set_pod_ready(k, 0, False)
+    cr = await eventually(k, CR, lambda o: set(leaders(o).values()) == {1}, "all on shard 1")
+    leadership = cr["status"]["partitions"]
+    await set_pod_ready(k, 1, False)
+    cr = await eventually(
+        k, CR, lambda o: condition(o, "Degraded")["reason"] == "NoLiveShard", "Degraded: NoLiveShard"
+    )
+    assert cr["status"]["partitions"] == leadership, "nobody better exists: no pointless epoch bumps"
+    assert "no live shard" in condition(cr, "Degraded")["message"]
+    # shard 0 returns: it takes over every partition, at a new epoch where the leader changed
+    await set_pod_ready(k, 0, True)
+    cr = await eventually(k, CR, lambda o: set(leaders(o).values()) == {0}, "all on shard 0")
+    old = placement_from_status(leadership)
+    new = placement_from_status(cr["status"]["partitions"])
+    assert all(new[p].epoch == old[p].epoch + 1 for p in new), "every partition changed leader: 1 → 0"
+
+
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/groupcoord-operator"
+
+
+@pytest.fixture
+async def lease_held_elsewhere(kmock: kmock.KubernetesEmulator) -> None:
+    """Another operator replica holds a live Lease before this one starts."""
+    declare_resources(kmock)
+    renew = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "groupcoord-operator", "namespace": NS, "resourceVersion": "1"},
+        "spec": {
+            "holderIdentity": "other-replica",
+            "leaseDurationSeconds": 15,
+            "renewTime": format_microtime(renew),
+        },
+    }
+    await send(kmock, "post", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", lease)
+
+
+# fixtures are set up left to right: the Lease exists before the operator starts
+async def test_only_the_lease_holder_acts(lease_held_elsewhere: None, operator: Any) -> None:
+    k = operator
+    await create_resource(k, SPEC)
+    await asyncio.sleep(2.5)  # several resync periods (1 s): a negative check needs some wait
+    assert await get(k, STS) is None, "a follower must not touch workloads"
+    assert not ((await get(k, CR)).get("status") or {}).get("partitions"), "nor leadership"
+
+    # the other replica steps down (releases the Lease): this one takes over and reconciles
+    await send(k, "patch", LEASE, {"spec": {"holderIdentity": ""}})
+    lease = await eventually(
+        k, LEASE, lambda o: o["spec"]["holderIdentity"] not in ("", "other-replica"), "takeover"
+    )
+    assert lease["spec"]["leaseTransitions"] == 1
+    await eventually(k, STS, lambda o: o["spec"]["replicas"] == 3, "workloads once leading")
+    await eventually(k, CR, lambda o: len(o["status"]["partitions"]) == 12, "placement once leading")
