@@ -1,0 +1,145 @@
+"""Leadership for shard and gateway processes, read from their GroupCoordinator's status.
+
+``groupcoord shard`` / ``groupcoord gateway`` get ``--leadership kubernetes:<namespace>/<name>``;
+this module turns that into placements. The operator is the only writer of
+``status.partitions``; processes never guess: a shard starts leading a partition only when the
+status says so (at the epoch it says), and a gateway routes a group to the shard the status
+names. It is the only Kubernetes code outside ``operator/`` and needs only read access
+(get/list/watch on ``groupcoordinators``).
+
+Usage (a thread of the shard process)::
+
+    source = KubernetesLeadership.from_ref("kubernetes:kafka/orders")
+    for placement in source.watch(stop_event):
+        runtime.apply_leadership(placement)   # partition -> Assignment(leader, epoch, standbys)
+
+The watch yields the current placement first, then every change; it re-lists after a dropped
+stream or an API error (with a capped backoff), so a restart of the API server or an expired
+resourceVersion costs at most a re-read, never a missed change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from groupcoord.controlplane.placement import Assignment, placement_from_status
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "groupcoord.io", "v1alpha1", "groupcoordinators"
+PREFIX = "kubernetes:"
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """``kubernetes:<namespace>/<name>`` → ``(namespace, name)``."""
+    if not ref.startswith(PREFIX) or ref.count("/") != 1:
+        raise ValueError(f"leadership reference must look like 'kubernetes:<namespace>/<name>', got {ref!r}")
+    namespace, name = ref[len(PREFIX) :].split("/")
+    if not namespace or not name:
+        raise ValueError(f"leadership reference has an empty namespace or name: {ref!r}")
+    return namespace, name
+
+
+def placement_of(obj: Mapping[str, Any] | None) -> dict[int, Assignment]:
+    """The placement a GroupCoordinator object publishes (empty before the operator's first pass)."""
+    return placement_from_status(((obj or {}).get("status") or {}).get("partitions"))
+
+
+class KubernetesLeadership:
+    """Reads and watches one GroupCoordinator's ``status.partitions``."""
+
+    def __init__(self, namespace: str, name: str, api_client: Any = None) -> None:
+        from kubernetes import client as k8s  # optional dependency: only Kubernetes deployments
+
+        if api_client is None:
+            from kubernetes import config as k8s_config
+
+            try:
+                k8s_config.load_incluster_config()
+            except k8s_config.ConfigException:
+                k8s_config.load_kube_config()
+            api_client = k8s.ApiClient(k8s.Configuration.get_default_copy())
+        self.api = api_client
+        self.namespace = namespace
+        self.name = name
+        self._collection = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+    @classmethod
+    def from_ref(cls, ref: str, api_client: Any = None) -> KubernetesLeadership:
+        namespace, name = parse_ref(ref)
+        return cls(namespace, name, api_client)
+
+    def _request(self, path: str, query: list[tuple[str, str]], timeout: Any) -> Any:
+        serialized = self.api.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(*serialized, _request_timeout=timeout)
+        if response.status != 200:
+            body = response.read()
+            raise RuntimeError(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
+        return response
+
+    def fetch(self) -> tuple[dict[int, Assignment], str | None]:
+        """The current placement and the resourceVersion to watch from."""
+        response = self._request(f"{self._collection}/{self.name}", [], 30)
+        obj = json.loads(response.read())
+        return placement_of(obj), (obj.get("metadata") or {}).get("resourceVersion")
+
+    def current(self) -> dict[int, Assignment]:
+        return self.fetch()[0]
+
+    def _events(self, resource_version: str | None, timeout_s: int) -> Iterator[dict[str, Any]]:
+        from kubernetes.watch.watch import iter_resp_lines
+
+        query = [("watch", "true"), ("fieldSelector", f"metadata.name={self.name}")]
+        query.append(("timeoutSeconds", str(timeout_s)))
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        response = self._request(self._collection, query, (10, timeout_s + 10))
+        try:
+            for line in iter_resp_lines(response.response):
+                if line:
+                    yield json.loads(line)
+        finally:
+            response.response.release_conn()
+
+    def watch(
+        self, stop: threading.Event | None = None, *, timeout_s: int = 300, max_backoff_s: float = 10.0
+    ) -> Iterator[dict[int, Assignment]]:
+        """Yield the placement now and after every change, until ``stop`` is set."""
+        stop = stop or threading.Event()
+        last: dict[int, Assignment] | None = None
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                placement, version = self.fetch()
+                if placement != last:
+                    last = placement
+                    yield placement
+                backoff = 0.5
+                for event in self._events(version, timeout_s):
+                    if stop.is_set():
+                        return
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        break  # e.g. 410 Gone: re-list from a fresh resourceVersion
+                    if (obj.get("metadata") or {}).get("name") != self.name:
+                        continue  # servers that ignore the field selector
+                    placement = {} if event.get("type") == "DELETED" else placement_of(obj)
+                    if placement != last:
+                        last = placement
+                        yield placement
+            except Exception as exc:  # keep the process's view alive through API hiccups
+                log.warning(
+                    "leadership watch %s/%s: %s; retrying in %.1fs", self.namespace, self.name, exc, backoff
+                )
+                stop.wait(backoff)
+                backoff = min(backoff * 2, max_backoff_s)
