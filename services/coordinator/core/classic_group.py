@@ -388,8 +388,12 @@ class ClassicGroup:
             raise CoordinatorError(ErrorCode.group_id_not_found)
 
     def validate_offset_delete(self) -> None:
+        """Kafka: offsets of a group with members can be deleted only when it uses the
+        consumer protocol (then per topic, for topics it does not subscribe to)."""
         if self.state is ClassicGroupState.DEAD:
             raise CoordinatorError(ErrorCode.group_id_not_found)
+        if self.state is not ClassicGroupState.EMPTY and self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            raise CoordinatorError(ErrorCode.non_empty_group)
 
     def validate_delete_group(self) -> None:
         if self.state is ClassicGroupState.DEAD:

@@ -36,6 +36,10 @@ class GroupConfig:
     consumer_group_heartbeat_interval_ms: int = 5_000
     consumer_group_min_heartbeat_interval_ms: int = 5_000
     consumer_group_max_heartbeat_interval_ms: int = 15_000
+    # How long a consumer group batches changes before computing a new target assignment.
+    consumer_group_assignment_interval_ms: int = 0
+    consumer_group_min_assignment_interval_ms: int = 0
+    consumer_group_max_assignment_interval_ms: int = 600_000
 
     # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
     consumer_group_migration_policy: str = "bidirectional"

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group_admin import GroupAdmin
+from groupcoord.coordinator.core.group_configs import GroupConfigManager
+from groupcoord.coordinator.core.offsets import OffsetMetadataManager
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
+from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
+from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 
 
 class GroupCoordinatorShard:
@@ -26,16 +32,36 @@ class GroupCoordinatorShard:
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
         self.classic = ClassicGroupManager(self.groups, timer, self.config)
+        self.offsets = OffsetMetadataManager(
+            self.groups,
+            timer,
+            self.config,
+            create_simple_group=self.classic.simple_group_records,
+            delete_group=self.delete_group_records,
+        )
+        self.group_configs = GroupConfigManager(self.config)
+        self.admin = GroupAdmin(self.groups, self.delete_group_records)
 
     # --- replay and loading ------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
-        if self.classic.replay(record):
+        if self.classic.replay(record) or self.offsets.replay(record) or self.group_configs.replay(record):
             return
         raise ValueError(f"no replay for record {type(record.key).__name__}")
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: arm the timers replay does not."""
+        self.offsets.schedule_expiry(now_ms)
         return self.classic.on_loaded(now_ms)
+
+    def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
+        """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
+        records = self.offsets.delete_all_records(group.group_id)
+        if isinstance(group, ClassicGroup):
+            return records + self.classic.delete_records(group)
+        tombstones = getattr(group, "tombstone_records", None)
+        if tombstones is None:
+            return []  # a group type that cannot be deleted yet
+        return records + list(tombstones())
 
     # --- classic group protocol -------------------------------------------------------------
     def join_group(
@@ -57,3 +83,45 @@ class GroupCoordinatorShard:
         self, request: classic_pb.LeaveGroupRequest, now_ms: int
     ) -> CoordinatorResult[classic_pb.LeaveGroupResponse]:
         return self.classic.leave_group(request, now_ms)
+
+    # --- offsets -----------------------------------------------------------------------------
+    def offset_commit(
+        self, request: offsets_pb.OffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[offsets_pb.OffsetCommitResponse]:
+        return self.offsets.offset_commit(request, now_ms)
+
+    def offset_fetch(
+        self, request: offsets_pb.OffsetFetchRequest, now_ms: int
+    ) -> CoordinatorResult[offsets_pb.OffsetFetchResponse]:
+        return self.offsets.offset_fetch(request, now_ms)
+
+    def offset_delete(
+        self, request: offsets_pb.OffsetDeleteRequest, now_ms: int
+    ) -> CoordinatorResult[offsets_pb.OffsetDeleteResponse]:
+        return self.offsets.offset_delete(request, now_ms)
+
+    # --- group admin -------------------------------------------------------------------------
+    def list_groups(
+        self, request: admin_pb.ListGroupsRequest, now_ms: int
+    ) -> CoordinatorResult[admin_pb.ListGroupsResponse]:
+        return self.admin.list_groups(request, now_ms)
+
+    def describe_groups(
+        self, request: admin_pb.DescribeGroupsRequest, now_ms: int
+    ) -> CoordinatorResult[admin_pb.DescribeGroupsResponse]:
+        return self.admin.describe_groups(request, now_ms)
+
+    def delete_groups(
+        self, request: admin_pb.DeleteGroupsRequest, now_ms: int
+    ) -> CoordinatorResult[admin_pb.DeleteGroupsResponse]:
+        return self.admin.delete_groups(request, now_ms)
+
+    def describe_group_configs(
+        self, request: admin_pb.DescribeGroupConfigsRequest, now_ms: int
+    ) -> CoordinatorResult[admin_pb.DescribeGroupConfigsResponse]:
+        return self.group_configs.describe_group_configs(request, now_ms)
+
+    def alter_group_configs(
+        self, request: admin_pb.AlterGroupConfigsRequest, now_ms: int
+    ) -> CoordinatorResult[admin_pb.AlterGroupConfigsResponse]:
+        return self.group_configs.alter_group_configs(request, now_ms)

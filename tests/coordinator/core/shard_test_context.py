@@ -17,6 +17,7 @@ from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer, RecordLog
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
+from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 TOKEN_APIS = {"join_group", "sync_group"}
 
@@ -79,9 +80,8 @@ class ShardContext:
     def assert_replay_equals_live(self) -> None:
         fresh = self.replayed()
         assert fresh.groups == self.shard.groups
-        offsets = getattr(self.shard, "offsets", None)
-        if offsets is not None:
-            assert fresh.offsets.state() == offsets.state()
+        assert fresh.offsets.state() == self.shard.offsets.state()
+        assert fresh.group_configs.dynamic == self.shard.group_configs.dynamic
 
     def classic(self, group_id: str) -> ClassicGroup:
         group = self.shard.groups[group_id]
@@ -182,3 +182,55 @@ class ShardContext:
         self.sync(group_id, leader, generation, {m: m.encode() for m in ids})
         assert all(self.answer(t).error_code == 0 for t in sync_tokens)
         return ids, generation
+
+    # --- offsets -----------------------------------------------------------------------------
+    def commit(
+        self,
+        group_id: str,
+        offsets: dict[tuple[str, int], int],
+        *,
+        member_id: str = "",
+        generation: int = -1,
+        instance_id: str | None = None,
+        version: int = 9,
+        metadata: str = "",
+        retention_ms: int = -1,
+    ) -> dict[tuple[str, int], int]:
+        """Commit offsets; returns the error code per (topic, partition)."""
+        request = opb.OffsetCommitRequest(
+            api_version=version,
+            group_id=group_id,
+            member_id=member_id,
+            generation_id_or_member_epoch=generation,
+            retention_time_ms=retention_ms,
+        )
+        if instance_id is not None:
+            request.group_instance_id = instance_id
+        by_topic: dict[str, list[tuple[int, int]]] = {}
+        for (topic, partition), offset in offsets.items():
+            by_topic.setdefault(topic, []).append((partition, offset))
+        for topic, parts in by_topic.items():
+            t = request.topics.add(name=topic)
+            for partition, offset in parts:
+                t.partitions.add(
+                    partition_index=partition,
+                    committed_offset=offset,
+                    committed_leader_epoch=-1,
+                    committed_metadata=metadata,
+                )
+        response = self.answer(self.call("offset_commit", request)[0])
+        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+    def fetch(
+        self, group_id: str, partitions: list[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], int]:
+        """Committed offsets of a group (all of them when ``partitions`` is None)."""
+        request = opb.OffsetFetchRequest(api_version=9)
+        g = request.groups.add(group_id=group_id, member_epoch=-1, all_topics=partitions is None)
+        for topic, partition in partitions or []:
+            match = [t for t in g.topics if t.name == topic]
+            (match[0] if match else g.topics.add(name=topic)).partition_indexes.append(partition)
+        response = self.answer(self.call("offset_fetch", request)[0])
+        (rg,) = response.groups
+        assert rg.error_code == 0, rg
+        return {(t.name, p.partition_index): p.committed_offset for t in rg.topics for p in t.partitions}

@@ -1,0 +1,331 @@
+"""Committed offsets: OffsetCommit v2-10, OffsetFetch v1-10, OffsetDelete, retention and expiry.
+
+Modelled on Apache Kafka's ``OffsetMetadataManager``. Works on any group through the ``Group``
+protocol (core/group.py): a classic group validates a commit by generation, a consumer
+(KIP-848) group by member epoch and per-partition assignment epochs (its own code). Offsets
+are records (type 25) keyed by (group, topic, partition); the last acknowledged commit of a
+partition is its value, so "the last successful commit wins" is the log's compaction rule.
+
+Topics are keyed by name: a v10 request naming a topic only by id must have had its name
+resolved by the gateway (which sees the cluster's metadata); an id it could not resolve is
+answered UNKNOWN_TOPIC_ID. Transactional offsets do not exist here (no TxnOffsetCommit), so
+``require_stable`` never has anything pending to wait for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.contract import (
+    RECORD_TYPES,
+    CoordinatorRecord,
+    CoordinatorResult,
+    Timer,
+)
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.group import Group
+from groupcoord.records.v1 import offsets_pb2 as rpb
+from groupcoord.rpc.v1 import offsets_pb2 as pb
+
+OFFSET_COMMIT_TYPE_ID = 25
+RECORD_TYPES.register(OFFSET_COMMIT_TYPE_ID, rpb.OffsetCommitKey, rpb.OffsetCommitValue)
+
+EXPIRY_TIMER_KEY = "offsets-expiry"
+# OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
+# versions ILLEGAL_GENERATION (what those clients understand).
+_GROUP_ID_NOT_FOUND_VERSION = 9
+_RETENTION_TIME_VERSIONS = range(2, 5)  # OffsetCommit v2-4 carry retention_time_ms
+_NO_RETENTION = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int  # -1 = follow offsets.retention.minutes
+    topic_id: bytes
+
+    @classmethod
+    def from_value(cls, v: rpb.OffsetCommitValue) -> CommittedOffset:
+        return cls(
+            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp_ms, v.expire_timestamp_ms, v.topic_id
+        )
+
+
+def offset_record(
+    group_id: str, topic: str, partition: int, value: CommittedOffset | None
+) -> CoordinatorRecord:
+    key = rpb.OffsetCommitKey(group_id=group_id, topic=topic, partition=partition)
+    if value is None:
+        return CoordinatorRecord(key, None)
+    return CoordinatorRecord(
+        key,
+        rpb.OffsetCommitValue(
+            offset=value.offset,
+            leader_epoch=value.leader_epoch,
+            metadata=value.metadata,
+            commit_timestamp_ms=value.commit_timestamp_ms,
+            expire_timestamp_ms=value.expire_timestamp_ms,
+            topic_id=value.topic_id,
+        ),
+    )
+
+
+class OffsetMetadataManager:
+    """Offsets of every group of one state-topic partition.
+
+    ``create_simple_group(group_id, now_ms)`` returns the records creating an empty classic
+    group, and ``delete_group(group)`` the tombstones of a group: both belong to the group
+    managers, which the shard wires in.
+    """
+
+    def __init__(
+        self,
+        groups: dict[str, Group],
+        timer: Timer,
+        config: GroupConfig,
+        create_simple_group: Callable[[str, int], list[CoordinatorRecord]],
+        delete_group: Callable[[Group], list[CoordinatorRecord]],
+    ) -> None:
+        self.groups = groups
+        self.timer = timer
+        self.config = config
+        self._create_simple_group = create_simple_group
+        self._delete_group = delete_group
+        # group id -> topic -> partition -> offset
+        self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
+
+    # ------------------------------------------------------------------------------ replay
+    def replay(self, record: CoordinatorRecord) -> bool:
+        if not isinstance(record.key, rpb.OffsetCommitKey):
+            return False
+        k = record.key
+        if record.value is None:
+            topics = self.offsets.get(k.group_id)
+            if topics is not None:
+                parts = topics.get(k.topic)
+                if parts is not None:
+                    parts.pop(k.partition, None)
+                    if not parts:
+                        del topics[k.topic]
+                if not topics:
+                    del self.offsets[k.group_id]
+            return True
+        self.offsets.setdefault(k.group_id, {}).setdefault(k.topic, {})[k.partition] = (
+            CommittedOffset.from_value(
+                record.value  # type: ignore[arg-type]
+            )
+        )
+        # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
+        if k.group_id not in self.groups:
+            self.groups[k.group_id] = ClassicGroup(k.group_id)
+        return True
+
+    def state(self) -> dict[str, dict[str, dict[int, CommittedOffset]]]:
+        return self.offsets
+
+    def group_offsets(self, group_id: str) -> dict[str, dict[int, CommittedOffset]]:
+        return self.offsets.get(group_id, {})
+
+    # ------------------------------------------------------------------------------ commit
+    def offset_commit(
+        self, request: pb.OffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[pb.OffsetCommitResponse]:
+        records: list[CoordinatorRecord] = []
+        group_error: ErrorCode | None = None
+        group = self.groups.get(request.group_id)
+        instance_id = request.group_instance_id if request.HasField("group_instance_id") else None
+        if not request.group_id:
+            group_error = ErrorCode.invalid_group_id
+        elif group is None:
+            if request.generation_id_or_member_epoch < 0:
+                # A consumer without group management, or the admin client: a simple group.
+                records += self._create_simple_group(request.group_id, now_ms)
+                group = ClassicGroup(request.group_id, now_ms)
+            elif request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
+                group_error = ErrorCode.group_id_not_found
+            else:
+                group_error = ErrorCode.illegal_generation
+
+        response = pb.OffsetCommitResponse()
+        expire_ms = _NO_RETENTION
+        if request.api_version in _RETENTION_TIME_VERSIONS and request.retention_time_ms != _NO_RETENTION:
+            expire_ms = now_ms + request.retention_time_ms
+        for topic in request.topics:
+            rt = response.topics.add(name=topic.name, topic_id=topic.topic_id)
+            for p in topic.partitions:
+                code = group_error
+                if code is None and not topic.name:
+                    code = (
+                        ErrorCode.unknown_topic_id if topic.topic_id else ErrorCode.unknown_topic_or_partition
+                    )
+                if code is None:
+                    assert group is not None
+                    try:
+                        group.validate_offset_commit(
+                            request.member_id,
+                            instance_id,
+                            request.generation_id_or_member_epoch,
+                            request.api_version,
+                            topic.name,
+                            p.partition_index,
+                        )
+                    except CoordinatorError as e:
+                        code = e.code
+                metadata = p.committed_metadata if p.HasField("committed_metadata") else ""
+                if code is None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                    code = ErrorCode.offset_metadata_too_large
+                if code is None:
+                    value = CommittedOffset(
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch,
+                        metadata=metadata,
+                        commit_timestamp_ms=now_ms,
+                        expire_timestamp_ms=expire_ms,
+                        topic_id=topic.topic_id,
+                    )
+                    records.append(offset_record(request.group_id, topic.name, p.partition_index, value))
+                    code = ErrorCode.none
+                rt.partitions.add(partition_index=p.partition_index, error_code=code.value)
+        if not any(isinstance(r.key, rpb.OffsetCommitKey) for r in records):
+            records = []  # no simple group without an offset in it
+        return CoordinatorResult(records=records, response=response)
+
+    # ------------------------------------------------------------------------------ fetch
+    def offset_fetch(
+        self, request: pb.OffsetFetchRequest, now_ms: int
+    ) -> CoordinatorResult[pb.OffsetFetchResponse]:
+        """Read-only. Partitions without a committed offset answer -1 (as Kafka)."""
+        response = pb.OffsetFetchResponse()
+        for g in request.groups:
+            rg = response.groups.add(group_id=g.group_id)
+            group = self.groups.get(g.group_id)
+            if group is not None:
+                try:
+                    group.validate_offset_fetch(
+                        g.member_id if g.HasField("member_id") else None, g.member_epoch
+                    )
+                except CoordinatorError as e:
+                    rg.error_code = e.code.value
+                    continue
+            committed = self.offsets.get(g.group_id, {}) if group is not None else {}
+            if g.all_topics:
+                for name, parts in committed.items():
+                    first = next(iter(parts.values()))
+                    rt = rg.topics.add(name=name, topic_id=first.topic_id)
+                    for index in sorted(parts):
+                        _fill(rt.partitions.add(partition_index=index), parts[index])
+                continue
+            for t in g.topics:
+                rt = rg.topics.add(name=t.name, topic_id=t.topic_id)
+                parts = committed.get(t.name, {})
+                for index in t.partition_indexes:
+                    rp = rt.partitions.add(partition_index=index)
+                    if not t.name:
+                        _fill(rp, None)
+                        rp.error_code = (ErrorCode.unknown_topic_id if t.topic_id else ErrorCode.none).value
+                    else:
+                        _fill(rp, parts.get(index))
+        return CoordinatorResult(response=response)
+
+    # ------------------------------------------------------------------------------ delete
+    def offset_delete(
+        self, request: pb.OffsetDeleteRequest, now_ms: int
+    ) -> CoordinatorResult[pb.OffsetDeleteResponse]:
+        """OffsetDelete: not for topics the group still subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        group = self.groups.get(request.group_id)
+        if group is None:
+            return CoordinatorResult(
+                response=pb.OffsetDeleteResponse(error_code=ErrorCode.group_id_not_found.value)
+            )
+        try:
+            group.validate_offset_delete()
+        except CoordinatorError as e:
+            return CoordinatorResult(response=pb.OffsetDeleteResponse(error_code=e.code.value))
+        records: list[CoordinatorRecord] = []
+        response = pb.OffsetDeleteResponse()
+        committed = self.offsets.get(request.group_id, {})
+        for t in request.topics:
+            rt = response.topics.add(name=t.name)
+            subscribed = group.is_subscribed_to_topic(t.name)
+            for index in t.partition_indexes:
+                code = ErrorCode.group_subscribed_to_topic if subscribed else ErrorCode.none
+                if not subscribed and index in committed.get(t.name, {}):
+                    records.append(offset_record(request.group_id, t.name, index, None))
+                rt.partitions.add(partition_index=index, error_code=code.value)
+        return CoordinatorResult(records=records, response=response)
+
+    def delete_all_records(self, group_id: str) -> list[CoordinatorRecord]:
+        """Tombstones for every offset of a group (DeleteGroups)."""
+        return [
+            offset_record(group_id, topic, index, None)
+            for topic, parts in self.offsets.get(group_id, {}).items()
+            for index in parts
+        ]
+
+    # ------------------------------------------------------------------------------ expiry
+    def schedule_expiry(self, now_ms: int) -> None:
+        """Arm the periodic retention check (offsets.retention.check.interval.ms)."""
+        interval = self.config.offsets_retention_check_interval_ms
+        deadline = now_ms + interval
+        self.timer.schedule(EXPIRY_TIMER_KEY, interval, lambda: self._expire_and_reschedule(deadline))
+
+    def _expire_and_reschedule(self, now_ms: int) -> CoordinatorResult[None]:
+        result = self.expire_offsets(now_ms)
+        self.schedule_expiry(now_ms)
+        return result
+
+    def expire_offsets(self, now_ms: int) -> CoordinatorResult[None]:
+        """Tombstone offsets past retention; delete groups left empty and without offsets.
+
+        Kafka's rules: an offset with an explicit expire timestamp (OffsetCommit v2-4) expires
+        then; otherwise once offsets.retention.minutes have passed since the group's base time
+        (see ``ClassicGroup.offset_expiration_base_ms``; the commit time for other groups), and
+        only for topics the group no longer subscribes to.
+        """
+        retention = self.config.offsets_retention_ms
+        records: list[CoordinatorRecord] = []
+        for group_id, group in list(self.groups.items()):
+            topics = self.offsets.get(group_id, {})
+            base_of = getattr(group, "offset_expiration_base_ms", None)
+            expired_all = True
+            for topic, parts in topics.items():
+                subscribed = group.is_subscribed_to_topic(topic)
+                for index, committed in parts.items():
+                    if subscribed:
+                        expired_all = False
+                        continue
+                    if committed.expire_timestamp_ms != _NO_RETENTION:
+                        expired = now_ms >= committed.expire_timestamp_ms
+                    else:
+                        base = (
+                            committed.commit_timestamp_ms
+                            if base_of is None
+                            else base_of(committed.commit_timestamp_ms)
+                        )
+                        expired = base is not None and now_ms - base >= retention
+                    if expired:
+                        records.append(offset_record(group_id, topic, index, None))
+                    else:
+                        expired_all = False
+            if expired_all and group.is_empty():
+                records += self._delete_group(group)
+        # An empty group without offsets (all expired, or none ever) is deleted, as in Kafka.
+        return CoordinatorResult(records=records)
+
+
+def _fill(rp: Any, committed: CommittedOffset | None) -> None:
+    if committed is None:
+        rp.committed_offset = -1
+        rp.committed_leader_epoch = -1
+        rp.metadata = ""
+    else:
+        rp.committed_offset = committed.offset
+        rp.committed_leader_epoch = committed.leader_epoch
+        rp.metadata = committed.metadata
