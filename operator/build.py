@@ -143,11 +143,16 @@ def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
     volumes = _tls_volume(spec)
     if volumes:
         container["volumeMounts"] = [{"name": "kafka-tls", "mountPath": TLS_MOUNT, "readOnly": True}]
+    # empty lists/maps are left out: the API server drops them, and a field that never reads
+    # back as written would make every reconcile look like a change
+    if not container.get("resources"):
+        container.pop("resources", None)
     pod: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
-        "volumes": volumes,
     }
+    if volumes:
+        pod["volumes"] = volumes
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
     return pod

@@ -192,6 +192,19 @@ GW = f"/apis/apps/v1/namespaces/{NS}/deployments/{NAME}-gateway"
 CR = f"{CR_PATH}/{NAME}"
 
 
+def workload_and_status_writes(k: Any) -> int:
+    """Writes the operator made so far to workloads, Services or the resource status."""
+    targets = ("/statefulsets", "/deployments", "/services")
+    count = 0
+    for r in list(k):  # the emulator's request log
+        path = str(r.url.path)
+        if str(r.method.value).upper() in ("POST", "PATCH", "PUT") and (
+            any(t in path for t in targets) or path.endswith("/status")
+        ):
+            count += 1
+    return count
+
+
 def shard_args(sts: dict[str, Any]) -> list[str]:
     return sts["spec"]["template"]["spec"]["containers"][0]["args"]
 
@@ -222,6 +235,12 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
     cr = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
     assert condition(cr, "Degraded")["status"] == "False"
     before = placement_from_status(cr["status"]["partitions"])
+
+    # idempotent: with nothing changing, resyncs (every 1 s here) write nothing
+    writes = workload_and_status_writes(k)
+    assert writes >= 5, "creating 4 objects and the status were writes"
+    await asyncio.sleep(2.5)  # a negative check needs some wait
+    assert workload_and_status_writes(k) == writes
 
     # scaling threads: the workload changes, leadership does not
     await send(k, "patch", CR, {"spec": {"threadsPerShard": 4}})
