@@ -71,6 +71,9 @@ class Fence:
         )
 
 
+MARKER_PREFIX = _MARKER_PREFIX
+
+
 def is_marker(key: bytes | None) -> bool:
     return key is not None and key[:2] == _MARKER_PREFIX
 
@@ -83,23 +86,23 @@ def parse_marker(value: bytes) -> Fence:
 class ReplayFilter:
     """Decides, record by record in log order, which records count (see module docstring)."""
 
-    __slots__ = ("current", "_current_tag")
+    __slots__ = ("current", "current_tag")
 
     def __init__(self) -> None:
         self.current: Fence | None = None
-        self._current_tag: bytes | None = None
+        self.current_tag: bytes | None = None
 
     def see_marker(self, fence: Fence) -> bool:
         """Account for a marker; True if it became the current writer."""
         if self.current is None or fence.epoch >= self.current.epoch:
             self.current = fence
-            self._current_tag = fence.tag()
+            self.current_tag = fence.tag()
             return True
         return False
 
     def admits(self, tag: bytes | None) -> bool:
         """Whether a data record with this fence tag is applied."""
-        if self._current_tag is None or tag == self._current_tag:
+        if self.current_tag is None or tag == self.current_tag:
             return True
         if tag is None:  # untagged records are not ours: never written by a fenced writer
             return False

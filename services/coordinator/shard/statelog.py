@@ -21,28 +21,24 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import errors as Errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.record.memory_records import MemoryRecords
 
+from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
 from groupcoord.coordinator.shard.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH_BYTES = 1 << 20
+FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    """A state-topic record as read back: offset, raw key/value and the writer's fence tag."""
-
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    tag: bytes | None
 
 
 async def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
@@ -125,62 +121,110 @@ class StateLogWriter:
 
 
 class PartitionReader:
-    """Reads one state-topic partition from a position onward (its own aiokafka consumer)."""
+    """Reads one state-topic partition from a position onward, with raw Fetch requests.
+
+    Loading is the hot path of a takeover (10,000 groups and 1,000,000 offsets must load in
+    seconds), and aiokafka's consumer spends most of its time building a Python
+    ``ConsumerRecord`` per record. This reader sends Fetch requests through aiokafka's client
+    and hands out the C-parsed records of aiokafka's record batch reader directly; while the
+    caller replays one chunk, the fetch of the next is already in flight. The high watermark is
+    taken from each fetch response.
+    """
 
     def __init__(self, bootstrap: str, topic: str, partition: int, start: int = 0) -> None:
         self.tp = TopicPartition(topic, partition)
         self.position = start
         self.highwater: int | None = None
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_uncommitted",
-            fetch_max_wait_ms=200,
-            max_partition_fetch_bytes=16 << 20,
-            fetch_max_bytes=64 << 20,
-        )
+        self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="groupcoord-loader")
         self._started = False
+        self._node: int | None = None
+        self._prefetch: asyncio.Task[tuple[int, list[Any]]] | None = None
 
     async def start(self) -> None:
         if not self._started:
-            await self._consumer.start()
-            self._consumer.assign([self.tp])
-            self._consumer.seek(self.tp, self.position)
+            await self._client.bootstrap()
+            self._client.add_topic(self.tp.topic)
             self._started = True
 
     async def stop(self) -> None:
+        self._cancel_prefetch()
         if self._started:
             self._started = False
-            await self._consumer.stop()
+            await self._client.close()
 
     def seek(self, offset: int) -> None:
+        self._cancel_prefetch()
         self.position = offset
-        self._consumer.seek(self.tp, offset)
 
-    async def read(self, timeout_ms: int = 1000) -> list[LogEntry]:
-        """The next records (possibly none before ``timeout_ms``); updates position/highwater."""
+    def _cancel_prefetch(self) -> None:
+        if self._prefetch is not None:
+            self._prefetch.cancel()
+            self._prefetch = None
+
+    async def _leader(self) -> int:
+        while self._node is None:
+            await self._client.force_metadata_update()
+            self._node = self._client.cluster.leader_for_partition(self.tp)
+            if self._node is None or self._node == -1:
+                self._node = None
+                await asyncio.sleep(0.1)
+        return self._node
+
+    async def _fetch(self, position: int, max_wait_ms: int) -> tuple[int, list[Any]]:
+        """Records at ``position`` onward (whole batches may start earlier: those are skipped)."""
         await self.start()
-        got = await self._consumer.getmany(self.tp, timeout_ms=timeout_ms)
-        hw = self._consumer.highwater(self.tp)
-        if hw is not None:
-            self.highwater = hw
-        out: list[LogEntry] = []
-        for msg in got.get(self.tp, ()):
-            tag = None
-            for hk, hv in msg.headers:
-                if hk == FENCE_HEADER:
-                    tag = hv
-            out.append(LogEntry(msg.offset, msg.key, msg.value, tag))
-        if out:
-            self.position = out[-1].offset + 1
-        else:
-            self.position = await self._consumer.position(self.tp)
-        return out
+        request = FetchRequest(
+            max_wait_ms,
+            1,
+            FETCH_MAX_BYTES,
+            0,
+            [(self.tp.topic, [(self.tp.partition, position, FETCH_MAX_BYTES)])],
+        )
+        response = await self._client.send(await self._leader(), request)
+        out: list[Any] = []
+        for _topic, partitions in response.topics:
+            for _partition, error_code, highwater, *data in partitions:
+                if error_code != 0:
+                    error = Errors.for_code(error_code)
+                    if error.retriable or error in (
+                        Errors.NotLeaderForPartitionError,
+                        Errors.UnknownTopicOrPartitionError,
+                    ):
+                        self._node = None
+                        await asyncio.sleep(0.1)
+                        return position, []
+                    raise error(f"fetching {self.tp} at {position}")
+                self.highwater = highwater
+                records = MemoryRecords(data[-1])
+                while records.has_next():
+                    batch = records.next_batch()
+                    if not batch.validate_crc():
+                        raise Errors.CorruptRecordException(
+                            f"{self.tp}: bad CRC in batch at {batch.base_offset}"
+                        )
+                    if batch.is_control_batch:  # transaction markers: never ours
+                        position = max(position, batch.next_offset)
+                        continue
+                    for record in batch:
+                        if record.offset >= position:
+                            out.append(record)
+                    position = max(position, batch.next_offset)
+        return position, out
 
-    async def chunks_until(self, end: int, timeout_s: float = 60.0) -> AsyncIterator[list[LogEntry]]:
-        """Every record from the position up to (excluding) offset ``end``, chunk by chunk.
+    async def read(self, timeout_ms: int = 1000) -> list[Any]:
+        """The next records (none if nothing came within ``timeout_ms``). Each record has
+        ``offset``, ``key``, ``value`` and ``headers``; see :func:`fence_tag`."""
+        if self._prefetch is not None:
+            task, self._prefetch = self._prefetch, None
+            position, records = await task
+        else:
+            position, records = await self._fetch(self.position, timeout_ms)
+        self.position = position
+        return records
+
+    async def chunks_until(self, end: int, timeout_s: float = 60.0) -> AsyncIterator[list[Any]]:
+        """Every record from the position up to (excluding) offset ``end``, chunk by chunk;
+        the next chunk is fetched while the caller processes this one.
 
         Stops without progress after ``timeout_s`` (TimeoutError), e.g. when ``end`` lies past
         the real end of the log.
@@ -188,11 +232,48 @@ class PartitionReader:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while self.position < end:
-            entries = await self.read()
-            if entries:
+            records = await self.read(timeout_ms=200)
+            if self.position < end:
+                self._prefetch = asyncio.ensure_future(self._fetch(self.position, 200))
+            if records:
                 deadline = loop.time() + timeout_s
-                if entries[-1].offset >= end:
-                    entries = [e for e in entries if e.offset < end]
-                yield entries
+                if records[-1].offset >= end:
+                    records = [r for r in records if r.offset < end]
+                yield records
             elif loop.time() > deadline:
                 raise TimeoutError(f"{self.tp}: at {self.position}, wanted {end}")
+
+
+def fence_tag(headers: Sequence[tuple[str, bytes]]) -> bytes | None:
+    """The writer's fence tag of a record (None if it carries none)."""
+    for key, value in headers:
+        if key == FENCE_HEADER:
+            return value
+    return None
+
+
+class RecordDecoder:
+    """``deserialize_record`` for the load path, about twice as fast.
+
+    A reload replays up to millions of records, and building a frozen dataclass through its
+    ``__init__`` (``object.__setattr__`` per field) costs as much as parsing a protobuf. This
+    caches each type id's parsers and fills the slots of :class:`CoordinatorRecord` through its
+    slot descriptors; the result is the same immutable record.
+    """
+
+    def __init__(self) -> None:
+        self._parsers: dict[bytes, tuple[Any, Any]] = {}
+        self._new = object.__new__
+        self._set_key = CoordinatorRecord.key.__set__  # type: ignore[attr-defined]
+        self._set_value = CoordinatorRecord.value.__set__  # type: ignore[attr-defined]
+
+    def __call__(self, key: bytes, value: bytes | None) -> CoordinatorRecord:
+        prefix = key[:2]
+        parsers = self._parsers.get(prefix)
+        if parsers is None:
+            rt = RECORD_TYPES.by_id(int.from_bytes(prefix, "big"))
+            parsers = self._parsers[prefix] = (rt.key_type.FromString, rt.value_type.FromString)
+        record = self._new(CoordinatorRecord)
+        self._set_key(record, parsers[0](key[2:]))
+        self._set_value(record, None if value is None else parsers[1](value))
+        return record  # type: ignore[no-any-return]
