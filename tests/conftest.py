@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.background import BackgroundGateway
 
@@ -30,3 +31,11 @@ def gateway(broker: EmbeddedBroker) -> Iterator[BackgroundGateway]:
     """The gateway in front of the session broker (group APIs forwarded upstream)."""
     with BackgroundGateway((broker.host, broker.port)) as gw:
         yield gw
+
+
+@pytest.fixture(scope="session")
+def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
+    """The whole local cluster (control plane, 2 shard processes, gateway with the group
+    APIs served by our coordinator) in front of the session broker."""
+    with BackgroundCluster((broker.host, broker.port)) as c:
+        yield c

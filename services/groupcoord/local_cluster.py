@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from groupcoord.controlplane.local import LocalControlPlane
@@ -54,11 +55,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class LocalCluster:
-    """Broker (optional) + control plane + gateway, started and stopped together."""
+@dataclass
+class ClusterOptions:
+    """What ``groupcoord up`` starts (its flags), also used by tests and benchmarks."""
 
-    def __init__(self, args: argparse.Namespace, upstream: tuple[str, int]) -> None:
-        self.args = args
+    port: int = 9092
+    host: str = "127.0.0.1"
+    shards: int = 2
+    threads: int = 1
+    partitions: int = 50
+    standbys: int = 0
+    state_topic: str = "__groupcoord_state"
+    log_dir: Path | None = None
+    no_coordinator: bool = False
+    metrics: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+
+class LocalCluster:
+    """Control plane + shards + gateway in front of ``upstream``, started and stopped together."""
+
+    def __init__(self, options: ClusterOptions, upstream: tuple[str, int]) -> None:
+        self.args = args = options
         self.upstream = upstream
         self.gateway = Gateway(upstream, listen_host=args.host, port=args.port, advertised_host=args.host)
         self.control: LocalControlPlane | None = None
@@ -90,7 +112,8 @@ class LocalCluster:
                 standbys=args.standbys,
                 state_topic=args.state_topic,
                 log_dir=args.log_dir,
-                state_file=state_file(args.port),
+                metrics=args.metrics,
+                state_file=state_file(args.port) if args.port else None,
                 on_placement=publish,
             )
             await self.control.start()
@@ -105,7 +128,7 @@ class LocalCluster:
 
 
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
-    cluster = LocalCluster(args, upstream)
+    cluster = LocalCluster(ClusterOptions.from_args(args), upstream)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

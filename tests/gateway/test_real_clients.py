@@ -1,5 +1,5 @@
 """Real clients through the gateway against a real broker: produce and consume 10,000 records
-in a consumer group, and never see an upstream broker address."""
+in a consumer group (served by our coordinator shards), and never see an upstream broker address."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.background import BackgroundGateway
 
@@ -35,7 +36,8 @@ def test_metadata_lists_only_gateway_addresses(gateway: BackgroundGateway, broke
     assert broker.bootstrap not in addresses
 
 
-def test_confluent_kafka_produces_and_consumes_in_a_group(gateway: BackgroundGateway) -> None:
+def test_confluent_kafka_produces_and_consumes_in_a_group(cluster: BackgroundCluster) -> None:
+    gateway = cluster
     topic, group = unique("ck"), unique("ck-group")
     create_topic(gateway.bootstrap, topic)
     producer = Producer({"bootstrap.servers": gateway.bootstrap, "linger.ms": 5})
@@ -59,7 +61,8 @@ def test_confluent_kafka_produces_and_consumes_in_a_group(gateway: BackgroundGat
     assert seen == set(range(RECORDS))
 
 
-def test_kafka_python_produces_and_consumes_in_a_group(gateway: BackgroundGateway) -> None:
+def test_kafka_python_produces_and_consumes_in_a_group(cluster: BackgroundCluster) -> None:
+    gateway = cluster
     from kafka import KafkaConsumer, KafkaProducer  # noqa: PLC0415
 
     topic, group = unique("kp"), unique("kp-group")
@@ -85,7 +88,8 @@ def test_kafka_python_produces_and_consumes_in_a_group(gateway: BackgroundGatewa
     assert brokers == {gateway.bootstrap}
 
 
-def test_aiokafka_produces_and_consumes_in_a_group(gateway: BackgroundGateway) -> None:
+def test_aiokafka_produces_and_consumes_in_a_group(cluster: BackgroundCluster) -> None:
+    gateway = cluster
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer  # noqa: PLC0415
 
     topic, group = unique("aio"), unique("aio-group")
