@@ -150,6 +150,11 @@ class ClassicGroup:
         self.members: dict[str, ClassicGroupMember] = {}
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
         self.pending_members: dict[str, int] = {}  # member id -> session timeout (MEMBER_ID_REQUIRED)
+        # Derived counts kept up to date by put/remove_member, so a join in a large group does
+        # not scan every member: protocol name -> members supporting it; joined_generation ->
+        # members that joined for it.
+        self._supported: Counter[str] = Counter()
+        self._joined: Counter[int] = Counter()
 
     @property
     def group_type(self) -> GroupType:
@@ -169,6 +174,8 @@ class ClassicGroup:
         g.members = dict(self.members)
         g.static_members = dict(self.static_members)
         g.pending_members = dict(self.pending_members)
+        g._supported = self._supported.copy()
+        g._joined = self._joined.copy()
         return g
 
     def snapshot(self) -> tuple[object, ...]:
@@ -210,7 +217,12 @@ class ClassicGroup:
         """Add or replace a member (Kafka's add/updateMember): the first member leads."""
         if not self.members and not self.protocol_type:
             self.protocol_type = member.protocol_type
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._uncount(old)
         self.members[member.member_id] = member
+        self._supported.update(set(member.protocol_names()))
+        self._joined[member.joined_generation] += 1
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         self.pending_members.pop(member.member_id, None)
@@ -221,6 +233,7 @@ class ClassicGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self._uncount(member)
         if (
             member.group_instance_id is not None
             and self.static_members.get(member.group_instance_id) == member_id
@@ -231,6 +244,10 @@ class ClassicGroup:
             joined = [m for m in self.members.values() if self.is_awaiting_join(m)]
             pick = joined[0] if joined else next(iter(self.members.values()), None)
             self.leader_id = None if pick is None else pick.member_id
+
+    def _uncount(self, member: ClassicGroupMember) -> None:
+        self._supported.subtract(set(member.protocol_names()))
+        self._joined[member.joined_generation] -= 1
 
     # --- replay -----------------------------------------------------------------------------
     def replay_metadata(self, v: pb.ClassicGroupMetadataValue) -> None:
@@ -281,7 +298,9 @@ class ClassicGroup:
         )
 
     def num_awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if self.is_awaiting_join(m))
+        if self.state is not ClassicGroupState.PREPARING_REBALANCE:
+            return 0
+        return self._joined[self.generation_id + 1]
 
     def has_all_members_joined(self) -> bool:
         return not self.pending_members and self.num_awaiting_join() == len(self.members)
@@ -312,8 +331,7 @@ class ClassicGroup:
             return bool(protocol_type) and bool(protocol_names)
         if protocol_type != self.protocol_type:
             return False
-        counts = Counter(n for m in self.members.values() for n in set(m.protocol_names()))
-        return any(counts.get(n, 0) == len(self.members) for n in protocol_names)
+        return any(self._supported[n] == len(self.members) for n in protocol_names)
 
     def select_protocol(self) -> str:
         """Each member votes for its most preferred protocol that every member supports; the
