@@ -77,6 +77,8 @@ class RegisterShard:
         self, request: register_pb2.RegisterGetRequest, now_ms: int
     ) -> CoordinatorResult[register_pb2.RegisterGetResponse]:
         value = self.values.get(request.name)
+        if request.work:
+            _busy(request.work)
         return CoordinatorResult(
             [], register_pb2.RegisterGetResponse(found=value is not None, value=value or 0)
         )
@@ -94,6 +96,14 @@ class RegisterShard:
 
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
+
+
+def _busy(iterations: int) -> int:
+    """Deterministic CPU work (see ``RegisterGetRequest.work``)."""
+    acc = 0
+    for i in range(iterations):
+        acc = (acc * 31 + i) & 0xFFFFFFFF
+    return acc
 
 
 class SerializedRegisterShard:
