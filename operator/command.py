@@ -70,12 +70,14 @@ def main(args: argparse.Namespace) -> int:
         return 0
     import kopf
 
-    import groupcoord_operator.handlers  # noqa: F401  (registers the handlers)
+    from groupcoord_operator import handlers  # importing registers the handlers
+
+    handlers.RUNTIME.namespaces = list(args.namespace)
 
     kopf.run(
         standalone=True,  # leader election is ours (a Lease), not kopf peering
         clusterwide=not args.namespace,
-        namespaces=args.namespace or None,
+        namespaces=args.namespace or (),
         liveness_endpoint=args.liveness or None,
     )
     return 0

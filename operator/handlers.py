@@ -1,8 +1,11 @@
 """The kopf wiring: thin handlers that all run the same level-triggered reconcile.
 
 Triggers: the resource is created/updated/resumed; a shard pod changes (fast failover); a
-periodic timer (catches anything missed, and lets a freshly elected replica take over). Every
-handler first asks the Lease elector whether this replica leads; followers do nothing.
+periodic resync of every resource (catches anything missed, and lets a freshly elected replica
+take over). Every trigger first asks the Lease elector whether this replica leads; followers do
+nothing. The resync is a plain thread rather than a kopf timer because kopf puts a finalizer on
+every object with a timer, and then deleting a GroupCoordinator would hang whenever the
+operator is not running.
 
 Configuration (environment):
 
@@ -10,7 +13,7 @@ Configuration (environment):
 * ``GROUPCOORD_OPERATOR_LEASE`` — Lease name (default ``groupcoord-operator``).
 * ``GROUPCOORD_OPERATOR_LEADER_ELECTION`` — ``false`` for a single replica during development.
 * ``GROUPCOORD_OPERATOR_IMAGE`` — workload image when a resource does not name one.
-* ``GROUPCOORD_OPERATOR_RESYNC_SECONDS`` — timer interval (default 10).
+* ``GROUPCOORD_OPERATOR_RESYNC_SECONDS`` — resync interval (default 10).
 * ``GROUPCOORD_OPERATOR_LEASE_SECONDS`` / ``..._RENEW_SECONDS`` — Lease timing (15 / 5).
 * ``GROUPCOORD_OPERATOR_API_SERVER`` — talk to this URL without credentials (a local
   ``kubectl proxy``, or a mock API server in tests) instead of in-cluster/kubeconfig config.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from typing import Any
 
 import kopf
@@ -46,6 +50,9 @@ class Runtime:
         self.kube: Kube | None = None
         self.elector: LeaseElector | None = None
         self.image = os.environ.get("GROUPCOORD_OPERATOR_IMAGE") or None
+        self.namespaces: list[str] = []  # empty: all namespaces
+        self._stop = threading.Event()
+        self._resync: threading.Thread | None = None
 
     def connect(self, configuration: k8s.Configuration) -> None:
         if self.kube is not None:
@@ -62,11 +69,36 @@ class Runtime:
             )
             self.elector.step()  # decide at once, so the first events are not skipped
             self.elector.start()
+        self._stop.clear()
+        self._resync = threading.Thread(target=self._resync_loop, name="resync", daemon=True)
+        self._resync.start()
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(RESYNC_SECONDS):
+            if not self.leads():
+                continue
+            assert self.kube is not None
+            paths = [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in self.namespaces]
+            try:
+                items = [i for p in paths or [f"/apis/{GROUP}/{VERSION}/{PLURAL}"] for i in self.kube.list(p)]
+            except KubeError as exc:
+                log.warning("resync: cannot list resources: %s", exc)
+                continue
+            for item in items:
+                meta = item.get("metadata") or {}
+                try:
+                    reconcile(self.kube, meta["namespace"], meta["name"], image=self.image)
+                except Exception:  # one broken resource must not stop the others' resync
+                    log.exception("resync of %s/%s failed", meta.get("namespace"), meta.get("name"))
 
     def leads(self) -> bool:
         return self.kube is not None and (self.elector is None or self.elector.is_leader())
 
     def close(self) -> None:
+        self._stop.set()
+        if self._resync is not None:
+            self._resync.join(timeout=10)
+            self._resync = None
         if self.elector is not None:
             self.elector.stop()
             self.elector = None
@@ -125,11 +157,6 @@ def _reconcile(namespace: str, name: str) -> None:
 @kopf.on.create(GROUP, VERSION, PLURAL)
 @kopf.on.update(GROUP, VERSION, PLURAL)
 def on_resource(namespace: str, name: str, **_: Any) -> None:
-    _reconcile(namespace, name)
-
-
-@kopf.timer(GROUP, VERSION, PLURAL, interval=RESYNC_SECONDS)
-def resync(namespace: str, name: str, **_: Any) -> None:
     _reconcile(namespace, name)
 
 

@@ -245,3 +245,10 @@ def test_is_subset_tolerates_server_defaults_but_not_changes():
     assert is_subset(desired, actual)
     actual["spec"]["template"]["spec"]["containers"][0]["args"] = ["y"]
     assert not is_subset(desired, actual)
+
+
+def test_print_crd_regenerates_the_chart_file_byte_for_byte(capsys):
+    from groupcoord.cli import main
+
+    assert main(["operator", "--print-crd"]) == 0
+    assert capsys.readouterr().out == CHART_CRD.read_text()
