@@ -20,6 +20,11 @@ from groupcoord.gateway import codec
 
 VersionRanges = Mapping[int, tuple[int, int]]
 
+# Every API that names a group. When our coordinator serves groups, the ones it does not
+# handle must not reach the upstream cluster either: its coordinator knows nothing of our
+# groups and would answer (e.g. ConsumerGroupDescribe: "empty") as if it did.
+GROUP_API_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69, 76, 77, 88, 89})
+
 
 def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
     lo, hi = max(a[0], b[0]), min(a[1], b[1])
@@ -29,6 +34,8 @@ def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None
 def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict[int, tuple[int, int]]:
     out: dict[int, tuple[int, int]] = {}
     for key in sorted(set(upstream) | set(handled)):
+        if handled and key in GROUP_API_KEYS and key not in handled:
+            continue
         theirs = handled.get(key, upstream.get(key))
         codec_range = codec.CODEC_VERSIONS.get(key)
         if theirs is None or codec_range is None:

@@ -75,6 +75,12 @@ def test_advertised_versions_intersect_upstream_codec_and_handlers() -> None:
     assert 999 not in adv  # kio cannot decode it
 
 
+def test_group_apis_our_coordinator_does_not_serve_are_not_forwarded_either() -> None:
+    upstream = {3: (0, 12), 69: (0, 0), 15: (0, 5)}
+    assert 69 not in advertised_versions(upstream, {15: (0, 5)})
+    assert advertised_versions(upstream, {})[69] == (0, 0)  # plain proxy: the upstream serves groups
+
+
 def test_api_versions_above_ours_gets_unsupported_version_in_v0() -> None:
     adv = {18: (0, 3), 3: (0, 12)}
     version, body = api_versions_response(7, adv)
