@@ -371,8 +371,11 @@ class ClassicGroupManager:
             return self._finish(change, wait=wait, token=token)
         if group.state is State.COMPLETING_REBALANCE:
             if member.matches(protocols):
-                # The member lost its JoinGroup answer: send it again.
-                return self._finish(change, self._join_response(group, member))
+                # The member lost its JoinGroup answer: send it again (to any earlier, still
+                # waiting request of it as well).
+                response = self._join_response(group, member)
+                change.answer("join", member_id, response)
+                return self._finish(change, response)
             self._update_member(change, member, request, protocols)
             return self._finish(change, wait=wait, token=token)
         if group.state is State.STABLE:
@@ -380,7 +383,9 @@ class ClassicGroupManager:
                 # The leader rejoining (e.g. metadata changed) or new protocols: rebalance.
                 self._update_member(change, member, request, protocols)
                 return self._finish(change, wait=wait, token=token)
-            return self._finish(change, self._join_response(group, member))
+            response = self._join_response(group, member)
+            change.answer("join", member_id, response)
+            return self._finish(change, response)
         # Empty: no member can be known.
         return self._finish(change, _error_join(ErrorCode.unknown_member_id, member_id))
 
@@ -622,7 +627,9 @@ class ClassicGroupManager:
         member_id = request.member_id
         if group.state is State.STABLE:
             change.reschedule.append((member_id, group.members[member_id].session_timeout_ms))
-            return self._finish(change, self._sync_response(group, group.members[member_id]))
+            response = self._sync_response(group, group.members[member_id])
+            change.answer("sync", member_id, response)
+            return self._finish(change, response)
         # CompletingRebalance.
         wait: WaitKey = ("sync", gid, member_id)
         if not group.is_leader(member_id):

@@ -295,3 +295,18 @@ def test_leaving_member_answers_its_waiting_join_and_completes_the_phase(ctx: Sh
     response = ctx.answer(first)
     assert response.error_code == 0 and response.generation_id == gen + 1
     assert [m.member_id for m in response.members] == [ids[0]]
+
+
+def test_a_resent_join_answers_the_earlier_waiting_request_too(ctx: ShardContext) -> None:
+    """A client whose JoinGroup timed out on its side resends it; both connections get the
+    answer (the runtime drops the one nobody listens to any more)."""
+    ids, gen = ctx.form_group(G, 2)
+    first = ctx.join(G, ids[0], protocols=[("range", b"v2")])
+    again = ctx.join(G, ids[0], protocols=[("range", b"v2")])
+    assert ctx.answer(first) is None and ctx.answer(again) is None
+    ctx.join(G, ids[1])
+    assert ctx.answer(first) == ctx.answer(again)
+    assert ctx.answer(first).generation_id == gen + 1
+    # In CompletingRebalance an identical JoinGroup gets the same answer at once.
+    resent = ctx.join(G, ids[0], protocols=[("range", b"v2")])
+    assert ctx.answer(resent) == ctx.answer(first)
