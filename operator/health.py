@@ -2,9 +2,10 @@
 
 A shard is in one of three states:
 
-* ``Starting`` — its pod has not been Ready yet (fresh install, scale-out). It still receives
-  partitions: it will load them when it comes up, and taking them away meanwhile would only
-  cause churn during a rollout.
+* ``Starting`` — its pod has not been Ready yet (fresh install, scale-out). It keeps the
+  partitions it already leads (on a fresh install every shard starts that way; taking them
+  away would only churn), but a shard that leads nothing gets partitions only once it is Ready
+  — on a scale-out the current, healthy leaders keep serving until the new shard can take over.
 * ``Ready`` — its pod's Ready condition is True.
 * ``Failed`` — it *was* Ready (or Failed) and now its pod is NotReady, terminating or gone, or
   its container is crash-looping, or the pod phase is Failed. Its partitions fail over to live
@@ -77,6 +78,15 @@ def shard_states(
         else:
             states[sid] = STARTING
     return states
+
+
+def placement_candidates(states: Mapping[int, str], leaders: Iterable[int]) -> list[int]:
+    """Shards that may lead: Ready ones, plus Starting ones that already lead or when none is Ready."""
+    leading = set(leaders)
+    any_ready = any(st == READY for st in states.values())
+    return sorted(
+        s for s, st in states.items() if st == READY or (st == STARTING and (s in leading or not any_ready))
+    )
 
 
 def states_from_status(status: Mapping[str, Any] | None) -> dict[int, str]:

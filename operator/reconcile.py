@@ -19,7 +19,7 @@ from typing import Any
 
 from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
 from groupcoord_operator import build
-from groupcoord_operator.health import FAILED, shard_states, states_from_status
+from groupcoord_operator.health import placement_candidates, shard_states, states_from_status
 from groupcoord_operator.kube import Kube, collection_path, object_path
 from groupcoord_operator.spec import SpecError, parse_spec
 
@@ -116,7 +116,7 @@ def _reconcile(
 
     pods = kube.list(collection_path("Pod", namespace), build.selector(name, build.SHARD))
     states = shard_states(spec.shards, pods, previous_states)
-    live = [s for s, st in states.items() if st != FAILED]
+    live = placement_candidates(states, (a.leader for a in previous.values()))
     problem: tuple[str, str] | None = None
     try:
         placement = place(spec.partitions, live, previous, spec.standbys)

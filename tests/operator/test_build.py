@@ -18,7 +18,7 @@ import yaml
 from groupcoord.controlplane.placement import place, placement_from_status
 from groupcoord_operator import build
 from groupcoord_operator.crd import build_crd, openapi_schema
-from groupcoord_operator.health import FAILED, READY, STARTING, shard_states
+from groupcoord_operator.health import FAILED, READY, STARTING, placement_candidates, shard_states
 from groupcoord_operator.reconcile import is_subset
 from groupcoord_operator.spec import SpecError, parse_spec
 
@@ -199,6 +199,19 @@ def test_shard_health_only_fails_shards_that_were_up():
     assert shard_states(3, [pod(0, True), pod(1, True), pod(2, True)], after) == dict.fromkeys(
         range(3), READY
     )
+
+
+def test_new_shards_lead_only_once_ready_but_a_fresh_install_places_at_once():
+    # fresh install: nobody ready, everybody may lead
+    assert placement_candidates({0: STARTING, 1: STARTING}, []) == [0, 1]
+    # shard 0 up first: shard 1 keeps what it was given at install
+    assert placement_candidates({0: READY, 1: STARTING}, [0, 1]) == [0, 1]
+    # scale-out: shard 2 leads nothing yet, so it waits until Ready
+    assert placement_candidates({0: READY, 1: READY, 2: STARTING}, [0, 1]) == [0, 1]
+    assert placement_candidates({0: READY, 1: READY, 2: READY}, [0, 1]) == [0, 1, 2]
+    # failed shards never lead; if nobody is Ready, a starting replacement may
+    assert placement_candidates({0: FAILED, 1: READY}, [0, 1]) == [1]
+    assert placement_candidates({0: FAILED, 1: STARTING}, [0]) == [1]
 
 
 def test_status_carries_leadership_and_conditions():

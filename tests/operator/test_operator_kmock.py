@@ -249,16 +249,21 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
     cr = await get(k, CR)
     assert placement_from_status(cr["status"]["partitions"]) == before
 
-    # scaling shards 3 → 4: replicas follow, only what balance needs moves, to the new shard
+    # scaling shards 3 → 4: replicas follow at once; leadership moves once the new shard is
+    # Ready (the healthy leaders serve meanwhile), and only what balance needs, to the new shard
     await send(k, "patch", CR, {"spec": {"shards": 4}})
     await eventually(k, STS, lambda o: o["spec"]["replicas"] == 4, "replicas=4")
+    cr = await eventually(k, CR, lambda o: condition(o, "Progressing")["status"] == "True", "Progressing")
+    assert placement_from_status(cr["status"]["partitions"]) == before, (
+        "nothing moves to a shard still starting"
+    )
+    await set_pod_ready(k, 3, True)
     cr = await eventually(k, CR, lambda o: 3 in leaders(o).values(), "partitions on shard 3")
     after = placement_from_status(cr["status"]["partitions"])
     moved = [p for p in after if after[p].leader != before[p].leader]
     assert len(moved) == 3 and all(after[p].leader == 3 for p in moved)
     assert all(after[p].epoch == before[p].epoch + 1 for p in moved)
     assert all(after[p].epoch == before[p].epoch for p in after if p not in moved)
-    await set_pod_ready(k, 3, True)
     cr = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready with 4 shards")
 
     # shard 1 goes NotReady: its partitions move to live shards with new epochs
