@@ -310,3 +310,33 @@ def test_a_resent_join_answers_the_earlier_waiting_request_too(ctx: ShardContext
     # In CompletingRebalance an identical JoinGroup gets the same answer at once.
     resent = ctx.join(G, ids[0], protocols=[("range", b"v2")])
     assert ctx.answer(resent) == ctx.answer(first)
+
+
+def test_leave_of_a_pending_member_unblocks_the_join_phase(ctx: ShardContext) -> None:
+    ids, gen = ctx.form_group(G, 1, session_ms=10_000)
+    pending = ctx.answer(ctx.join(G, session_ms=10_000)).member_id
+    token = ctx.join(G, ids[0], session_ms=10_000)
+    assert ctx.answer(token) is None
+    assert ctx.leave(G, (pending, None)).members[0].error_code == 0
+    assert ctx.answer(token).generation_id == gen + 1
+    ctx.assert_replay_equals_live()
+
+
+def test_a_takeover_mid_rebalance_completes_it_on_the_rebalance_timeout() -> None:
+    """The waiting JoinGroups died with the old leader; the loaded group still finishes its
+    join phase when the re-armed timer fires, with the members that joined."""
+    ctx = ShardContext()
+    ids, gen = ctx.form_group(G, 2, session_ms=60_000, rebalance_ms=20_000)
+    ctx.join(G, ids[0], session_ms=60_000, rebalance_ms=20_000, protocols=[("range", b"new")])
+    successor = ShardContext(ctx.config)
+    successor.clock.now_ms = ctx.clock.now_ms
+    for record in ctx.log.records():
+        successor.shard.replay(record)
+    successor.log.entries = list(ctx.log.entries)
+    assert successor.classic(G).state is S.PREPARING_REBALANCE
+    successor.apply(successor.shard.on_loaded(successor.clock.now_ms))
+    successor.advance(20_000)
+    group = successor.classic(G)
+    assert group.state is S.COMPLETING_REBALANCE
+    assert list(group.members) == [ids[0]] and group.generation_id == gen + 1
+    successor.assert_replay_equals_live()
