@@ -1,15 +1,31 @@
-"""``groupcoord gateway``: run the Kafka-protocol gateway in front of an upstream cluster."""
+"""``groupcoord gateway``: the Kafka-protocol gateway in front of an upstream cluster.
+
+With ``--leadership kubernetes:<ns>/<name>`` the group APIs are served by the coordinator
+shards named in that GroupCoordinator's status (watched, never guessed), at the addresses
+``--shard-address-template`` gives; without it the gateway is a plain proxy and the group
+APIs go to the upstream cluster.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
+import threading
 
+import grpc
+
+from groupcoord.gateway.group_apis import GroupApis
+from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway, new_event_loop
+from groupcoord.gateway.shard_client import ShardClient
+from groupcoord.rpc.v1 import shard_control_pb2 as sc
+from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
+log = logging.getLogger(__name__)
 
 
 def parse_address(value: str) -> tuple[str, int]:
@@ -26,9 +42,87 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--advertised-host", default=None, help="host name clients should use (default --host)"
     )
+    parser.add_argument(
+        "--metrics-port", type=int, default=0, help="serve Prometheus /metrics here (0 = off)"
+    )
+    parser.add_argument(
+        "--leadership",
+        default=None,
+        help="kubernetes:<namespace>/<name>: serve groups with the shards it names",
+    )
+    parser.add_argument(
+        "--shard-address-template",
+        default=None,
+        help="address of shard {shard}'s gRPC base port, e.g. 'gc-shard-{shard}.gc-shard.kafka.svc:50051'",
+    )
 
 
-async def serve(gateway: Gateway) -> None:
+async def _workers_of(host: str, port: int) -> int:
+    """How many worker processes a shard runs (worker i listens on port + i)."""
+    async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
+        try:
+            return (
+                int((await sc_grpc.ShardControlStub(channel).Ping(sc.ShardPingRequest(), timeout=5)).workers)
+                or 1
+            )
+        except grpc.aio.AioRpcError:
+            return 1
+
+
+def _follow_kubernetes(
+    ref: str, template: str, table: LeadershipTable, loop: asyncio.AbstractEventLoop, stop: threading.Event
+) -> None:
+    """Thread: apply every placement the resource status publishes to the leadership table."""
+    from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership  # noqa: PLC0415
+
+    for placement in KubernetesLeadership.from_ref(ref).watch(stop):
+        shard_ids = {a.leader for a in placement.values()}
+        endpoints: dict[int, ShardEndpoint] = {}
+        for shard in shard_ids:
+            host, port = parse_address(template.format(shard=shard))
+            known = table.shards.get(shard)
+            workers = (
+                known.workers
+                if known is not None
+                else asyncio.run_coroutine_threadsafe(_workers_of(host, port), loop).result(10)
+            )
+            endpoints[shard] = ShardEndpoint(host, port, workers)
+
+        def apply(placement=placement, endpoints=endpoints) -> None:  # noqa: ANN001
+            table.partitions = max(table.partitions, len(placement))
+            table.update({p: (a.leader, a.epoch) for p, a in placement.items()}, endpoints)
+
+        loop.call_soon_threadsafe(apply)
+        log.info("leadership: %d partitions on shards %s", len(placement), sorted(shard_ids))
+
+
+async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
+    stop_watch = threading.Event()
+    shard_client: ShardClient | None = None
+    if args.leadership:
+        if not args.shard_address_template:
+            raise SystemExit("--leadership needs --shard-address-template")
+        table = LeadershipTable(partitions=0)
+        shard_client = ShardClient()
+        gateway.group_handler = GroupApis(
+            table, shard_client, gateway.upstream_request, gateway.coordinator_node
+        )
+        threading.Thread(
+            target=_follow_kubernetes,
+            args=(
+                args.leadership,
+                args.shard_address_template,
+                table,
+                asyncio.get_running_loop(),
+                stop_watch,
+            ),
+            daemon=True,
+            name="leadership-watch",
+        ).start()
+    if args.metrics_port:
+        from prometheus_client import start_http_server  # noqa: PLC0415
+
+        start_http_server(args.metrics_port)
     await gateway.start()
     host, port = gateway.bootstrap_address
     print(f"gateway ready: bootstrap {host}:{port}", flush=True)
@@ -40,12 +134,15 @@ async def serve(gateway: Gateway) -> None:
     try:
         await stop.wait()
     finally:
+        stop_watch.set()
         await gateway.stop()
+        if shard_client is not None:
+            await shard_client.close()
 
 
 def main(args: argparse.Namespace) -> int:
     advertised = args.advertised_host or (args.host if args.host != "0.0.0.0" else "127.0.0.1")
     gateway = Gateway(args.kafka, listen_host=args.host, port=args.port, advertised_host=advertised)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(serve(gateway))
+        runner.run(serve(gateway, args))
     return 0
