@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 
 
 def parse_address(value: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
+    """HOST:PORT; of a comma-separated bootstrap list the first entry (the gateway learns
+    the other brokers from Metadata)."""
+    host, _, port = value.split(",")[0].strip().rpartition(":")
     if not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
