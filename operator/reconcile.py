@@ -19,7 +19,7 @@ from typing import Any
 
 from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
 from groupcoord_operator import build
-from groupcoord_operator.health import placement_candidates, shard_states, states_from_status
+from groupcoord_operator.health import FAILED, placement_candidates, shard_states, states_from_status
 from groupcoord_operator.kube import Kube, collection_path, object_path
 from groupcoord_operator.spec import SpecError, parse_spec
 
@@ -120,9 +120,14 @@ def _reconcile(
     problem: tuple[str, str] | None = None
     try:
         placement = place(spec.partitions, live, previous, spec.standbys)
-    except PlacementError as exc:
+    except PlacementError:
         # no live shard: keep the last leadership (nobody better exists) and say so
-        placement, problem = previous, ("NoLiveShard", str(exc))
+        failed = sorted(s for s, st in states.items() if st == FAILED)
+        placement = previous
+        problem = (
+            "NoLiveShard",
+            f"no live shard to lead partitions (failed: {failed}); leadership left as it was",
+        )
     moved = sorted(p for p, a in placement.items() if p in previous and previous[p].leader != a.leader)
     if moved:
         log.info("%s/%s: partitions %s change leader (live shards %s)", namespace, name, moved, live)
