@@ -77,6 +77,10 @@ class Fenced(Exception):
     """A newer leader's marker precedes our write: this shard is no longer the writer."""
 
 
+class NeedsRepair(Exception):
+    """A fenced writer's records landed after our marker; a reload rewrites their keys."""
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -182,6 +186,9 @@ class PartitionRuntime:
         self.records_read = 0
         self.error: str | None = None
         self.stale_keys_seen = 0
+        self.keys_repaired = 0
+        self._stale_keys: set[bytes] = set()
+        self._repair_needed = False
         self._bootstrap = bootstrap
         self._topic = topic
         self._writer = writer
@@ -252,6 +259,7 @@ class PartitionRuntime:
         self.state = PartitionState.LOADING
         self.epoch = epoch
         self.error = None
+        self._repair_needed = False
         started = time.monotonic()
         fence = Fence.new(epoch)
         try:
@@ -260,10 +268,13 @@ class PartitionRuntime:
             )
             assert self._reader is not None
             latest: dict[bytes, bytes | None] = {}
+            self._stale_keys = set()
             with _gc_paused():
                 async for chunk in self._reader.chunks_until(marker_offset + 1):
                     self._compact_into(latest, chunk)
                 self._replay_latest(latest)
+            repair = [(k, latest.get(k)) for k in self._stale_keys]
+            self._stale_keys = set()
             del latest
             if self._filter.current != fence:
                 raise Fenced(
@@ -280,6 +291,17 @@ class PartitionRuntime:
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
             asyncio.create_task(self._write_loop(), name=f"writer-{self.partition}"),
         ]
+        if repair:
+            # Log compaction keeps only a key's last record: a fenced writer's stale record
+            # after the valid one would make compaction drop the valid value. Rewriting each
+            # such key's valid value (or a tombstone) under our fence makes ours the last.
+            decode = RecordDecoder()
+            records = [decode(k, v) for k, v in repair]
+            log.warning(
+                "partition %d: rewriting %d key(s) shadowed by fenced records", self.partition, len(records)
+            )
+            self._queue.put_nowait(_Call(lambda: CoordinatorResult(records)))
+            self.keys_repaired += len(records)
         on_loaded = getattr(self.shard, "on_loaded", None)
         if on_loaded is not None:
             self._queue.put_nowait(_Call(lambda: on_loaded(now_ms())))
@@ -343,11 +365,13 @@ class PartitionRuntime:
     async def _fail(self, exc: BaseException, notify: bool = True) -> None:
         fenced = isinstance(exc, Fenced)
         log.warning("partition %d: %s: %s", self.partition, "fenced" if fenced else "failed", exc)
+        # Tell the owner before the first await, so that whoever learns of the failure (a
+        # caller answered NOT_COORDINATOR) finds the retry already scheduled.
+        if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):
+            self._on_failure(self, exc)
         await self.stop()
         self.state = PartitionState.STOPPED if fenced else PartitionState.FAILED
         self.error = f"{type(exc).__name__}: {exc}"
-        if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):
-            self._on_failure(self, exc)
 
     def _compact_into(self, latest: dict[bytes, bytes | None], chunk: list[Any]) -> None:
         """Loading: filter records by fence in log order and keep the last value per key.
@@ -360,6 +384,7 @@ class PartitionRuntime:
         """
         filt = self._filter
         pop = latest.pop
+        stale = self._stale_keys
         n = 0
         for e in chunk:
             key = e.key
@@ -375,6 +400,10 @@ class PartitionRuntime:
             if tag == filt.current_tag or filt.admits(tag):
                 pop(key, None)
                 latest[key] = e.value
+                if stale:
+                    stale.discard(key)  # only a stale *last* record needs a repair
+            else:
+                stale.add(key)
         self.records_read += n
 
     def _replay_latest(self, latest: dict[bytes, bytes | None]) -> None:
@@ -548,6 +577,10 @@ class PartitionRuntime:
                 for fut, response in w.waiters:
                     if not fut.done():
                         fut.set_result(response)
+                if self._repair_needed:
+                    raise NeedsRepair(
+                        f"partition {self.partition}: a fenced writer's records follow our marker"
+                    )
                 if self._open is not None:
                     self._write_ready.set()
         except asyncio.CancelledError:
@@ -576,6 +609,7 @@ class PartitionRuntime:
                                 )
                     elif not self._filter.admits(fence_tag(e.headers)):
                         self.stale_keys_seen += 1
+                        self._repair_needed = True
         self._next_expected = last + 1
 
 

@@ -14,6 +14,7 @@ import asyncio
 import importlib
 import logging
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -119,14 +120,28 @@ class RuntimeCollector(Collector):
 
 
 async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
-    """``kubernetes:<ns>/<name>``: leadership read from the coordinator resource's status.
-
-    The watcher lives in ``groupcoord.controlplane.kubernetes_leadership`` and is expected to
-    offer ``async watch(target, shard_id, apply)`` calling ``apply(leaders, standbys)`` with
-    ``leaders: dict[partition, epoch]`` and ``standbys: set[partition]`` for this shard.
-    """
+    """``kubernetes:<ns>/<name>``: leadership read from the GroupCoordinator resource's status
+    (``groupcoord.controlplane.kubernetes_leadership``, a blocking watch run on a thread).
+    Each placement is applied whole: this shard's leaders at their epochs, and its standbys."""
     module = importlib.import_module("groupcoord.controlplane.kubernetes_leadership")
-    await module.watch(spec.split(":", 1)[1], runtime.shard_id, runtime.apply_leadership)
+    source = module.KubernetesLeadership.from_ref(spec)
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+    me = int(runtime.shard_id)
+
+    def apply(placement: dict[int, Any]) -> None:
+        leaders = {p: a.epoch for p, a in placement.items() if a.leader == me}
+        standbys = {p for p, a in placement.items() if me in a.standbys}
+        runtime.apply_leadership(leaders, standbys)
+
+    def follow() -> None:
+        for placement in source.watch(stop):
+            loop.call_soon_threadsafe(apply, placement)
+
+    try:
+        await asyncio.to_thread(follow)
+    finally:
+        stop.set()
 
 
 async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:

@@ -12,12 +12,13 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
+from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
 from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.shard.fencing import ReplayFilter, is_marker, parse_marker
 from groupcoord.coordinator.shard.partition import Fenced, PartitionState, ShardFactory
 from groupcoord.coordinator.shard.register_shard import RegisterShard, SerializedRegisterShard
 from groupcoord.coordinator.shard.runtime import ShardRuntime
-from groupcoord.coordinator.shard.statelog import StateLogWriter, ensure_topic
+from groupcoord.coordinator.shard.statelog import PartitionReader, StateLogWriter, ensure_topic, fence_tag
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1.register_pb2 import RegisterGetRequest, RegisterPutRequest
@@ -171,15 +172,43 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
     await b.call(P, "put", put("y", 5))  # B confirms past the stray record (a gap it reads)
     assert b.partition(P).stale_keys_seen == 2  # A's fenced put and the stray record
 
-    # Every replayer — B live, a fresh leader, a hot standby — agrees: x is still 1.
+    # Stale records after the valid x=1 would let log compaction (last record per key wins)
+    # drop x=1. B therefore reloads and rewrites x under its own fence.
+    await b.settle()
+    assert b.partition(P).state is PartitionState.ACTIVE and b.partition(P).keys_repaired == 1
+
+    # Every replayer — B live, a fresh leader, a hot standby, a replay of the log as Kafka's
+    # compaction would leave it — agrees: x is still 1.
     assert registers(b) == {"x": 1, "y": 5}
     c = await started(runtimes, "c")
     await c.start_standby(P)
     d = await started(runtimes, "d")
     await d.become_leader(P, 3)
     assert registers(d) == {"x": 1, "y": 5}
+    assert d.partition(P).keys_repaired == 0  # the repair is the last record of x now
     await c.become_leader(P, 4)  # warm takeover from the standby's tail
     assert registers(c) == {"x": 1, "y": 5}
+    assert await replay_compacted(broker, topic) == {"x": 1, "y": 5}
+
+
+async def replay_compacted(broker: EmbeddedBroker, topic: str) -> dict[str, int]:
+    """Replay partition P as fully compacted by Kafka: only the last record of each key."""
+    reader = PartitionReader(broker.bootstrap, topic, P)
+    records = []
+    try:
+        while not records or reader.position < (reader.highwater or 0):
+            records.extend(await reader.read(timeout_ms=500))
+    finally:
+        await reader.stop()
+    last = {r.key: r for r in records}
+    survivors = sorted(last.values(), key=lambda r: r.offset)
+    filt, shard = ReplayFilter(), RegisterShard(P, None)  # type: ignore[arg-type]
+    for r in survivors:
+        if is_marker(r.key):
+            filt.see_marker(parse_marker(r.value))
+        elif filt.admits(fence_tag(r.headers)):
+            shard.replay(deserialize_record(r.key, r.value))
+    return shard.values
 
 
 async def test_no_acknowledged_write_is_lost_when_a_takeover_races_writes(runtimes) -> None:
