@@ -239,6 +239,43 @@ class GroupApis:
         )
         return self.response(ctx, 47, reply.response or op.OffsetDeleteResponse(error_code=reply.error_code))
 
+    # --- KIP-848 consumer groups ------------------------------------------------------------
+
+    async def consumer_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
+        msg = to_proto(req, self._cg.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
+        reply = await self.call(req.group_id, "consumer_group_heartbeat", msg)
+        resp = reply.response or self._cg.ConsumerGroupHeartbeatResponse(
+            error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1
+        )
+        return self.response(ctx, 68, resp)
+
+    async def consumer_group_describe(self, ctx: CallContext, req: Any) -> Any:
+        msg = to_proto(req, self._cg.ConsumerGroupDescribeRequest(api_version=ctx.version))
+        ids = list(msg.group_ids)
+        replies = await self._per_partition(
+            ids,
+            lambda chosen: self._cg.ConsumerGroupDescribeRequest(
+                api_version=msg.api_version,
+                group_ids=[g for g in ids if g in chosen],
+                include_authorized_operations=msg.include_authorized_operations,
+            ),
+            "consumer_group_describe",
+        )
+        found: dict[str, Any] = {}
+        for sub, reply in replies:
+            if reply.response is not None:
+                found.update((g.group_id, g) for g in reply.response.groups)
+            else:
+                for gid in sub.group_ids:
+                    group = self._cg.ConsumerGroupDescribeResponse().groups.add()
+                    group.group_id, group.error_code = gid, reply.error_code
+                    if reply.error_message:
+                        group.error_message = reply.error_message
+                    found[gid] = group
+        out = self._cg.ConsumerGroupDescribeResponse()
+        out.groups.extend(found[g] for g in ids)
+        return self.response(ctx, 69, out)
+
     # --- admin --------------------------------------------------------------------------
 
     async def _per_partition(
