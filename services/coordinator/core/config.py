@@ -6,7 +6,27 @@ defaults). Names follow Apache Kafka's broker configs so operators can carry the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+
+
+class MigrationPolicy(enum.Enum):
+    """group.consumer.migration.policy: which online conversions between the classic and the
+    consumer (KIP-848) protocol a group may undergo."""
+
+    BIDIRECTIONAL = "bidirectional"
+    UPGRADE = "upgrade"  # classic -> consumer only
+    DOWNGRADE = "downgrade"  # consumer -> classic only
+    DISABLED = "disabled"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.UPGRADE)
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self in (MigrationPolicy.BIDIRECTIONAL, MigrationPolicy.DOWNGRADE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,4 +62,28 @@ class GroupConfig:
     consumer_group_max_assignment_interval_ms: int = 600_000
 
     # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
-    consumer_group_migration_policy: str = "bidirectional"
+    consumer_group_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GroupConfig:
+        """Defaults overridden by the operator's group-config environment (``GROUPCOORD_GROUP_*``,
+        see operator/build.py), or by ``GROUPCOORD_GROUP_<FIELD NAME IN CAPITALS>`` for any field."""
+        config = cls()
+        aliases = {
+            "GROUPCOORD_GROUP_SESSION_TIMEOUT_MS": "consumer_group_session_timeout_ms",
+            "GROUPCOORD_GROUP_HEARTBEAT_INTERVAL_MS": "consumer_group_heartbeat_interval_ms",
+            "GROUPCOORD_GROUP_MAX_SIZE": "classic_group_max_size",
+            "GROUPCOORD_GROUP_MIGRATION_POLICY": "consumer_group_migration_policy",
+        }
+        changes: dict[str, object] = {}
+        for f in fields(cls):
+            for name in (
+                f"GROUPCOORD_GROUP_{f.name.upper()}",
+                *(k for k, v in aliases.items() if v == f.name),
+            ):
+                if name in env:
+                    raw = env[name]
+                    changes[f.name] = (
+                        MigrationPolicy(raw.lower()) if f.name.endswith("migration_policy") else int(raw)
+                    )
+        return replace(config, **changes)
