@@ -1,0 +1,182 @@
+"""e2e-heartbeat: KIP-848 steady-state heartbeats per second through gateway + shards.
+
+Starts the embedded broker and a local cluster (gateway + shard processes), joins M members
+spread over G groups with ConsumerGroupHeartbeat v1 (client-generated member ids), waits for
+every member to reach a stable epoch, then sends steady-state heartbeats (epoch only, every
+other field null: what a stable Java/librdkafka member sends) as fast as the cluster answers,
+with W requests in flight per connection. Prints heartbeats/s and p50/p99 latency; the load
+generator sends precomputed frames so its own cost stays small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import statistics
+import time
+import uuid
+
+NAME = "e2e-heartbeat"
+DESCRIPTION = "KIP-848 steady-state heartbeats/s and p50/p99 through gateway + shards"
+
+
+def _pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+async def _connection(host: str, port: int):  # noqa: ANN202
+    reader, writer = await asyncio.open_connection(host, port)
+    return reader, writer
+
+
+async def _call(reader, writer, frame: bytes, conn):  # noqa: ANN001, ANN202
+    writer.write(frame)
+    while True:
+        got = conn.receive_data(await reader.read(1 << 16))
+        if got:
+            return got[0][1]
+
+
+async def scenario(
+    bootstrap: str, topic: str, groups: int, members: int, seconds: float, window: int, conns: int
+) -> dict:
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest  # noqa: PLC0415
+    from kio.static.primitive import i32, i32Timedelta  # noqa: PLC0415
+
+    from groupcoord.gateway import codec  # noqa: PLC0415
+    from groupcoord.gateway.protocol import ClientConnection, frame_bytes  # noqa: PLC0415
+
+    host, port = bootstrap.rsplit(":", 1)
+    port_i = int(port)
+    group_ids = [f"hb-{uuid.uuid4().hex[:6]}-{g}" for g in range(groups)]
+    member_list = [(group_ids[i % groups], uuid.uuid4().hex) for i in range(members)]
+
+    # join every member, then heartbeat round after round (acknowledging each assignment by
+    # reporting it as owned) until a whole round changes no epoch: the group is stable
+    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions  # noqa: PLC0415
+
+    reader, writer = await _connection(host, port_i)
+    conn = ClientConnection()
+    epochs: dict[str, int] = {}
+    owned: dict[str, tuple] = {}
+    for _ in range(50):
+        changed = False
+        for gid, mid in member_list:
+            joining = mid not in epochs
+            req = ConsumerGroupHeartbeatRequest(
+                group_id=gid,
+                member_id=mid,
+                member_epoch=i32(epochs.get(mid, 0)),
+                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30 if joining else -0.001)),
+                subscribed_topic_names=(topic,) if joining else None,
+                topic_partitions=() if joining else owned[mid],
+            )
+            payload = await _call(reader, writer, frame_bytes(codec.encode_request(1, "bench", req)), conn)
+            _, resp = codec.decode_response(68, 1, payload)
+            if int(resp.error_code.value) != 0:
+                raise RuntimeError(f"heartbeat failed: {resp.error_code} {resp.error_message}")
+            if joining or int(resp.member_epoch) != epochs[mid] or resp.assignment is not None:
+                changed = True
+            epochs[mid] = int(resp.member_epoch)
+            if resp.assignment is not None:
+                owned[mid] = tuple(
+                    TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
+                    for tp in resp.assignment.topic_partitions
+                )
+        if not changed:
+            break
+    else:
+        raise RuntimeError("the group did not become stable")
+    writer.close()
+
+    def steady(gid: str, mid: str, cid: int) -> bytes:
+        req = ConsumerGroupHeartbeatRequest(
+            group_id=gid, member_id=mid, member_epoch=i32(epochs[mid]), topic_partitions=None
+        )
+        return frame_bytes(codec.encode_request(cid, "bench", req))
+
+    latencies: list[float] = []
+    errors = 0
+    count = 0
+    deadline = time.perf_counter() + seconds
+
+    async def driver(slice_: list[tuple[str, str]]) -> None:
+        nonlocal errors, count
+        r, w = await _connection(host, port_i)
+        c = ClientConnection()
+        frames = [steady(g, m, i) for i, (g, m) in enumerate(slice_)]
+        sent: dict[int, float] = {}
+        i = 0
+        while time.perf_counter() < deadline:
+            while len(sent) < window:
+                idx = i % len(frames)
+                cid = i
+                frame = frames[idx]
+                frame = frame[:8] + cid.to_bytes(4, "big") + frame[12:]
+                sent[cid] = time.perf_counter()
+                w.write(frame)
+                i += 1
+            for rcid, payload in c.receive_data(await r.read(1 << 16)):
+                t0 = sent.pop(rcid)
+                latencies.append((time.perf_counter() - t0) * 1000)
+                # v1 response: header (correlation id, tagged fields) then throttle, error code
+                if payload[9:11] != b"\x00\x00":
+                    errors += 1
+                count += 1
+        w.close()
+
+    per = max(1, len(member_list) // conns)
+    start = time.perf_counter()
+    await asyncio.gather(*(driver(member_list[k * per : (k + 1) * per]) for k in range(conns)))
+    elapsed = time.perf_counter() - start
+    return {
+        "members": members,
+        "groups": groups,
+        "connections": conns,
+        "in_flight_per_connection": window,
+        "heartbeats": count,
+        "heartbeats_per_s": round(count / elapsed),
+        "p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+        "p99_ms": round(_pct(latencies, 0.99), 3),
+        "target": {"heartbeats_per_s": 10_000, "p99_ms": 20},
+        "errors": errors,
+    }
+
+
+def run(args: list[str]) -> dict[str, object]:
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
+    from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
+    from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(prog=NAME)
+    parser.add_argument("--groups", type=int, default=100)
+    parser.add_argument("--members", type=int, default=1000)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    opts = parser.parse_args(args)
+    with EmbeddedBroker() as broker:
+        options = ClusterOptions(port=0, shards=opts.shards, threads=opts.threads, metrics=False)
+        with BackgroundCluster((broker.host, broker.port), options) as cluster:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            topic = f"hb-{uuid.uuid4().hex[:6]}"
+            for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
+                fut.result(15)
+            time.sleep(2)  # let the shards' topic metadata see the topic
+            return asyncio.run(
+                scenario(
+                    cluster.bootstrap,
+                    topic,
+                    opts.groups,
+                    opts.members,
+                    opts.seconds,
+                    opts.window,
+                    opts.connections,
+                )
+            )
