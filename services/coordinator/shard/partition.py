@@ -448,7 +448,12 @@ class PartitionRuntime:
         assert self._reader is not None
         try:
             while True:
-                self._replay(await self._reader.read(timeout_ms=500))
+                chunk = await self._reader.read(timeout_ms=500)
+                if len(chunk) > 10_000:  # catching up: same GC reasoning as a load
+                    with _gc_paused():
+                        self._replay(chunk)
+                else:
+                    self._replay(chunk)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
