@@ -1,0 +1,176 @@
+"""Online migration between the classic and the consumer (KIP-848) protocol: the classic side.
+
+KIP-848's "Supporting Online Consumer Group Upgrade": the first ConsumerGroupHeartbeat to a
+classic group converts it into a consumer group (the generation becomes the group epoch, the
+members' current assignments carry over); when the last consumer-protocol member leaves a
+group whose other members all use the classic protocol, it converts back. Apache Kafka does
+this in ``GroupMetadataManager.convertToConsumerGroup`` / ``convertToClassicGroup`` with
+``ConsumerGroup.fromClassicGroup`` / ``ClassicGroup.fromConsumerGroup``.
+
+This module holds what the classic protocol contributes, independent of the consumer group's
+model: whether a classic group may be upgraded, what each classic member brings into a consumer
+group (:func:`members_for_upgrade`), the records and answers that retire the classic group
+(:func:`retire_for_upgrade`), and the records that rebuild a classic group from a consumer
+group's members on a downgrade (:func:`classic_group_from_members`). The consumer-group side
+(its records, reconciliation, serving JoinGroup/SyncGroup/Heartbeat of classic members inside a
+consumer group) belongs with the KIP-848 core and calls these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from groupcoord.coordinator.core.classic_group_manager import (
+    ClassicGroupManager,
+    _Change,
+    heartbeat_key,
+    join_key,
+)
+from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Assignment,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+)
+from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.rpc.v1 import classic_group_pb2 as pb
+
+
+@dataclass(frozen=True, slots=True)
+class MigratingMember:
+    """One member as both protocols need it across a conversion.
+
+    ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
+    keeps them for its classic members so it can answer their JoinGroup and convert back.
+    ``assigned`` is the member's current assignment (topic -> partitions).
+    """
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+    subscribed_topics: tuple[str, ...]
+    assigned: dict[str, list[int]]
+    rack_id: str | None = None
+
+
+def can_upgrade(group: ClassicGroup, config: GroupConfig, consumer_group_max_size: int) -> bool:
+    """Kafka's validateOnlineUpgrade: policy allows it, the group uses the embedded consumer
+    protocol, and it is not larger than a consumer group may be."""
+    return (
+        config.consumer_group_migration_policy.upgrade_enabled
+        and group.protocol_type == CONSUMER_PROTOCOL_TYPE
+        and len(group.members) <= consumer_group_max_size
+    )
+
+
+def members_for_upgrade(group: ClassicGroup) -> tuple[int, list[MigratingMember]]:
+    """The group epoch (the classic generation) and every member with its subscription and its
+    current assignment, decoded from the embedded consumer protocol.
+
+    A malformed subscription or assignment makes the upgrade impossible: Kafka answers
+    GROUP_ID_NOT_FOUND then, and the group stays classic.
+    """
+    out = []
+    for m in group.members.values():
+        try:
+            sub = decode_subscription(
+                m.metadata(group.protocol_name) if group.protocol_name else m.protocols[0][1]
+            )
+            assigned = decode_assignment(m.assignment).partitions
+        except Exception as e:
+            raise CoordinatorError(
+                ErrorCode.group_id_not_found,
+                f"Cannot upgrade the classic group {group.group_id}: malformed consumer protocol ({e})",
+            ) from e
+        out.append(
+            MigratingMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                protocols=m.protocols,
+                subscribed_topics=tuple(sub.topics),
+                assigned={t: list(ps) for t, ps in assigned.items()},
+                rack_id=sub.rack_id,
+            )
+        )
+    return group.generation_id, out
+
+
+def retire_for_upgrade(
+    manager: ClassicGroupManager, group: ClassicGroup
+) -> tuple[list[CoordinatorRecord], list[tuple[Any, Any]]]:
+    """Tombstones of the classic group (to precede the consumer group's records) and answers
+    for its waiting requests: a JoinGroup or SyncGroup still waiting gets REBALANCE_IN_PROGRESS,
+    so the member rejoins — now served by the consumer group (Kafka's convertToConsumerGroup)."""
+    answers: list[tuple[tuple[str, str, str], Any]] = []
+    code = ErrorCode.rebalance_in_progress.value
+    for member_id in group.members:
+        answers.append(
+            (("join", group.group_id, member_id), pb.JoinGroupResponse(error_code=code, member_id=member_id))
+        )
+        answers.append((("sync", group.group_id, member_id), pb.SyncGroupResponse(error_code=code)))
+        manager.timer.cancel(heartbeat_key(group.group_id, member_id))
+    manager.timer.cancel(join_key(group.group_id))
+    return manager.delete_records(group), manager.waiters.release(answers)
+
+
+def classic_group_from_members(
+    manager: ClassicGroupManager,
+    group_id: str,
+    group_epoch: int,
+    members: list[MigratingMember],
+    now_ms: int,
+    *,
+    rebalance: bool,
+) -> list[CoordinatorRecord]:
+    """Records of the classic group a consumer group converts back into (Kafka's
+    ClassicGroup.fromConsumerGroup): generation = group epoch, every member with its current
+    assignment encoded in the consumer protocol, the protocol every member supports, Stable.
+
+    With ``rebalance`` (the downgrade was caused by a member leaving), the group then prepares a
+    rebalance, as Kafka does, so the remaining classic members rejoin and redistribute.
+    The consumer group's own tombstones must precede these records (they replace the group).
+    """
+    change = _Change(group_id, None, now_ms)
+    group = change.group
+    group.protocol_type = CONSUMER_PROTOCOL_TYPE
+    group.generation_id = group_epoch
+    for m in members:
+        change.put_member(
+            ClassicGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                session_timeout_ms=m.session_timeout_ms,
+                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=m.protocols,
+                assignment=encode_assignment(Assignment(m.assigned)),
+                joined_generation=group_epoch,
+            )
+        )
+    if group.members:
+        group.protocol_name = group.select_protocol()
+        # The converted group starts settled in the current generation.
+        group.previous_state = ClassicGroupState.COMPLETING_REBALANCE
+        group.state = ClassicGroupState.STABLE
+        group.state_timestamp_ms = now_ms
+        for m in group.members.values():
+            change.reschedule.append((m.member_id, m.session_timeout_ms))
+        if rebalance:
+            manager._prepare_rebalance(change)
+    result = manager._finish(change)
+    return result.records
