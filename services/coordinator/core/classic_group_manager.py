@@ -824,6 +824,36 @@ class ClassicGroupManager:
         self._complete_join(change)
         return self._finish(change)
 
+    # ------------------------------------------------------------------------------ migration
+    def create_converted_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        members: list[ClassicGroupMember],
+        now_ms: int,
+        *,
+        rebalance: bool,
+    ) -> CoordinatorResult[None]:
+        """A classic group settled in ``generation_id`` with these members and assignments (a
+        consumer group converting back, see core/migration.py); with ``rebalance`` it then
+        prepares a rebalance, as Kafka does when a leaving member caused the conversion."""
+        change = _Change(group_id, None, now_ms)
+        group = change.group
+        group.protocol_type = members[0].protocol_type if members else ""
+        group.generation_id = generation_id
+        for m in members:
+            change.put_member(m)
+        if group.members:
+            group.protocol_name = group.select_protocol()
+            group.previous_state = State.COMPLETING_REBALANCE
+            group.state = State.STABLE
+            group.state_timestamp_ms = now_ms
+            for m in group.members.values():
+                change.reschedule.append((m.member_id, m.session_timeout_ms))
+            if rebalance:
+                self._prepare_rebalance(change)
+        return self._finish(change)
+
     # ------------------------------------------------------------------------------ admin
     def delete_records(self, group: ClassicGroup) -> list[CoordinatorRecord]:
         """Tombstones for a deleted group (its offsets are the offset manager's)."""

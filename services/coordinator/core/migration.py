@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupMember
 from groupcoord.coordinator.core.classic_group_manager import (
     ClassicGroupManager,
-    _Change,
     heartbeat_key,
     join_key,
 )
@@ -143,34 +142,21 @@ def classic_group_from_members(
     rebalance, as Kafka does, so the remaining classic members rejoin and redistribute.
     The consumer group's own tombstones must precede these records (they replace the group).
     """
-    change = _Change(group_id, None, now_ms)
-    group = change.group
-    group.protocol_type = CONSUMER_PROTOCOL_TYPE
-    group.generation_id = group_epoch
-    for m in members:
-        change.put_member(
-            ClassicGroupMember(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                session_timeout_ms=m.session_timeout_ms,
-                protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocols=m.protocols,
-                assignment=encode_assignment(Assignment(m.assigned)),
-                joined_generation=group_epoch,
-            )
+    converted = [
+        ClassicGroupMember(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            session_timeout_ms=m.session_timeout_ms,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocols=m.protocols,
+            assignment=encode_assignment(Assignment(m.assigned)),
+            joined_generation=group_epoch,
         )
-    if group.members:
-        group.protocol_name = group.select_protocol()
-        # The converted group starts settled in the current generation.
-        group.previous_state = ClassicGroupState.COMPLETING_REBALANCE
-        group.state = ClassicGroupState.STABLE
-        group.state_timestamp_ms = now_ms
-        for m in group.members.values():
-            change.reschedule.append((m.member_id, m.session_timeout_ms))
-        if rebalance:
-            manager._prepare_rebalance(change)
-    result = manager._finish(change)
-    return result.records
+        for m in members
+    ]
+    return manager.create_converted_group(
+        group_id, group_epoch, converted, now_ms, rebalance=rebalance
+    ).records
