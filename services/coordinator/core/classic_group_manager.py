@@ -275,6 +275,12 @@ class ClassicGroupManager:
         self, request: pb.JoinGroupRequest, now_ms: int, token: Any = None
     ) -> CoordinatorResult[pb.JoinGroupResponse]:
         """JoinGroup v0-9. The answer is usually PENDING: it comes when the join phase ends."""
+        if request.api_version == 0:
+            # JoinGroup v0 has no rebalance timeout: Kafka uses the session timeout.
+            v0 = pb.JoinGroupRequest()
+            v0.CopyFrom(request)
+            v0.rebalance_timeout_ms = request.session_timeout_ms
+            request = v0
         gid = request.group_id
         member_id = request.member_id
         if not gid:

@@ -340,3 +340,10 @@ def test_a_takeover_mid_rebalance_completes_it_on_the_rebalance_timeout() -> Non
     assert group.state is S.COMPLETING_REBALANCE
     assert list(group.members) == [ids[0]] and group.generation_id == gen + 1
     successor.assert_replay_equals_live()
+
+
+def test_join_v0_uses_the_session_timeout_as_rebalance_timeout(ctx: ShardContext) -> None:
+    token = ctx.join(G, version=0, session_ms=7_000, rebalance_ms=0)
+    ctx.advance(0)
+    member_id = ctx.answer(token).member_id
+    assert ctx.classic(G).members[member_id].rebalance_timeout_ms == 7_000
