@@ -4,8 +4,9 @@ The Helm chart ships the rendered copy (``helm/groupcoord/crds/``; regenerate wi
 ``python -m groupcoord_operator crd``) and a test fails when the two differ. The operator
 validates each spec against the same ``openAPIV3Schema`` before acting, so a cluster without
 (or with older) schema validation still ends in a clear ``Degraded`` condition instead of a
-crash loop. Rules a structural schema cannot say (heartbeat < session timeout, partitions may
-only grow) are CEL ``x-kubernetes-validations`` here *and* checked in :func:`spec_problems`.
+crash loop. Rules a structural schema cannot say (heartbeat < session timeout, the partition
+count never changes) are CEL ``x-kubernetes-validations`` here *and* checked again by
+:func:`groupcoord_operator.spec.parse_spec`.
 """
 
 from __future__ import annotations
@@ -145,9 +146,14 @@ def spec_schema() -> dict[str, Any]:
                         "description": "Topic name.",
                     },
                     "partitions": {
-                        **_int("Number of state-topic partitions; may only grow.", 1, MAX_PARTITIONS),
+                        **_int(
+                            "Number of state-topic partitions; fixed at creation (a group lives on "
+                            "partition hash(group id) mod partitions, so changing it would orphan group state).",
+                            1,
+                            MAX_PARTITIONS,
+                        ),
                         "x-kubernetes-validations": [
-                            {"rule": "self >= oldSelf", "message": "stateTopic.partitions may only grow"}
+                            {"rule": "self == oldSelf", "message": "stateTopic.partitions is immutable"}
                         ],
                     },
                 },

@@ -63,8 +63,9 @@ def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
 def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Spec:
     """Validate ``raw`` (the resource's ``spec``) and return it with defaults applied.
 
-    ``current_partitions`` is the partition count in force (from the status); the topic
-    cannot shrink, so a smaller value is refused. Raises :class:`SpecError` with every
+    ``current_partitions`` is the partition count in force (from the status; 0 before the
+    first placement). It cannot change: groups map to ``hash(group id) mod partitions``, like
+    Kafka's ``offsets.topic.num.partitions``, so a new count would strand every group's state. Raises :class:`SpecError` with every
     problem found, so a user fixes them in one go.
     """
     raw = dict(raw or {})
@@ -111,10 +112,10 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
             f"spec.standbysPerPartition ({spec.standbys}) must be smaller than spec.shards ({spec.shards}): "
             "a standby lives on another shard"
         )
-    if spec.partitions < current_partitions:
+    if current_partitions and spec.partitions != current_partitions:
         problems.append(
-            f"spec.stateTopic.partitions cannot shrink from {current_partitions} to {spec.partitions}: "
-            "Kafka topics cannot lose partitions"
+            f"spec.stateTopic.partitions cannot change from {current_partitions} to {spec.partitions}: "
+            "groups are placed by hash(group id) mod partitions, so their state would be stranded"
         )
     if spec.tls.get("enabled") and bool(spec.tls.get("certSecret")) != bool(spec.tls.get("keySecret")):
         problems.append("spec.kafka.tls: certSecret and keySecret must be given together")

@@ -214,4 +214,17 @@ def test_values_schema_documents_every_key():
     walk(schema, "")
     assert missing == []
     coordinator = schema["properties"]["coordinator"]["properties"]
-    assert set(coordinator) - {"create", "name"} == set(openapi_schema()["properties"]["spec"]["properties"])
+    crd_spec = openapi_schema()["properties"]["spec"]["properties"]
+    assert set(coordinator) - {"create", "name"} == set(crd_spec)
+    for key, sub in crd_spec.items():  # same rules as the CRD (CEL-only keys aside)
+        assert coordinator[key] == without_kubernetes_extensions(sub), key
+
+
+def without_kubernetes_extensions(node):
+    if isinstance(node, dict):
+        return {
+            k: without_kubernetes_extensions(v) for k, v in node.items() if not k.startswith("x-kubernetes")
+        }
+    if isinstance(node, list):
+        return [without_kubernetes_extensions(v) for v in node]
+    return node

@@ -171,10 +171,12 @@ def test_invalid_specs_explain_themselves(change, fragment):
     assert fragment in str(info.value)
 
 
-def test_partitions_may_only_grow():
-    with pytest.raises(SpecError, match="cannot shrink from 12 to 6"):
-        parse_spec({**MINIMAL, "stateTopic": {"partitions": 6}}, current_partitions=12)
-    assert parse_spec({**MINIMAL, "stateTopic": {"partitions": 24}}, current_partitions=12).partitions == 24
+def test_partition_count_is_fixed_once_placed():
+    for other in (6, 24):
+        with pytest.raises(SpecError, match=f"cannot change from 12 to {other}"):
+            parse_spec({**MINIMAL, "stateTopic": {"partitions": other}}, current_partitions=12)
+    assert parse_spec(MINIMAL, current_partitions=12).partitions == 12
+    assert parse_spec(MINIMAL, current_partitions=0).partitions == 12, "a new resource picks its count"
 
 
 def pod(index, ready, **status):

@@ -285,17 +285,20 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
 
     # a bad spec: Degraded with a clear message; workloads and leadership stay as they were
     leadership = cr["status"]["partitions"]
-    await send(k, "patch", CR, {"spec": {"shards": 2, "groupDefaults": {"heartbeatIntervalMs": 60000}}})
+    bad = {"shards": 2, "groupDefaults": {"heartbeatIntervalMs": 60000}, "stateTopic": {"partitions": 24}}
+    await send(k, "patch", CR, {"spec": bad})
     cr = await eventually(
         k, CR, lambda o: condition(o, "Degraded")["reason"] == "InvalidSpec", "Degraded: InvalidSpec"
     )
     message = condition(cr, "Degraded")["message"]
     assert "heartbeatIntervalMs (60000) must be smaller than sessionTimeoutMs (45000)" in message
+    assert "partitions cannot change from 12 to 24" in message, "every problem is named at once"
     assert cr["status"]["partitions"] == leadership
     assert (await get(k, STS))["spec"]["replicas"] == 4
 
     # fixing the spec recovers (and the shrink to 2 shards is then carried out)
-    await send(k, "patch", CR, {"spec": {"groupDefaults": {"heartbeatIntervalMs": 3000}}})
+    fixed = {"groupDefaults": {"heartbeatIntervalMs": 3000}, "stateTopic": {"partitions": 12}}
+    await send(k, "patch", CR, {"spec": fixed})
     cr = await eventually(
         k, CR, lambda o: set(leaders(o).values()) <= {0} or set(leaders(o).values()) == {0, 1}, "2 shards"
     )
