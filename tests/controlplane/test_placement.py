@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from groupcoord.controlplane.placement import (
     Assignment,
     PlacementError,
@@ -18,8 +21,6 @@ from groupcoord.controlplane.placement import (
     placement_from_status,
     placement_to_status,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 partitions_st = st.integers(min_value=1, max_value=64)
 shard_sets = st.sets(st.integers(min_value=0, max_value=15), min_size=1, max_size=10)
