@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 import yaml
 
@@ -37,27 +38,38 @@ def crd_yaml() -> str:
     return CRD_HEADER + yaml.safe_dump(build_crd(), sort_keys=False, width=120)
 
 
-def apply_crd() -> str:
-    """Create the CRD, or replace it with this version's (Helm never upgrades ``crds/``)."""
-    from kubernetes import client as k8s
-    from kubernetes import config as k8s_config
+def apply_crd(kube: Any = None) -> str:
+    """Create the CRD, or replace it with this version's (Helm never upgrades ``crds/``).
 
+    Returns ``created``, ``updated`` or ``unchanged``; the replace carries the
+    resourceVersion read, so a concurrent edit fails instead of being overwritten.
+    """
     from groupcoord_operator.crd import build_crd
     from groupcoord_operator.kube import Kube
+    from groupcoord_operator.reconcile import is_subset
 
-    try:
-        k8s_config.load_incluster_config()
-    except k8s_config.ConfigException:
-        k8s_config.load_kube_config()
-    kube = Kube(k8s.ApiClient(k8s.Configuration.get_default_copy()))
+    if kube is None:
+        from kubernetes import client as k8s
+        from kubernetes import config as k8s_config
+
+        try:
+            k8s_config.load_incluster_config()
+        except k8s_config.ConfigException:
+            k8s_config.load_kube_config()
+        kube = Kube(k8s.ApiClient(k8s.Configuration.get_default_copy()))
     crd = build_crd()
     base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    current = kube.get(f"{base}/{crd['metadata']['name']}")
+    path = f"{base}/{crd['metadata']['name']}"
+    current = kube.get(path)
     if current is None:
         kube.create(base, crd)
         return "created"
+    if is_subset(crd["spec"], current.get("spec")) and is_subset(
+        crd["metadata"]["labels"], current["metadata"].get("labels")
+    ):
+        return "unchanged"
     crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-    kube.replace(f"{base}/{crd['metadata']['name']}", crd)
+    kube.replace(path, crd)
     return "updated"
 
 
