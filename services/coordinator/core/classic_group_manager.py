@@ -16,8 +16,10 @@ The classic half of Apache Kafka's ``GroupMetadataManager``, sans-IO:
   rebalance delay for a group that starts empty) and one per pending member id. A timer runs
   at its deadline, which it knows (``now_ms`` of scheduling + delay), so no clock is read.
 
-Left out, knowingly: Kafka's pending-sync tracking (removing members that join but never sync;
-a leader that never syncs still loses its session and triggers a new rebalance).
+Pending sync: Kafka removes members that have not sent SyncGroup a rebalance timeout after the
+join phase. Follower syncs write no records here, so only the case that can wedge a group is
+handled: a leader that never delivers assignments (while its followers keep heartbeating) is
+removed when the sync timer fires in CompletingRebalance, and the group rebalances.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ _JOIN_SKIP_ASSIGNMENT_VERSION = 9
 
 def heartbeat_key(group_id: str, member_id: str) -> str:
     return f"classic-heartbeat-{group_id}-{member_id}"
+
+
+def sync_key(group_id: str) -> str:
+    return f"classic-sync-{group_id}"
 
 
 def join_key(group_id: str) -> str:
@@ -229,6 +235,10 @@ class ClassicGroupManager:
                     group.rebalance_timeout_ms(), self.config.classic_group_initial_rebalance_delay_ms
                 )
                 self._schedule_join_completion(group.group_id, delay, now_ms)
+            elif group.state is State.COMPLETING_REBALANCE:
+                self._schedule_sync_expiry(
+                    group.group_id, group.generation_id, group.rebalance_timeout_ms(), now_ms
+                )
         return CoordinatorResult()
 
     # ------------------------------------------------------------------------------ results
@@ -565,6 +575,9 @@ class ClassicGroupManager:
             for m in group.members.values():
                 change.answer("join", m.member_id, self._join_response(group, m))
                 change.reschedule.append((m.member_id, m.session_timeout_ms))
+            self._schedule_sync_expiry(
+                group.group_id, group.generation_id, group.rebalance_timeout_ms(), change.now_ms
+            )
         else:
             group.generation_id += 1
             group.protocol_name = None
@@ -772,6 +785,25 @@ class ClassicGroupManager:
             return CoordinatorResult()
         change = _Change(group_id, group, now_ms)
         self._remove_member_and_rebalance(change, member_id)
+        return self._finish(change)
+
+    def _schedule_sync_expiry(self, group_id: str, generation_id: int, delay_ms: int, now_ms: int) -> None:
+        deadline = now_ms + delay_ms
+        self.timer.schedule(
+            sync_key(group_id), delay_ms, lambda: self._expire_sync(group_id, generation_id, deadline)
+        )
+
+    def _expire_sync(self, group_id: str, generation_id: int, now_ms: int) -> CoordinatorResult[None]:
+        group = self.groups.get(group_id)
+        if (
+            not isinstance(group, ClassicGroup)
+            or group.state is not State.COMPLETING_REBALANCE
+            or group.generation_id != generation_id
+            or group.leader_id is None
+        ):
+            return CoordinatorResult()
+        change = _Change(group_id, group, now_ms)
+        self._remove_member_and_rebalance(change, group.leader_id)
         return self._finish(change)
 
     def _schedule_pending(self, group_id: str, member_id: str, delay_ms: int, now_ms: int) -> None:

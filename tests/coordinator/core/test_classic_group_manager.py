@@ -347,3 +347,25 @@ def test_join_v0_uses_the_session_timeout_as_rebalance_timeout(ctx: ShardContext
     ctx.advance(0)
     member_id = ctx.answer(token).member_id
     assert ctx.classic(G).members[member_id].rebalance_timeout_ms == 7_000
+
+
+def test_a_leader_that_never_syncs_is_removed_after_the_rebalance_timeout(ctx: ShardContext) -> None:
+    """Followers wait (and keep heartbeating); the silent leader must not wedge the group in
+    CompletingRebalance forever: after the rebalance timeout it is removed and the group
+    rebalances without it."""
+    a = ctx.join_dynamic(G, session_ms=60_000, rebalance_ms=20_000)
+    b = ctx.join_dynamic(G, session_ms=60_000, rebalance_ms=20_000)
+    ctx.advance(0)
+    leader, follower = ctx.answer(a), ctx.answer(b)
+    waiting = ctx.sync(G, follower.member_id, follower.generation_id)
+    for _ in range(4):
+        ctx.advance(5_000)
+        ctx.heartbeat(G, follower.member_id, follower.generation_id)
+    assert ctx.answer(waiting).error_code == E.rebalance_in_progress.value
+    group = ctx.classic(G)
+    assert list(group.members) == [follower.member_id]
+    assert group.state is S.PREPARING_REBALANCE
+    rejoin = ctx.join(G, follower.member_id, session_ms=60_000, rebalance_ms=20_000)
+    assert ctx.answer(rejoin).leader == follower.member_id
+    assert leader.member_id not in group.members
+    ctx.assert_replay_equals_live()
