@@ -1,0 +1,194 @@
+"""The metrics facade: after known calls, the exported families hold exactly the known values."""
+
+from __future__ import annotations
+
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from groupcoord.observability.metrics import (
+    MAX_APIS,
+    OTHER_API,
+    GatewayMetrics,
+    ShardMetrics,
+    serve_metrics,
+)
+
+
+class Clock:
+    """A settable clock for the windowed statistics (load time max/avg, idle ratio)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    v = registry.get_sample_value(name, labels)
+    return v
+
+
+def test_group_counts_are_summed_over_partitions_by_protocol_and_state() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("2", r)
+    m.set_group_counts(0, consumer={"stable": 3, "reconciling": 1}, classic={"empty": 2})
+    m.set_group_counts(5, consumer={"stable": 1}, classic={"preparing_rebalance": 1, "stable": 4})
+    assert value(r, "groupcoord_group_count", shard="2", protocol="consumer") == 5
+    assert value(r, "groupcoord_group_count", shard="2", protocol="classic") == 7
+    assert value(r, "groupcoord_consumer_group_count", shard="2", state="stable") == 4
+    assert value(r, "groupcoord_consumer_group_count", shard="2", state="reconciling") == 1
+    assert value(r, "groupcoord_consumer_group_count", shard="2", state="assigning") == 0
+    assert value(r, "groupcoord_classic_group_count", shard="2", state="stable") == 4
+    assert value(r, "groupcoord_classic_group_count", shard="2", state="preparing_rebalance") == 1
+    # Partition 5 moves away: its groups leave the totals.
+    m.set_partition_states({0: "active"})
+    assert value(r, "groupcoord_group_count", shard="2", protocol="consumer") == 4
+    assert value(r, "groupcoord_classic_group_count", shard="2", state="stable") == 0
+
+
+def test_unknown_states_are_rejected_so_labels_stay_a_fixed_vocabulary() -> None:
+    m = ShardMetrics("0", CollectorRegistry())
+    with pytest.raises(ValueError):
+        m.set_group_counts(0, consumer={"rebalancing": 1}, classic={})
+    with pytest.raises(ValueError):
+        m.set_partition_states({0: "sleepy"})
+    with pytest.raises(ValueError):
+        m.record_rebalance("eager")
+
+
+def test_partition_states_and_queue_sizes() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("1", r)
+    m.set_partition_states({0: "active", 1: "active", 2: "loading", 3: "failed"})
+    m.set_event_queue_size(0, 7)
+    m.set_event_queue_size(2, 1)
+    assert value(r, "groupcoord_partition_count", shard="1", state="active") == 2
+    assert value(r, "groupcoord_partition_count", shard="1", state="loading") == 1
+    assert value(r, "groupcoord_partition_count", shard="1", state="failed") == 1
+    assert value(r, "groupcoord_event_queue_size", shard="1", partition="0") == 7
+    m.set_partition_states({0: "active", 1: "active"})
+    assert value(r, "groupcoord_partition_count", shard="1", state="loading") == 0
+    assert value(r, "groupcoord_event_queue_size", shard="1", partition="2") is None  # series removed
+
+
+def test_request_latency_at_shard_and_gateway_share_one_family() -> None:
+    r = CollectorRegistry()
+    shard = ShardMetrics("0", r)
+    gateway = GatewayMetrics(r)
+    for s in (0.002, 0.004, 0.3):
+        shard.observe_request("OffsetCommit", s, partition=1, group="g")
+    gateway.observe_request("OffsetCommit", 0.5, shard="0")
+    gateway.observe_request("Metadata", 0.01)
+    name = "groupcoord_request_latency_seconds"
+    assert value(r, f"{name}_count", component="shard", shard="0", api="OffsetCommit") == 3
+    assert value(r, f"{name}_sum", component="shard", shard="0", api="OffsetCommit") == pytest.approx(0.306)
+    assert value(r, f"{name}_bucket", component="shard", shard="0", api="OffsetCommit", le="0.005") == 2
+    assert value(r, f"{name}_count", component="gateway", shard="0", api="OffsetCommit") == 1
+    assert value(r, f"{name}_count", component="gateway", shard="", api="Metadata") == 1
+
+
+def test_api_label_is_capped() -> None:
+    r = CollectorRegistry()
+    g = GatewayMetrics(r)
+    for i in range(MAX_APIS + 10):
+        g.observe_request(f"Api{i}", 0.001)
+    apis = {
+        s.labels["api"]
+        for fam in text_string_to_metric_families(_exposition(r))
+        if fam.name == "groupcoord_request_latency_seconds"
+        for s in fam.samples
+    }
+    assert len(apis) == MAX_APIS + 1 and OTHER_API in apis
+    assert (
+        value(r, "groupcoord_request_latency_seconds_count", component="gateway", shard="", api=OTHER_API)
+        == 10
+    )
+
+
+def _exposition(r: CollectorRegistry) -> str:
+    from prometheus_client import generate_latest
+
+    return generate_latest(r).decode()
+
+
+def test_events_offsets_rebalances_and_state_writes() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("3", r)
+    m.observe_event(0.001, 0.004, partition=2)
+    m.observe_event(0.003, 0.006, partition=2)
+    m.record_rebalance("consumer")
+    m.record_rebalance("consumer")
+    m.record_rebalance("classic")
+    m.record_offset_commits(5)
+    m.record_offset_expirations(2)
+    m.record_offset_deletions(1)
+    m.observe_state_write(2, 0.02, 12)
+    m.observe_state_write(2, 0.04, 3)
+    assert value(r, "groupcoord_event_queue_time_seconds_count", shard="3") == 2
+    assert value(r, "groupcoord_event_queue_time_seconds_sum", shard="3") == pytest.approx(0.004)
+    assert value(r, "groupcoord_event_processing_time_seconds_sum", shard="3") == pytest.approx(0.010)
+    assert value(r, "groupcoord_event_loop_busy_seconds_total", shard="3") == pytest.approx(0.010)
+    assert value(r, "groupcoord_rebalance_total", shard="3", protocol="consumer") == 2
+    assert value(r, "groupcoord_rebalance_total", shard="3", protocol="classic") == 1
+    assert value(r, "groupcoord_offset_commit_total", shard="3") == 5
+    assert value(r, "groupcoord_offset_expiration_total", shard="3") == 2
+    assert value(r, "groupcoord_offset_deletion_total", shard="3") == 1
+    assert value(r, "groupcoord_state_write_latency_seconds_count", shard="3", partition="2") == 2
+    assert value(r, "groupcoord_state_write_batch_records_sum", shard="3", partition="2") == 15
+    assert value(r, "groupcoord_state_write_batch_records_bucket", shard="3", partition="2", le="5.0") == 1
+
+
+def test_windowed_load_time_and_thread_idle_ratio() -> None:
+    r = CollectorRegistry()
+    clock = Clock()
+    m = ShardMetrics("0", r, window_s=60, clock=clock)
+    m.add_thread("0")
+    m.add_thread("1")
+    m.observe_partition_load(0, 2.0)
+    m.observe_partition_load(1, 4.0)
+    clock.now += 30
+    m.observe_event(0.0, 15.0, thread="0")  # thread 0 busy half of the 30 s so far
+    assert value(r, "groupcoord_partition_load_time_seconds_max", shard="0") == 4.0
+    assert value(r, "groupcoord_partition_load_time_seconds_avg", shard="0") == 3.0
+    assert value(r, "groupcoord_thread_idle_ratio_min", shard="0") == pytest.approx(0.5)
+    assert value(r, "groupcoord_thread_idle_ratio_avg", shard="0") == pytest.approx(0.75)
+    assert value(r, "groupcoord_partition_loads_total", shard="0") == 2
+    clock.now += 61  # both loads and the busy time leave the window
+    assert value(r, "groupcoord_partition_load_time_seconds_max", shard="0") is None
+    assert value(r, "groupcoord_thread_idle_ratio_min", shard="0") == 1.0
+
+
+def test_drain_hands_the_interval_to_the_sampler_and_resets_it() -> None:
+    m = ShardMetrics("0", CollectorRegistry())
+    m.set_partition_states({4: "active"})
+    m.set_group_counts(4, consumer={"stable": 2}, classic={})
+    m.observe_request("Heartbeat", 0.001, partition=4, group="a")
+    m.observe_request("Heartbeat", 0.001, partition=4, group="a")
+    m.observe_request("OffsetCommit", 0.001, partition=4, group="b")
+    m.observe_event(0.0, 0.25, partition=4)
+    m.record_offset_commits(3, partition=4)
+    (snap,) = m.drain()
+    assert snap.partition == 4 and snap.state == "active"
+    assert snap.consumer_groups == {"stable": 2}
+    assert dict(snap.activity.requests) == {"Heartbeat": 2, "OffsetCommit": 1}
+    assert dict(snap.activity.group_requests) == {"a": 2, "b": 1}
+    assert snap.activity.busy_s == 0.25 and snap.activity.offset_commits == 3
+    (again,) = m.drain()
+    assert again.activity.events == 0 and not again.activity.requests
+    assert again.consumer_groups == {"stable": 2}  # state persists, activity does not
+
+
+def test_serve_metrics_exposes_the_registry_over_http() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("9", r)
+    m.record_offset_commits(42)
+    server, _ = serve_metrics(0, r, addr="127.0.0.1")
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5).read()
+    finally:
+        server.shutdown()
+    assert 'groupcoord_offset_commit_total{shard="9"} 42.0' in body.decode()
