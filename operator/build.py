@@ -140,9 +140,11 @@ def _container_security() -> dict[str, Any]:
 
 
 def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
-    volumes = _tls_volume(spec)
-    if volumes:
-        container["volumeMounts"] = [{"name": "kafka-tls", "mountPath": TLS_MOUNT, "readOnly": True}]
+    # the root filesystem is read-only; /tmp is the one scratch space the processes get
+    volumes = [{"name": "tmp", "emptyDir": {}}, *_tls_volume(spec)]
+    container["volumeMounts"] = [{"name": "tmp", "mountPath": "/tmp"}]
+    if len(volumes) > 1:
+        container["volumeMounts"].append({"name": "kafka-tls", "mountPath": TLS_MOUNT, "readOnly": True})
     # empty lists/maps are left out: the API server drops them, and a field that never reads
     # back as written would make every reconcile look like a change
     if not container.get("resources"):
@@ -150,9 +152,8 @@ def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
     pod: dict[str, Any] = {
         "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
         "containers": [container],
+        "volumes": volumes,
     }
-    if volumes:
-        pod["volumes"] = volumes
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
     return pod

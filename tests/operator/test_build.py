@@ -100,7 +100,9 @@ def test_shard_command_line_matches_the_documented_contract():
     assert sts["spec"]["replicas"] == 4
     assert sts["spec"]["serviceName"] == "gc-shard"
     assert sts["spec"]["template"]["spec"]["serviceAccountName"] == "groupcoord-workload"
-    sources = sts["spec"]["template"]["spec"]["volumes"][0]["projected"]["sources"]
+    volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes["tmp"], "read-only root filesystem: /tmp is the scratch space"
+    sources = volumes["kafka-tls"]["projected"]["sources"]
     assert [s["secret"]["name"] for s in sources] == ["kafka-ca", "client", "client"]
 
 
