@@ -101,6 +101,7 @@ class LocalControlPlane:
     on_placement: PlacementListener | None = None
     placement: dict[int, Assignment] = field(default_factory=dict)
     processes: dict[int, ShardProcess] = field(default_factory=dict)
+    extra_state: dict[str, object] = field(default_factory=dict)  # more for the state file
     _task: asyncio.Task[None] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -226,7 +227,7 @@ class LocalControlPlane:
             if not live:
                 log.error("no live shard: every partition is unavailable until one returns")
                 self.placement = {}
-                self._publish()
+                self.publish()
                 return
             new = place(self.partitions, live, self.placement or None, self.standbys)
             old = self.placement
@@ -240,7 +241,7 @@ class LocalControlPlane:
             # 2. then everyone gets the full new role (new leaders start loading)
             await asyncio.gather(*(self._push(s, new) for s in live if s not in losing))
             self.placement = new
-            self._publish()
+            self.publish()
 
     async def _push(self, shard_id: int, placement: dict[int, Assignment]) -> None:
         proc = self.processes[shard_id]
@@ -257,7 +258,7 @@ class LocalControlPlane:
         except grpc.aio.AioRpcError as exc:
             log.warning("shard %d did not take its role: %s", shard_id, exc.code())
 
-    def _publish(self) -> None:
+    def publish(self) -> None:
         if self.on_placement is not None:
             self.on_placement(dict(self.placement), dict(self.processes))
         if self.state_file is not None:
@@ -268,6 +269,7 @@ class LocalControlPlane:
 
     def describe(self) -> dict[str, object]:
         return {
+            **self.extra_state,
             "kafka": self.kafka,
             "partitions": self.partitions,
             "shards": {

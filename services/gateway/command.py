@@ -122,9 +122,10 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
             name="leadership-watch",
         ).start()
     if args.metrics_port:
-        from prometheus_client import start_http_server  # noqa: PLC0415
+        from groupcoord.observability.metrics import GatewayMetrics, serve_metrics  # noqa: PLC0415
 
-        start_http_server(args.metrics_port)
+        gateway.metrics = GatewayMetrics()
+        serve_metrics(args.metrics_port)
     await gateway.start()
     host, port = gateway.bootstrap_address
     print(f"gateway ready: bootstrap {host}:{port}", flush=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -162,6 +163,7 @@ class ClientSession:
         self.upstream = UpstreamLink(self, listener.upstream)
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
+        self.started: dict[int, tuple[int, float]] = {}  # seq -> (api key, arrival), for latency
 
     async def run(self) -> None:
         try:
@@ -183,6 +185,8 @@ class ClientSession:
 
     async def dispatch(self, request: Request) -> None:
         key = request.api_key
+        if self.gateway.metrics is not None:
+            self.started[request.seq] = (key, time.perf_counter())
         if key == codec.API_VERSIONS_KEY:
             self.spawn(self.answer_api_versions(request))
         elif key in self.gateway.handled_versions:
@@ -229,6 +233,11 @@ class ClientSession:
     def deliver(self, seq: int, payload: bytes | None) -> None:
         if self.done.is_set():
             return
+        started = self.started.pop(seq, None)
+        if started is not None and self.gateway.metrics is not None:
+            self.gateway.metrics.observe_request(
+                codec.API_NAMES[started[0]], time.perf_counter() - started[1]
+            )
         out = self.conn.respond(seq, payload)
         if out:
             self.writer.write(out)
@@ -264,6 +273,7 @@ class Gateway:
     port: int = 9092
     advertised_host: str | None = None
     group_handler: GroupApiHandler | None = None
+    metrics: Any = None  # groupcoord.observability.metrics.GatewayMetrics, when exported
     listeners: dict[Address, Listener] = field(default_factory=dict)
     sessions: set[ClientSession] = field(default_factory=set)
     _upstream_versions: dict[int, tuple[int, int]] | None = None

@@ -49,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-topic", default="__groupcoord_state", help="state topic name")
     parser.add_argument("--log-dir", type=Path, default=None, help="write shard logs here")
     parser.add_argument(
+        "--metrics-port", type=int, default=0, help="gateway /metrics port (default: a free port)"
+    )
+    parser.add_argument(
         "--no-coordinator",
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
@@ -69,6 +72,7 @@ class ClusterOptions:
     log_dir: Path | None = None
     no_coordinator: bool = False
     metrics: bool = True
+    metrics_port: int = 0  # gateway /metrics (0: a free port, written to the state file)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -117,10 +121,32 @@ class LocalCluster:
                 on_placement=publish,
             )
             await self.control.start()
+        if args.metrics:
+            from groupcoord.embedded_broker import free_port  # noqa: PLC0415
+            from groupcoord.observability.metrics import GatewayMetrics, serve_metrics  # noqa: PLC0415
+
+            self.gateway.metrics = GatewayMetrics()
+            self.metrics_server, _ = serve_metrics(args.metrics_port or free_port(), addr=args.host)
+            if self.control is not None:
+                self.control.extra_state["gateway_metrics"] = f"{args.host}:{self.metrics_server.server_port}"
+                self.control.publish()
         await self.gateway.start()
+
+    def metrics_targets(self) -> list[str]:
+        """host:port of every /metrics endpoint: the gateway's and each shard worker's."""
+        targets = []
+        if getattr(self, "metrics_server", None) is not None:
+            targets.append(f"{self.args.host}:{self.metrics_server.server_port}")
+        if self.control is not None:
+            for proc in self.control.processes.values():
+                if proc.metrics_port:
+                    targets.extend(f"{proc.host}:{proc.metrics_port + i}" for i in range(proc.threads))
+        return targets
 
     async def stop(self) -> None:
         await self.gateway.stop()
+        if getattr(self, "metrics_server", None) is not None:
+            self.metrics_server.shutdown()
         if self.shard_client is not None:
             await self.shard_client.close()
         if self.control is not None:
@@ -146,6 +172,9 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
             f"groupcoord is up: bootstrap {host}:{port} ({shards}, upstream {upstream[0]}:{upstream[1]})",
             flush=True,
         )
+        if cluster.args.metrics:
+            urls = " ".join(f"http://{t}/metrics" for t in cluster.metrics_targets())
+            print(f"metrics: {urls}", flush=True)
         await stop.wait()
     finally:
         await cluster.stop()
