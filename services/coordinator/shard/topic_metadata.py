@@ -1,0 +1,144 @@
+"""Topic metadata for the group cores, read from the upstream Kafka cluster.
+
+KIP-848 assignment needs each subscribed topic's id, partition count and partition racks, and
+rebalances when any of them change (partitions added, topic deleted or recreated with a new
+id). The shard worker polls the cluster's Metadata (v12, which carries topic ids) every few
+seconds — and at once when asked, e.g. when a member subscribes to a topic the image does not
+know — and hands every active partition the new image through its event loop
+(``on_metadata_update``), so the change is processed like any request: records first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.gateway import codec
+from groupcoord.gateway.protocol import frame_bytes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    # partition -> racks of its replicas (empty when brokers have no rack)
+    partition_racks: tuple[tuple[str, ...], ...]
+
+
+async def fetch_topics(bootstrap: str, timeout_s: float = 10.0) -> list[TopicDescription]:
+    """All topics of the cluster (internal ones too; the cores filter by subscription)."""
+    from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
+
+    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+    try:
+        req = MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        writer.write(frame_bytes(codec.encode_request(1, "groupcoord-shard", req)))
+        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout_s), "big")
+        payload = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+    finally:
+        writer.close()
+    _, body = codec.decode_response(3, 12, payload)
+    racks = {int(b.node_id): b.rack for b in body.brokers}
+    out = []
+    for t in body.topics:
+        if t.topic_id is None or int(t.error_code.value) != 0 or t.name is None:
+            continue
+        by_partition = {int(p.partition_index): p for p in t.partitions}
+        count = max(by_partition, default=-1) + 1
+        partition_racks = tuple(
+            tuple(sorted({racks[int(r)] for r in by_partition[i].replica_nodes if racks.get(int(r))}))
+            if i in by_partition
+            else ()
+            for i in range(count)
+        )
+        out.append(TopicDescription(t.name, t.topic_id, count, partition_racks))
+    return sorted(out, key=lambda d: d.name)
+
+
+class TopicMetadataRefresher:
+    """Keeps every active partition of a worker on the latest topic image.
+
+    ``build_image`` turns the descriptions into the cores' image type; ``active`` lists the
+    partitions to feed and ``deliver(partition, image)`` submits the update to a partition's
+    loop. A partition that starts leading later gets the current image on the next tick.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        build_image: Callable[[list[TopicDescription]], Any],
+        active: Callable[[], list[tuple[int, int]]],
+        deliver: Callable[[int, Any], Any],
+        interval_s: float = 3.0,
+        tick_s: float = 0.2,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.build_image = build_image
+        self.active = active
+        self.deliver = deliver
+        self.interval_s = interval_s
+        self.tick_s = tick_s
+        self.image: Any = None
+        self._descriptions: list[TopicDescription] | None = None
+        self._version = 0
+        self._sent: dict[int, tuple[int, int]] = {}  # partition -> (leader epoch, image version)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def refresh_now(self) -> None:
+        """Ask for a fetch at once (e.g. a subscription names an unknown topic)."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def refresh(self) -> bool:
+        """Fetch once; True when the topics changed."""
+        descriptions = await fetch_topics(self.bootstrap)
+        if descriptions == self._descriptions:
+            return False
+        self._descriptions = descriptions
+        self.image = self.build_image(descriptions)
+        self._version += 1
+        return True
+
+    def push(self) -> None:
+        """Give the current image to every active partition that has not had it yet."""
+        if self.image is None:
+            return
+        for partition, epoch in self.active():
+            if self._sent.get(partition) != (epoch, self._version):
+                self._sent[partition] = (epoch, self._version)
+                self.deliver(partition, self.image)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_fetch = 0.0
+        while True:
+            if loop.time() >= next_fetch or self._wake.is_set():
+                self._wake.clear()
+                try:
+                    await self.refresh()
+                except Exception as exc:  # noqa: BLE001 - keep the last image; retry next tick
+                    log.warning("topic metadata refresh failed: %s", exc)
+                next_fetch = loop.time() + self.interval_s
+            self.push()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.tick_s)

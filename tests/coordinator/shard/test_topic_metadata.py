@@ -1,0 +1,62 @@
+"""Topic metadata from the real broker reaches every active partition, once per change."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord.coordinator.shard.topic_metadata import TopicMetadataRefresher, fetch_topics
+from groupcoord.embedded_broker import EmbeddedBroker
+
+pytestmark = pytest.mark.broker
+
+
+async def test_images_follow_topic_changes_and_new_leaders(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    for fut in admin.create_topics([NewTopic(name, 2, 1)]).values():
+        fut.result(10)
+    delivered: list[tuple[int, dict]] = []
+    active = [(0, 1), (3, 1)]
+    refresher = TopicMetadataRefresher(
+        broker.bootstrap,
+        build_image=lambda ds: {d.name: (d.topic_id, d.partitions) for d in ds},
+        active=lambda: list(active),
+        deliver=lambda p, image: delivered.append((p, image)),
+    )
+    # given a topic, then both active partitions get an image naming it, once
+    assert await refresher.refresh()
+    refresher.push()
+    refresher.push()
+    assert [p for p, _ in delivered] == [0, 3]
+    topic_id, partitions = delivered[0][1][name]
+    assert partitions == 2 and topic_id.int != 0
+    # when nothing changes, then nothing is sent again
+    assert not await refresher.refresh()
+    refresher.push()
+    assert len(delivered) == 2
+    # when the topic is recreated (the embedded broker has no CreatePartitions) with more
+    # partitions, then every active partition gets the new id and count
+    for fut in admin.delete_topics([name]).values():
+        fut.result(10)
+    for fut in admin.create_topics([NewTopic(name, 4, 1)]).values():
+        fut.result(10)
+    assert await refresher.refresh()
+    refresher.push()
+    assert [(p, img[name][1]) for p, img in delivered[2:]] == [(0, 4), (3, 4)]
+    assert delivered[2][1][name][0] != topic_id
+    # when a partition gets a new leader epoch, then it gets the current image again
+    active[1] = (3, 2)
+    refresher.push()
+    assert delivered[-1][0] == 3 and len(delivered) == 5
+
+
+async def test_fetch_reports_ids_and_partition_counts(broker: EmbeddedBroker) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    for fut in admin.create_topics([NewTopic(name, 3, 1)]).values():
+        fut.result(10)
+    (topic,) = [d for d in await fetch_topics(broker.bootstrap) if d.name == name]
+    assert topic.partitions == 3 and len(topic.partition_racks) == 3
