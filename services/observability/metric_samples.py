@@ -192,22 +192,26 @@ class MetricSamplePublisher:
         self._producer: AIOKafkaProducer | None = None
         self._task: asyncio.Task[None] | None = None
         self._last = time.monotonic()
+        self._stopping = asyncio.Event()
 
     async def start(self) -> None:
         await ensure_metrics_topic(self.bootstrap, self.topic)
         self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=50)
         await self._producer.start()
+        self._stopping.clear()
         self.metrics.drain()  # activity before the first interval has no well-defined length
         self._last = time.monotonic()
         self._task = asyncio.create_task(self._run(), name=f"metric-samples-{self.metrics.shard_id}")
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(max(0.0, self._last + self.interval_s - time.monotonic()))
+        while not self._stopping.is_set():
+            delay = max(0.0, self._last + self.interval_s - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+            if self._stopping.is_set():
+                return  # stop() publishes the final interval itself
             try:
                 await self.publish_once()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 log.exception("publishing metric samples failed; dropping this interval")
 
@@ -227,10 +231,10 @@ class MetricSamplePublisher:
         return samples
 
     async def stop(self) -> None:
+        # Not cancel(): a publish in flight completes, so every drained interval is sent once.
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
             self._task = None
         if self._producer is not None:
             try:

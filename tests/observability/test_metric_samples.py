@@ -27,6 +27,8 @@ async def read_all(bootstrap: str, topic: str, expected: int) -> list[tuple[byte
             while len(out) < expected:
                 for records in (await consumer.getmany(timeout_ms=500)).values():
                     out.extend((r.key, MetricSample.from_json(r.value)) for r in records)
+        for records in (await consumer.getmany(timeout_ms=1000)).values():  # nothing beyond
+            out.extend((r.key, MetricSample.from_json(r.value)) for r in records)
     finally:
         await consumer.stop()
     return out
