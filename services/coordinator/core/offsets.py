@@ -6,9 +6,9 @@ protocol (core/group.py): a classic group validates a commit by generation, a co
 are records (type 25) keyed by (group, topic, partition); the last acknowledged commit of a
 partition is its value, so "the last successful commit wins" is the log's compaction rule.
 
-Topics are keyed by name: a v10 request naming a topic only by id must have had its name
-resolved by the gateway (which sees the cluster's metadata); an id it could not resolve is
-answered UNKNOWN_TOPIC_ID. Transactional offsets do not exist here (no TxnOffsetCommit), so
+Topics are keyed by name: a v10 request naming a topic only by id is resolved through
+``topic_name_of`` (the shard's metadata image, or the gateway may fill the name); an id
+neither knows is answered UNKNOWN_TOPIC_ID. Transactional offsets do not exist here (no TxnOffsetCommit), so
 ``require_stable`` never has anything pending to wait for.
 """
 
@@ -98,6 +98,9 @@ class OffsetMetadataManager:
         self.config = config
         self._create_simple_group = create_simple_group
         self._delete_group = delete_group
+        # Topic id (16 bytes) -> name, from the shard's view of the cluster's metadata; a v10
+        # request naming a topic only by id is resolved through it (None = unknown id).
+        self.topic_name_of: Callable[[bytes], str | None] = lambda _topic_id: None
         # group id -> topic -> partition -> offset
         self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
 
@@ -159,9 +162,10 @@ class OffsetMetadataManager:
             expire_ms = now_ms + request.retention_time_ms
         for topic in request.topics:
             rt = response.topics.add(name=topic.name, topic_id=topic.topic_id)
+            name = self._topic_name(topic.name, topic.topic_id)
             for p in topic.partitions:
                 code = group_error
-                if code is None and not topic.name:
+                if code is None and not name:
                     code = (
                         ErrorCode.unknown_topic_id if topic.topic_id else ErrorCode.unknown_topic_or_partition
                     )
@@ -173,7 +177,7 @@ class OffsetMetadataManager:
                             instance_id,
                             request.generation_id_or_member_epoch,
                             request.api_version,
-                            topic.name,
+                            name,
                             p.partition_index,
                         )
                     except CoordinatorError as e:
@@ -190,7 +194,7 @@ class OffsetMetadataManager:
                         expire_timestamp_ms=expire_ms,
                         topic_id=topic.topic_id,
                     )
-                    records.append(offset_record(request.group_id, topic.name, p.partition_index, value))
+                    records.append(offset_record(request.group_id, name, p.partition_index, value))
                     code = ErrorCode.none
                 rt.partitions.add(partition_index=p.partition_index, error_code=code.value)
         if not any(isinstance(r.key, rpb.OffsetCommitKey) for r in records):
@@ -224,15 +228,21 @@ class OffsetMetadataManager:
                 continue
             for t in g.topics:
                 rt = rg.topics.add(name=t.name, topic_id=t.topic_id)
-                parts = committed.get(t.name, {})
+                name = self._topic_name(t.name, t.topic_id)
+                parts = committed.get(name, {})
                 for index in t.partition_indexes:
                     rp = rt.partitions.add(partition_index=index)
-                    if not t.name:
+                    if not name:
                         _fill(rp, None)
                         rp.error_code = (ErrorCode.unknown_topic_id if t.topic_id else ErrorCode.none).value
                     else:
                         _fill(rp, parts.get(index))
         return CoordinatorResult(response=response)
+
+    def _topic_name(self, name: str, topic_id: bytes) -> str:
+        if name or not topic_id:
+            return name
+        return self.topic_name_of(topic_id) or ""
 
     # ------------------------------------------------------------------------------ delete
     def offset_delete(

@@ -198,3 +198,19 @@ def test_last_successful_commit_wins_and_replay_equals_live(commits: list[tuple[
     assert ctx.fetch(G) == expected
     ctx.assert_replay_equals_live()
     assert ctx.replayed().offsets.group_offsets(G) == ctx.shard.offsets.group_offsets(G)
+
+
+def test_v10_topic_ids_resolve_through_the_metadata_image() -> None:
+    ctx = ShardContext()
+    known = b"\x07" * 16
+    ctx.shard.offsets.topic_name_of = {known: "orders"}.get
+    request = opb.OffsetCommitRequest(api_version=10, group_id=G, generation_id_or_member_epoch=-1)
+    request.topics.add(topic_id=known).partitions.add(partition_index=3, committed_offset=11)
+    request.topics.add(topic_id=b"\x08" * 16).partitions.add(partition_index=0, committed_offset=1)
+    response = ctx.answer(ctx.call("offset_commit", request)[0])
+    assert [p.error_code for t in response.topics for p in t.partitions] == [0, E.unknown_topic_id.value]
+    assert ctx.fetch(G) == {("orders", 3): 11}
+    fetch = opb.OffsetFetchRequest(api_version=10)
+    fetch.groups.add(group_id=G).topics.add(topic_id=known, partition_indexes=[3])
+    answer = ctx.answer(ctx.call("offset_fetch", fetch)[0])
+    assert answer.groups[0].topics[0].partitions[0].committed_offset == 11
