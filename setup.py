@@ -22,7 +22,7 @@ PACKAGE_DIRS = {
     "groupcoord.coordinator": "services/coordinator",
     "groupcoord.controlplane": "services/controlplane",
     "groupcoord.observability": "services/observability",
-    "groupcoord_operator": "operator",
+    "groupcoord_operator": "operator/groupcoord_operator",
     "groupcoord_spark": "spark",
 }
 
