@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "gateway": "groupcoord.gateway.command",
     "shard": "groupcoord.coordinator.shard.command",
     "operator": "groupcoord_operator.command",
+    "capacity": "groupcoord_spark.command",
 }
 
 
