@@ -266,16 +266,15 @@ class PartitionRuntime:
             [(marker_offset, _)] = await self._writer.append(
                 self.partition, [fence.marker(self._shard_id)], None
             )
-            assert self._reader is not None
-            latest: dict[bytes, bytes | None] = {}
-            self._stale_keys = set()
-            with _gc_paused():
-                async for chunk in self._reader.chunks_until(marker_offset + 1):
-                    self._compact_into(latest, chunk)
-                self._replay_latest(latest)
-            repair = [(k, latest.get(k)) for k in self._stale_keys]
-            self._stale_keys = set()
-            del latest
+            repair = await self._load_to(marker_offset)
+            if repair and warm:
+                # The valid values of keys shadowed by fenced records may lie in the part the
+                # standby streamed (and did not keep): find them with a full load instead.
+                log.info("partition %d: fenced records seen while standing by: full reload", self.partition)
+                await self._reader.stop()
+                self._fresh_state()
+                self._reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+                repair = await self._load_to(marker_offset)
             if self._filter.current != fence:
                 raise Fenced(
                     f"partition {self.partition}: a newer leader ({self._filter.current}) precedes epoch {epoch}"
@@ -331,6 +330,7 @@ class PartitionRuntime:
     def _fresh_state(self) -> None:
         self._timer = LoopTimer(self._queue.put_nowait)
         self._filter = ReplayFilter()
+        self._stale_keys = set()
         self.shard = self._factory(self.partition, self._timer)
         self.records_loaded = 0
         self.records_read = 0
@@ -372,6 +372,19 @@ class PartitionRuntime:
         await self.stop()
         self.state = PartitionState.STOPPED if fenced else PartitionState.FAILED
         self.error = f"{type(exc).__name__}: {exc}"
+
+    async def _load_to(self, marker_offset: int) -> list[tuple[bytes, bytes | None]]:
+        """Load through our marker; returns the (key, valid value) pairs to rewrite (keys whose
+        last record is a fenced writer's, see :mod:`.fencing`)."""
+        assert self._reader is not None
+        latest: dict[bytes, bytes | None] = {}
+        with _gc_paused():
+            async for chunk in self._reader.chunks_until(marker_offset + 1):
+                self._compact_into(latest, chunk)
+            self._replay_latest(latest)
+        repair = [(k, latest.get(k)) for k in self._stale_keys]
+        self._stale_keys = set()
+        return repair
 
     def _compact_into(self, latest: dict[bytes, bytes | None], chunk: list[Any]) -> None:
         """Loading: filter records by fence in log order and keep the last value per key.
@@ -427,6 +440,7 @@ class PartitionRuntime:
         assert shard is not None
         raw = getattr(shard, "replay_serialized", None)
         replay = shard.replay
+        stale = self._stale_keys
         n = 0
         self.records_read += len(chunk)
         for e in chunk:
@@ -442,6 +456,10 @@ class PartitionRuntime:
                 else:
                     replay(deserialize_record(key, e.value))
                 n += 1
+                if stale:
+                    stale.discard(key)
+            else:
+                stale.add(key)
         self.records_loaded += n
 
     async def _tail(self) -> None:
