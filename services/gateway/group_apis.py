@@ -243,6 +243,8 @@ class GroupApis:
 
     async def consumer_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, self._cg.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
+        msg.client_id = ctx.header.client_id or ""
+        msg.client_host = ctx.client_host
         reply = await self.call(req.group_id, "consumer_group_heartbeat", msg)
         resp = reply.response or self._cg.ConsumerGroupHeartbeatResponse(
             error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1

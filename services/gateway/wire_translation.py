@@ -84,7 +84,7 @@ def to_proto(entity: Any, message: Message) -> Message:
         if value is None:
             continue  # absent / null: leave unset
         kind = classify_field(f)
-        wrapped = _wrapper_field(fd)
+        wrapped = _wrapper_field(fd) if kind.is_array else None
         if wrapped is not None:
             holder = getattr(message, fd.name)
             holder.SetInParent()
@@ -149,7 +149,7 @@ def from_proto(message: Message, entity_type: type[Any], **overrides: Any) -> An
         if fd is None:
             continue  # kio default applies (the field is new in this version or ours lacks it)
         kind = classify_field(f)
-        wrapped = _wrapper_field(fd)
+        wrapped = _wrapper_field(fd) if kind.is_array else None
         if wrapped is not None:
             if not message.HasField(fd.name):
                 kwargs[f.name] = None
