@@ -45,8 +45,11 @@ class MigratingMember:
     """One member as both protocols need it across a conversion.
 
     ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
-    keeps them for its classic members so it can answer their JoinGroup and convert back.
-    ``assigned`` is the member's current assignment (topic -> partitions).
+    keeps them for its classic members so it can answer their JoinGroup and convert back
+    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer_group.py,
+    with ``session_timeout_ms``). ``assigned`` is the member's current assignment by topic
+    *name* (the embedded protocol's form); the consumer group maps names to topic ids through
+    its topics image.
     """
 
     member_id: str
