@@ -164,6 +164,12 @@ class ShardRuntime:
             )
         return out
 
+    def active_partitions(self) -> list[tuple[int, int]]:
+        """(partition, epoch) of every partition this worker currently leads and serves."""
+        return [
+            (p, part.epoch) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
+        ]
+
     def partition(self, partition: int) -> PartitionRuntime | None:
         return self._parts.get(partition)
 

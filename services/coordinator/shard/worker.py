@@ -15,7 +15,7 @@ import importlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +57,9 @@ class Core:
 
     factory: ShardFactory
     add_services: Callable[[grpc.aio.Server, ShardRuntime], None]
+    # Worker-lifetime tasks of the core (e.g. the topic-metadata refresher feeding partitions
+    # through ``runtime.submit``); each is started after the runtime and cancelled at exit.
+    background: tuple[Callable[[ShardRuntime], Coroutine[Any, Any, None]], ...] = ()
 
 
 def load_core(name: str) -> Core:
@@ -169,6 +172,7 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     if config.metrics_port:
         REGISTRY.register(RuntimeCollector(runtime))
         start_http_server(config.metrics_port + config.worker)
+    background = [asyncio.create_task(job(runtime)) for job in core.background]
     watcher = None
     if config.leadership.startswith("kubernetes:"):
         watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))
@@ -186,6 +190,8 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     finally:
         if watcher is not None:
             watcher.cancel()
+        for task in background:
+            task.cancel()
         await server.stop(grace=1)
         await runtime.close()
 

@@ -138,8 +138,10 @@ async def test_requests_while_loading_or_not_leading_get_retriable_errors(runtim
     with pytest.raises(CoordinatorError) as in_progress:
         await a.call(P, "get", RegisterGetRequest(name="k"), read_only=True)
     assert in_progress.value.code == ErrorCode.coordinator_load_in_progress
+    assert a.active_partitions() == []
     await loading
     assert a.partition(P).state is PartitionState.ACTIVE
+    assert a.active_partitions() == [(P, 1)]
     assert a.partition(P).shard.loaded_at_ms is not None  # the post-load hook ran
 
 
