@@ -137,3 +137,40 @@ async def test_errors_come_back_as_kafka_codes(stub) -> None:
     assert replies[2].error_code == ErrorCode.not_coordinator
     assert replies[3].error_code != 0
     assert all(r.WhichOneof("response") is None for r in replies.values())
+
+
+async def test_the_group_cores_commit_and_reload_offsets_through_the_service(broker) -> None:
+    """The real GroupCoordinatorShard (``--core group``) behind the service, across a takeover."""
+    from groupcoord.coordinator.shard.coordinator_service import group_shard_factory  # noqa: PLC0415
+
+    topic = f"state-{uuid.uuid4().hex[:8]}"
+    await ensure_topic(broker.bootstrap, topic, 1)
+    commit_env = commit(1, "orders-app", 42)
+    commit_env.offset_commit.api_version = 8
+    commit_env.offset_commit.retention_time_ms = -1
+    fetch_env = fetch(2, "orders-app")
+    fetch_env.offset_fetch.api_version = 8
+    fetch_env.offset_fetch.groups[0].member_epoch = -1
+    fetched = []
+    for epoch, envelopes in ((1, [commit_env, fetch_env]), (2, [fetch_env])):
+        runtime = ShardRuntime(
+            bootstrap=broker.bootstrap, topic=topic, partitions=1, shard_factory=group_shard_factory
+        )
+        await runtime.start()
+        await runtime.become_leader(0, epoch)  # epoch 2: a takeover that reloads the commit
+        server = grpc.aio.server()
+        add_coordinator_service(server, runtime)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                stub = coordinator_pb2_grpc.CoordinatorStub(channel)
+                for env in envelopes:  # one at a time: the fetch must follow the commit
+                    [reply] = [r async for r in stub.Stream(iter([env]))]
+                    assert reply.error_code == 0, reply
+                    if reply.WhichOneof("response") == "offset_fetch":
+                        fetched.append(reply.offset_fetch.groups[0].topics[0].partitions[0].committed_offset)
+        finally:
+            await server.stop(grace=None)
+            await runtime.close()
+    assert fetched == [42, 42]
