@@ -60,6 +60,10 @@ class GroupConfig:
     consumer_group_assignment_interval_ms: int = 0
     consumer_group_min_assignment_interval_ms: int = 0
     consumer_group_max_assignment_interval_ms: int = 600_000
+    # group.consumer.max.size: a join beyond it is answered GROUP_MAX_SIZE_REACHED.
+    consumer_group_max_size: int = 2_147_483_647
+    # group.consumer.assignors: the server-side assignors; the first is the default.
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")
 
     # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
     consumer_group_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
@@ -83,7 +87,10 @@ class GroupConfig:
             ):
                 if name in env:
                     raw = env[name]
-                    changes[f.name] = (
-                        MigrationPolicy(raw.lower()) if f.name.endswith("migration_policy") else int(raw)
-                    )
+                    if f.name.endswith("migration_policy"):
+                        changes[f.name] = MigrationPolicy(raw.lower())
+                    elif f.name == "consumer_group_assignors":
+                        changes[f.name] = tuple(a.strip() for a in raw.split(",") if a.strip())
+                    else:
+                        changes[f.name] = int(raw)
         return replace(config, **changes)

@@ -15,12 +15,17 @@ from typing import Any
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer_group import ConsumerGroup
+from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
+from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
+from groupcoord.coordinator.core.topics_image import EMPTY_IMAGE, TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
+from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
 from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 
@@ -41,16 +46,35 @@ class GroupCoordinatorShard:
         )
         self.group_configs = GroupConfigManager(self.config)
         self.admin = GroupAdmin(self.groups, self.delete_group_records)
+        # The cluster's topics (input from the runtime, not state: see on_metadata_update).
+        self.image: TopicsImage = EMPTY_IMAGE
+        self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)
+        self.consumer = ConsumerGroupManager(
+            self.groups,
+            timer,
+            self.config,
+            image=lambda: self.image,
+            session_timeout_ms=self.group_configs.session_timeout_ms,
+            heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
+            assignment_interval_ms=self.group_configs.assignment_interval_ms,
+            delete_classic_group=self.delete_group_records_keeping_offsets,
+        )
 
     # --- replay and loading ------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
-        if self.classic.replay(record) or self.offsets.replay(record) or self.group_configs.replay(record):
+        if (
+            self.consumer.replay(record)
+            or self.classic.replay(record)
+            or self.offsets.replay(record)
+            or self.group_configs.replay(record)
+        ):
             return
         raise ValueError(f"no replay for record {type(record.key).__name__}")
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: arm the timers replay does not."""
         self.offsets.schedule_expiry(now_ms)
+        self.consumer.on_loaded(now_ms)
         return self.classic.on_loaded(now_ms)
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
@@ -62,6 +86,43 @@ class GroupCoordinatorShard:
         if tombstones is None:
             return []  # a group type that cannot be deleted yet
         return records + list(tombstones())
+
+    def delete_group_records_keeping_offsets(self, group: Group) -> list[CoordinatorRecord]:
+        """Tombstones of an empty classic group that a new consumer group of the same id
+        replaces (its committed offsets stay: they belong to the group id)."""
+        if isinstance(group, ClassicGroup):
+            return self.classic.delete_records(group)
+        return []
+
+    # --- KIP-848 consumer groups -------------------------------------------------------------
+    def consumer_group_heartbeat(
+        self, request: consumer_pb.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[consumer_pb.ConsumerGroupHeartbeatResponse]:
+        return self.consumer.heartbeat(request, now_ms)
+
+    def consumer_group_describe(
+        self, request: consumer_pb.ConsumerGroupDescribeRequest, now_ms: int = 0
+    ) -> CoordinatorResult[consumer_pb.ConsumerGroupDescribeResponse]:
+        return CoordinatorResult(
+            response=describe_consumer_groups(
+                request, self.groups, self.image, self.consumer.default_assignor
+            )
+        )
+
+    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
+        """The runtime's new view of the cluster's topics: records bumping the epochs of the
+        groups whose subscribed topics changed (and re-resolved regexes)."""
+        self.image = image
+        return self.consumer.on_metadata_update(image, now_ms)
+
+    def consumer_groups_by_state(self) -> dict[str, int]:
+        """Consumer group count per state (lower-case names, as the metrics label them)."""
+        counts: dict[str, int] = {}
+        for group in self.groups.values():
+            if isinstance(group, ConsumerGroup):
+                state = group.state_name().lower()
+                counts[state] = counts.get(state, 0) + 1
+        return counts
 
     # --- classic group protocol -------------------------------------------------------------
     def join_group(

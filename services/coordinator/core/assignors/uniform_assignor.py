@@ -1,0 +1,306 @@
+"""The ``uniform`` server-side assignor: balanced and sticky (Kafka's UniformAssignor).
+
+Two separate paths, because the common case is much cheaper than the general one:
+
+* homogeneous (every member subscribes to the same topics): a quota per member
+  (``P // N``, the first ``P % N`` members that already hold more get one more), each member
+  keeps what it owns up to its quota, the rest is handed out in topic/partition order — so
+  counts differ by at most one, and one member joining N moves at most ``ceil(P / (N+1))``
+  partitions. Rack-aware: unassigned partitions first go to a member in one of the
+  partition's racks that is still below quota, never beyond it, so balance is unchanged.
+* heterogeneous: members keep every owned partition they still subscribe to, unassigned
+  partitions go (most constrained topics first) to the least loaded subscriber — a
+  same-rack one when it is among the least loaded — and then partitions move from the most to
+  the least loaded subscriber of each topic while their counts differ by more than one.
+
+Both are deterministic (members and topics are processed in sorted order), so recomputing an
+unchanged group moves nothing. Partitions are plain ints in per-topic lists; nothing is
+allocated per partition beyond the output lists.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from groupcoord.coordinator.core.assignors.api import GroupSpec, SubscriptionType, rack_aware
+from groupcoord.coordinator.core.topics_image import TopicsImage
+
+
+class UniformAssignor:
+    name = "uniform"
+
+    def assign(self, group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+        if not group.members:
+            return {}
+        if group.subscription_type is SubscriptionType.HOMOGENEOUS:
+            return _assign_homogeneous(group, topics)
+        return _assign_heterogeneous(group, topics)
+
+
+def _existing_topics(
+    topic_ids: frozenset[bytes] | set[bytes], topics: TopicsImage
+) -> list[tuple[bytes, int]]:
+    out = []
+    for tid in sorted(topic_ids):
+        n = topics.num_partitions(tid)
+        if n > 0:
+            out.append((tid, n))
+    return out
+
+
+def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+    member_ids = sorted(group.members)
+    subscribed = group.members[member_ids[0]].subscribed_topic_ids
+    topic_list = _existing_topics(subscribed, topics)
+    counts = dict(topic_list)
+    out: dict[str, dict[bytes, list[int]]] = {m: {} for m in member_ids}
+    if not topic_list:
+        return out
+    n = len(member_ids)
+    total = sum(c for _, c in topic_list)
+    base, extra = divmod(total, n)
+    taken = {tid: bytearray(c) for tid, c in topic_list}
+    assigned = [0] * n
+    leftover: list[tuple[bytes, int] | None] = [None] * n
+
+    # 1. stickiness: keep owned partitions up to the base quota; remember one more candidate.
+    for i, mid in enumerate(member_ids):
+        have = 0
+        mine = out[mid]
+        for tid, parts in group.members[mid].assignment.items():
+            c = counts.get(tid)
+            if c is None:
+                continue
+            flags = taken[tid]
+            room = base - have
+            if room <= 0:
+                if leftover[i] is None:
+                    for p in parts:
+                        if p < c and not flags[p]:
+                            leftover[i] = (tid, p)
+                            break
+                continue
+            kept = []
+            for p in sorted(parts):
+                if p < c and not flags[p]:
+                    if room > 0:
+                        flags[p] = 1
+                        kept.append(p)
+                        room -= 1
+                    else:
+                        leftover[i] = (tid, p)
+                        break
+            if kept:
+                mine[tid] = kept
+                have += len(kept)
+        assigned[i] = have
+
+    # 2. members that held more than the base keep one more while extra slots remain.
+    got_extra = [False] * n
+    for i, cand in enumerate(leftover):
+        if extra == 0:
+            break
+        if cand is not None and assigned[i] == base:
+            tid, p = cand
+            if not taken[tid][p]:
+                taken[tid][p] = 1
+                out[member_ids[i]].setdefault(tid, []).append(p)
+                assigned[i] += 1
+                got_extra[i] = True
+                extra -= 1
+
+    # 3. rack-aware pass: unassigned partitions to a same-rack member below its base quota.
+    if rack_aware(group, topics, counts):
+        by_rack: dict[str, list[int]] = {}
+        for i, mid in enumerate(member_ids):
+            rack = group.members[mid].rack_id
+            if rack is not None and assigned[i] < base:
+                by_rack.setdefault(rack, []).append(i)
+        cursor = dict.fromkeys(by_rack, 0)
+        for tid, c in topic_list:
+            t = topics.topic(tid)
+            assert t is not None
+            flags = taken[tid]
+            for p in range(c):
+                if flags[p]:
+                    continue
+                for rack in t.racks(p):
+                    candidates = by_rack.get(rack)
+                    if candidates is None:
+                        continue
+                    k = cursor[rack]
+                    while k < len(candidates) and assigned[candidates[k]] >= base:
+                        k += 1
+                    cursor[rack] = k
+                    if k < len(candidates):
+                        i = candidates[k]
+                        flags[p] = 1
+                        out[member_ids[i]].setdefault(tid, []).append(p)
+                        assigned[i] += 1
+                        break
+
+    # 4. fill: everyone up to the base quota, then the remaining extra slots, in member order.
+    stream = _unassigned(topic_list, taken)
+    for i, mid in enumerate(member_ids):
+        need = base - assigned[i]
+        if need > 0:
+            _take(stream, need, out[mid])
+            assigned[i] = base
+    if extra:
+        for i, mid in enumerate(member_ids):
+            if extra == 0:
+                break
+            if not got_extra[i]:
+                _take(stream, 1, out[mid])
+                extra -= 1
+    return out
+
+
+class _Stream:
+    """Unassigned partitions in topic/partition order, handed out in slices."""
+
+    __slots__ = ("chunks", "index", "pos")
+
+    def __init__(self, chunks: list[tuple[bytes, list[int]]]) -> None:
+        self.chunks = chunks
+        self.index = 0
+        self.pos = 0
+
+
+def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, bytearray]) -> _Stream:
+    chunks = []
+    for tid, c in topic_list:
+        flags = taken[tid]
+        free = list(range(c)) if not any(flags) else [p for p in range(c) if not flags[p]]
+        if free:
+            chunks.append((tid, free))
+    return _Stream(chunks)
+
+
+def _take(stream: _Stream, k: int, into: dict[bytes, list[int]]) -> None:
+    chunks = stream.chunks
+    while k > 0 and stream.index < len(chunks):
+        tid, free = chunks[stream.index]
+        end = min(stream.pos + k, len(free))
+        piece = free[stream.pos : end]
+        existing = into.get(tid)
+        if existing is None:
+            into[tid] = piece
+        else:
+            existing.extend(piece)
+        k -= end - stream.pos
+        if end == len(free):
+            stream.index += 1
+            stream.pos = 0
+        else:
+            stream.pos = end
+
+
+def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+    member_ids = sorted(group.members)
+    n = len(member_ids)
+    specs = [group.members[m] for m in member_ids]
+    all_topics: set[bytes] = set()
+    for s in specs:
+        all_topics |= s.subscribed_topic_ids
+    topic_list = _existing_topics(all_topics, topics)
+    counts = dict(topic_list)
+    subscribers: dict[bytes, list[int]] = {tid: [] for tid, _ in topic_list}
+    for i, s in enumerate(specs):
+        for tid in s.subscribed_topic_ids:
+            if tid in subscribers:
+                subscribers[tid].append(i)
+    owned: list[dict[bytes, list[int]]] = [{} for _ in range(n)]
+    assigned = [0] * n
+    taken = {tid: bytearray(c) for tid, c in topic_list}
+
+    # 1. stickiness: keep every owned partition of a topic the member still subscribes to.
+    for i, s in enumerate(specs):
+        for tid, parts in s.assignment.items():
+            c = counts.get(tid)
+            if c is None or tid not in s.subscribed_topic_ids:
+                continue
+            flags = taken[tid]
+            kept = []
+            for p in sorted(parts):
+                if p < c and not flags[p]:
+                    flags[p] = 1
+                    kept.append(p)
+            if kept:
+                owned[i][tid] = kept
+                assigned[i] += len(kept)
+
+    use_racks = rack_aware(group, topics, counts)
+    racks = [s.rack_id for s in specs]
+
+    # 2. unassigned partitions to the least loaded subscriber, most constrained topics first.
+    for tid, c in sorted(topic_list, key=lambda tc: (len(subscribers[tc[0]]), tc[0])):
+        subs = subscribers[tid]
+        if not subs:
+            continue
+        flags = taken[tid]
+        free = [p for p in range(c) if not flags[p]]
+        if not free:
+            continue
+        heap = [(assigned[i], i) for i in subs]
+        heapq.heapify(heap)
+        image = topics.topic(tid) if use_racks else None
+        for p in free:
+            load, i = heap[0]
+            if image is not None:
+                i = _same_rack_among_least_loaded(heap, load, image.racks(p), racks, i)
+                heap.remove((load, i))
+                heapq.heapify(heap)
+            else:
+                heapq.heappop(heap)
+            owned[i].setdefault(tid, []).append(p)
+            assigned[i] = load + 1
+            heapq.heappush(heap, (load + 1, i))
+
+    # 3. balance: within each topic's subscribers, move from the most to the least loaded.
+    for _ in range(n + 1):
+        moved = False
+        for tid, _c in topic_list:
+            subs = subscribers[tid]
+            if len(subs) < 2:
+                continue
+            while True:
+                lo = min(subs, key=lambda i: (assigned[i], i))
+                holders = [i for i in subs if owned[i].get(tid)]
+                if not holders:
+                    break
+                hi = max(holders, key=lambda i: (assigned[i], -i))
+                if assigned[hi] - assigned[lo] <= 1:
+                    break
+                p = owned[hi][tid].pop()
+                if not owned[hi][tid]:
+                    del owned[hi][tid]
+                owned[lo].setdefault(tid, []).append(p)
+                assigned[hi] -= 1
+                assigned[lo] += 1
+                moved = True
+        if not moved:
+            break
+    return {member_ids[i]: owned[i] for i in range(n)}
+
+
+def _same_rack_among_least_loaded(
+    heap: list[tuple[int, int]],
+    load: int,
+    partition_racks: frozenset[str],
+    racks: list[str | None],
+    default: int,
+) -> int:
+    """A subscriber in one of the partition's racks with the minimum load, else ``default``."""
+    if not partition_racks:
+        return default
+    best = None
+    for entry_load, i in _entries_with_load(heap, load):
+        if entry_load == load and racks[i] in partition_racks and (best is None or i < best):
+            best = i
+    return default if best is None else best
+
+
+def _entries_with_load(heap: list[tuple[int, int]], load: int) -> Iterator[tuple[int, int]]:
+    return (e for e in heap if e[0] == load)

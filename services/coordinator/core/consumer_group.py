@@ -1,0 +1,582 @@
+"""The KIP-848 consumer group: model, records and replay.
+
+Follows Apache Kafka's ``ConsumerGroup`` / ``ConsumerGroupMember``:
+
+* the **group epoch** is bumped whenever something an assignor sees changes (a member joins,
+  leaves or changes its subscription, rack or assignor; the subscribed topics' metadata
+  changes);
+* the **assignment epoch** is the group epoch the target assignment was computed for;
+* each member's **member epoch** reaches the assignment epoch once the member has reconciled
+  (revoked what it must give up); until then it is in a reconciliation state: ``UNREVOKED_PARTITIONS``
+  (waiting for the client to revoke) or ``UNRELEASED_PARTITIONS`` (waiting for another member
+  to release a partition it is to get).
+
+State changes only by replaying records (type ids 0-5, ``proto/groupcoord/records/v1/
+consumer_group.proto``). Members are immutable values: a change replaces the member object,
+so handlers compute with them freely without mutating the group.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.group import GroupType
+from groupcoord.records.v1 import consumer_group_pb2 as pb
+
+CONSUMER_GROUP_METADATA_TYPE_ID = 0
+CONSUMER_GROUP_MEMBER_METADATA_TYPE_ID = 1
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE_ID = 2
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_TYPE_ID = 3
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_TYPE_ID = 4
+CONSUMER_GROUP_REGULAR_EXPRESSION_TYPE_ID = 5
+
+RECORD_TYPES.register(
+    CONSUMER_GROUP_METADATA_TYPE_ID, pb.ConsumerGroupMetadataKey, pb.ConsumerGroupMetadataValue
+)
+RECORD_TYPES.register(
+    CONSUMER_GROUP_MEMBER_METADATA_TYPE_ID,
+    pb.ConsumerGroupMemberMetadataKey,
+    pb.ConsumerGroupMemberMetadataValue,
+)
+RECORD_TYPES.register(
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE_ID,
+    pb.ConsumerGroupTargetAssignmentMetadataKey,
+    pb.ConsumerGroupTargetAssignmentMetadataValue,
+)
+RECORD_TYPES.register(
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_TYPE_ID,
+    pb.ConsumerGroupTargetAssignmentMemberKey,
+    pb.ConsumerGroupTargetAssignmentMemberValue,
+)
+RECORD_TYPES.register(
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_TYPE_ID,
+    pb.ConsumerGroupCurrentMemberAssignmentKey,
+    pb.ConsumerGroupCurrentMemberAssignmentValue,
+)
+RECORD_TYPES.register(
+    CONSUMER_GROUP_REGULAR_EXPRESSION_TYPE_ID,
+    pb.ConsumerGroupRegularExpressionKey,
+    pb.ConsumerGroupRegularExpressionValue,
+)
+
+CONSUMER_RECORD_KEYS = (
+    pb.ConsumerGroupMetadataKey,
+    pb.ConsumerGroupMemberMetadataKey,
+    pb.ConsumerGroupTargetAssignmentMetadataKey,
+    pb.ConsumerGroupTargetAssignmentMemberKey,
+    pb.ConsumerGroupCurrentMemberAssignmentKey,
+    pb.ConsumerGroupRegularExpressionKey,
+)
+
+# Special member epochs in ConsumerGroupHeartbeat.
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+# OffsetCommit below v9 cannot carry a member epoch (Kafka: UNSUPPORTED_VERSION for them).
+_MIN_OFFSET_COMMIT_VERSION = 9
+
+# topic id -> partitions
+Partitions = Mapping[bytes, frozenset[int]]
+
+
+class ConsumerGroupState(enum.Enum):
+    EMPTY = "Empty"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's MemberState values (persisted in the current assignment record)."""
+
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a member speaking the classic protocol inside a consumer group keeps (Kafka's
+    ConsumerGroupMember.classicMemberMetadata): for online migration."""
+
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = -1
+    classic_member_metadata: ClassicMemberMetadata | None = None
+    # current assignment and reconciliation state
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: MemberState = MemberState.STABLE
+    # topic id -> partition -> member epoch at which the partition was assigned (KIP-1251)
+    assigned: Mapping[bytes, Mapping[int, int]] = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+
+    def assigned_partitions(self) -> dict[bytes, frozenset[int]]:
+        return {tid: frozenset(parts) for tid, parts in self.assigned.items() if parts}
+
+    def is_static(self) -> bool:
+        return self.instance_id is not None
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic_member_metadata is not None
+
+    # --- records ---------------------------------------------------------------------------
+    def metadata_value(self) -> pb.ConsumerGroupMemberMetadataValue:
+        v = pb.ConsumerGroupMemberMetadataValue(
+            client_id=self.client_id,
+            client_host=self.client_host,
+            subscribed_topic_names=sorted(self.subscribed_topic_names),
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+        )
+        if self.instance_id is not None:
+            v.instance_id = self.instance_id
+        if self.rack_id is not None:
+            v.rack_id = self.rack_id
+        if self.subscribed_topic_regex is not None:
+            v.subscribed_topic_regex = self.subscribed_topic_regex
+        if self.server_assignor is not None:
+            v.server_assignor = self.server_assignor
+        if self.classic_member_metadata is not None:
+            c = self.classic_member_metadata
+            v.classic_member_metadata.session_timeout_ms = c.session_timeout_ms
+            for name, metadata in c.supported_protocols:
+                v.classic_member_metadata.supported_protocols.add(name=name, metadata=metadata)
+        return v
+
+    def assignment_value(self) -> pb.ConsumerGroupCurrentMemberAssignmentValue:
+        v = pb.ConsumerGroupCurrentMemberAssignmentValue(
+            member_epoch=self.member_epoch,
+            previous_member_epoch=self.previous_member_epoch,
+            state=int(self.state),
+        )
+        for tid in sorted(self.assigned):
+            parts = self.assigned[tid]
+            if parts:
+                ordered = sorted(parts)
+                v.assigned_partitions.add(
+                    topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered]
+                )
+        for tid in sorted(self.pending_revocation):
+            if self.pending_revocation[tid]:
+                v.partitions_pending_revocation.add(
+                    topic_id=tid, partitions=sorted(self.pending_revocation[tid])
+                )
+        return v
+
+    def with_metadata(self, v: pb.ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
+        classic = None
+        if v.HasField("classic_member_metadata"):
+            c = v.classic_member_metadata
+            classic = ClassicMemberMetadata(
+                c.session_timeout_ms, tuple((p.name, p.metadata) for p in c.supported_protocols)
+            )
+        return _replace(
+            self,
+            instance_id=v.instance_id if v.HasField("instance_id") else None,
+            rack_id=v.rack_id if v.HasField("rack_id") else None,
+            client_id=v.client_id,
+            client_host=v.client_host,
+            subscribed_topic_names=tuple(v.subscribed_topic_names),
+            subscribed_topic_regex=v.subscribed_topic_regex if v.HasField("subscribed_topic_regex") else None,
+            server_assignor=v.server_assignor if v.HasField("server_assignor") else None,
+            rebalance_timeout_ms=v.rebalance_timeout_ms,
+            classic_member_metadata=classic,
+        )
+
+    def with_assignment(self, v: pb.ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerGroupMember:
+        return _replace(
+            self,
+            member_epoch=v.member_epoch,
+            previous_member_epoch=v.previous_member_epoch,
+            state=MemberState(v.state),
+            assigned={
+                tp.topic_id: dict(zip(tp.partitions, tp.assignment_epochs, strict=True))
+                for tp in v.assigned_partitions
+            },
+            pending_revocation={
+                tp.topic_id: frozenset(tp.partitions) for tp in v.partitions_pending_revocation
+            },
+        )
+
+
+def _replace(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
+    values = {f: getattr(member, f) for f in member.__dataclass_fields__}
+    values.update(changes)
+    return ConsumerGroupMember(**values)  # type: ignore[arg-type]
+
+
+replace_member = _replace
+
+
+def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id),
+        member.metadata_value(),
+    )
+
+
+def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member.member_id),
+        member.assignment_value(),
+    )
+
+
+def target_member_record(group_id: str, member_id: str, target: Partitions) -> CoordinatorRecord:
+    v = pb.ConsumerGroupTargetAssignmentMemberValue()
+    for tid in sorted(target):
+        if target[tid]:
+            v.topic_partitions.add(topic_id=tid, partitions=sorted(target[tid]))
+    return CoordinatorRecord(
+        pb.ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), v
+    )
+
+
+def target_metadata_record(group_id: str, epoch: int, timestamp_ms: int) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id),
+        pb.ConsumerGroupTargetAssignmentMetadataValue(
+            assignment_epoch=epoch, assignment_timestamp_ms=timestamp_ms
+        ),
+    )
+
+
+def group_metadata_record(group_id: str, epoch: int, metadata_hash: int) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.ConsumerGroupMetadataKey(group_id=group_id),
+        pb.ConsumerGroupMetadataValue(epoch=epoch, metadata_hash=metadata_hash),
+    )
+
+
+def regex_record(
+    group_id: str, regex: str, topics: Iterable[str] | None, now_ms: int = 0
+) -> CoordinatorRecord:
+    key = pb.ConsumerGroupRegularExpressionKey(group_id=group_id, regular_expression=regex)
+    if topics is None:
+        return CoordinatorRecord(key, None)
+    return CoordinatorRecord(
+        key, pb.ConsumerGroupRegularExpressionValue(topics=sorted(topics), resolution_timestamp_ms=now_ms)
+    )
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    """Kafka's order: current assignment, target assignment, then the member itself."""
+    return [
+        CoordinatorRecord(
+            pb.ConsumerGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None
+        ),
+        CoordinatorRecord(
+            pb.ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), None
+        ),
+        CoordinatorRecord(pb.ConsumerGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    topics: frozenset[str]
+    timestamp_ms: int
+
+
+def _decrement(counter: Counter[str], key: str) -> None:
+    n = counter[key] - 1
+    if n > 0:
+        counter[key] = n
+    else:
+        del counter[key]
+
+
+class ConsumerGroup:
+    """One consumer group. Mutated only by replay."""
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.assignment_timestamp_ms = -1
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.target: dict[str, dict[bytes, frozenset[int]]] = {}
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}
+        # derived from members (kept incrementally by replay)
+        self.static_members: dict[str, str] = {}  # instance id -> member id
+        self.partition_owner: dict[bytes, dict[int, str]] = {}  # assigned or pending revocation
+        self.subscribed_names: Counter[str] = Counter()
+        self.regex_count: Counter[str] = Counter()
+        self.assignor_count: Counter[str] = Counter()
+        # topic name -> id for offset commit validation (the shard's current topics image)
+        self.topic_id_of: Callable[[str], bytes | None] = lambda _name: None
+
+    # --- Group protocol ----------------------------------------------------------------------
+    @property
+    def group_type(self) -> GroupType:
+        return GroupType.CONSUMER
+
+    @property
+    def state(self) -> ConsumerGroupState:
+        if not self.members:
+            return ConsumerGroupState.EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ConsumerGroupState.ASSIGNING
+        for m in self.members.values():
+            # as Kafka, a static member away (epoch -2) keeps the group reconciling
+            if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
+                return ConsumerGroupState.RECONCILING
+        return ConsumerGroupState.STABLE
+
+    def state_name(self) -> str:
+        return self.state.value
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_member_epoch: int,
+        api_version: int,
+        topic: str,
+        partition: int,
+    ) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit plus KIP-1251's per-partition epochs.
+
+        An admin commit (no member id, epoch -1) is allowed only while the group is empty. A
+        member's commit must carry its current epoch — or an older one for a partition it was
+        assigned at or before that epoch and still owns (the commit raced with an epoch bump
+        that did not take the partition away): else STALE_MEMBER_EPOCH.
+        """
+        if not member_id and generation_or_member_epoch < 0:
+            if self.members:
+                raise CoordinatorError(ErrorCode.unknown_member_id)
+            return
+        member = self.members.get(member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if not member.uses_classic_protocol and api_version < _MIN_OFFSET_COMMIT_VERSION:
+            raise CoordinatorError(ErrorCode.unsupported_version)
+        if generation_or_member_epoch == member.member_epoch:
+            return
+        if generation_or_member_epoch > member.member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+        topic_id = self.topic_id_of(topic)
+        epochs = member.assigned.get(topic_id, {}) if topic_id is not None else {}
+        assigned_at = epochs.get(partition)
+        if assigned_at is None or assigned_at > generation_or_member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        """A member fetching with an epoch must be known and current (Kafka: StaleMemberEpoch);
+        a fetch without member (admin, epoch -1) is always fine."""
+        if member_id is None or member_epoch < 0:
+            return
+        member = self.members.get(member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if member_epoch != member.member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def validate_offset_delete(self) -> None:
+        """Allowed; topics the group subscribes to are refused per topic (is_subscribed_to_topic)."""
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise CoordinatorError(ErrorCode.non_empty_group)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if topic in self.subscribed_names:
+            return True
+        return any(topic in r.topics for r in self.resolved_regexes.values())
+
+    # --- derived views -----------------------------------------------------------------------
+    def subscribed_topic_names(self) -> set[str]:
+        """Every topic some member subscribes to, by name or through a resolved regex."""
+        names = set(self.subscribed_names)
+        for regex in self.regex_count:
+            resolved = self.resolved_regexes.get(regex)
+            if resolved is not None:
+                names |= resolved.topics
+        return names
+
+    def member_subscribed_names(self, member: ConsumerGroupMember) -> set[str]:
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex is not None:
+            resolved = self.resolved_regexes.get(member.subscribed_topic_regex)
+            if resolved is not None:
+                names |= resolved.topics
+        return names
+
+    def preferred_assignor(self, default: str) -> str:
+        """The most common assignor the members ask for (ties: by name), else the default."""
+        if not self.assignor_count:
+            return default
+        top = max(self.assignor_count.values())
+        return min(a for a, c in self.assignor_count.items() if c == top)
+
+    def partition_epoch_owner(self, topic_id: bytes, partition: int) -> str | None:
+        owners = self.partition_owner.get(topic_id)
+        return None if owners is None else owners.get(partition)
+
+    def member_by_instance(self, instance_id: str) -> ConsumerGroupMember | None:
+        member_id = self.static_members.get(instance_id)
+        return None if member_id is None else self.members.get(member_id)
+
+    # --- replay ------------------------------------------------------------------------------
+    def put_member(self, member: ConsumerGroupMember) -> None:
+        old = self.members.get(member.member_id)
+        if old is not None:
+            self._uncount(old)
+        self.members[member.member_id] = member
+        self._count(member)
+
+    def remove_member(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is not None:
+            self._uncount(old)
+
+    def _count(self, m: ConsumerGroupMember) -> None:
+        if m.instance_id is not None:
+            self.static_members[m.instance_id] = m.member_id
+        self.subscribed_names.update(m.subscribed_topic_names)
+        if m.subscribed_topic_regex is not None:
+            self.regex_count[m.subscribed_topic_regex] += 1
+        if m.server_assignor is not None:
+            self.assignor_count[m.server_assignor] += 1
+        for tid, parts in m.assigned.items():
+            owners = self.partition_owner.setdefault(tid, {})
+            for p in parts:
+                owners[p] = m.member_id
+        for tid, parts in m.pending_revocation.items():
+            owners = self.partition_owner.setdefault(tid, {})
+            for p in parts:
+                owners[p] = m.member_id
+
+    def _uncount(self, m: ConsumerGroupMember) -> None:
+        if m.instance_id is not None and self.static_members.get(m.instance_id) == m.member_id:
+            del self.static_members[m.instance_id]
+        for name in m.subscribed_topic_names:
+            _decrement(self.subscribed_names, name)
+        if m.subscribed_topic_regex is not None:
+            _decrement(self.regex_count, m.subscribed_topic_regex)
+        if m.server_assignor is not None:
+            _decrement(self.assignor_count, m.server_assignor)
+        for source in (m.assigned, m.pending_revocation):
+            for tid, parts in source.items():
+                owners = self.partition_owner.get(tid)
+                if owners is None:
+                    continue
+                for p in parts:
+                    if owners.get(p) == m.member_id:
+                        del owners[p]
+                if not owners:
+                    del self.partition_owner[tid]
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        key = record.key
+        v = record.value
+        if isinstance(key, pb.ConsumerGroupMetadataKey):
+            if v is None:
+                return  # the group is deleted: the shard drops it from its map
+            self.group_epoch = v.epoch  # type: ignore[attr-defined]
+            self.metadata_hash = v.metadata_hash  # type: ignore[attr-defined]
+        elif isinstance(key, pb.ConsumerGroupMemberMetadataKey):
+            if v is None:
+                self.remove_member(key.member_id)
+            else:
+                old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+                self.put_member(old.with_metadata(v))  # type: ignore[arg-type]
+        elif isinstance(key, pb.ConsumerGroupTargetAssignmentMetadataKey):
+            if v is None:
+                self.assignment_epoch, self.assignment_timestamp_ms = 0, -1
+                return
+            self.assignment_epoch = v.assignment_epoch  # type: ignore[attr-defined]
+            self.assignment_timestamp_ms = v.assignment_timestamp_ms  # type: ignore[attr-defined]
+        elif isinstance(key, pb.ConsumerGroupTargetAssignmentMemberKey):
+            if v is None:
+                self.target.pop(key.member_id, None)
+            else:
+                self.target[key.member_id] = {
+                    tp.topic_id: frozenset(tp.partitions)
+                    for tp in v.topic_partitions  # type: ignore[attr-defined]
+                }
+        elif isinstance(key, pb.ConsumerGroupCurrentMemberAssignmentKey):
+            if v is None:
+                # the member's metadata tombstone follows; release its partitions now
+                old = self.members.get(key.member_id)
+                if old is not None:
+                    self.put_member(_replace(old, assigned={}, pending_revocation={}, member_epoch=0))
+            else:
+                old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+                self.put_member(old.with_assignment(v))  # type: ignore[arg-type]
+        elif isinstance(key, pb.ConsumerGroupRegularExpressionKey):
+            if v is None:
+                self.resolved_regexes.pop(key.regular_expression, None)
+            else:
+                self.resolved_regexes[key.regular_expression] = ResolvedRegex(
+                    frozenset(v.topics),  # type: ignore[attr-defined]
+                    v.resolution_timestamp_ms,  # type: ignore[attr-defined]
+                )
+        else:
+            raise ValueError(f"not a consumer group record: {type(key).__name__}")
+
+    # --- equality (replay == live) -------------------------------------------------------------
+    def snapshot(self) -> tuple[object, ...]:
+        return (
+            self.group_id,
+            self.group_epoch,
+            self.metadata_hash,
+            self.assignment_epoch,
+            self.assignment_timestamp_ms,
+            self.members,
+            self.target,
+            self.resolved_regexes,
+            self.static_members,
+            self.partition_owner,
+            self.subscribed_names,
+            self.regex_count,
+            self.assignor_count,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConsumerGroup) and self.snapshot() == other.snapshot()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"ConsumerGroup({self.group_id!r}, epoch={self.group_epoch}, "
+            f"assignment_epoch={self.assignment_epoch}, state={self.state.value}, members={len(self.members)})"
+        )
+
+    def tombstone_records(self) -> list[CoordinatorRecord]:
+        """Records deleting the group (members first, then target metadata, regexes, group)."""
+        out: list[CoordinatorRecord] = []
+        for member_id in self.members:
+            out += member_tombstones(self.group_id, member_id)
+        for regex in self.resolved_regexes:
+            out.append(regex_record(self.group_id, regex, None))
+        out.append(
+            CoordinatorRecord(pb.ConsumerGroupTargetAssignmentMetadataKey(group_id=self.group_id), None)
+        )
+        out.append(CoordinatorRecord(pb.ConsumerGroupMetadataKey(group_id=self.group_id), None))
+        return out
