@@ -4,10 +4,11 @@ Figures: a cold takeover (write the epoch marker, read the whole partition, filt
 compact in memory, replay) for two hosted cores — one that decodes every record into protobuf
 messages (``replay``), one that takes the records serialized (``replay_serialized``, decoding
 on read) — and a warm takeover from a hot standby that has been tailing the partition (only
-the tail is read). The group cores' offset records are not used (not written yet): the log
-holds the runtime's register-shard records, sized like offset commits (key ~
-group/topic/partition, value ~ offset + metadata) and like group metadata for the groups,
-written under a previous leader's epoch as a real log would be.
+the tail is read). Those use the runtime's register-shard records, sized like offset commits
+(key ~ group/topic/partition, value ~ offset + metadata) and like group metadata for the
+groups, written under a previous leader's epoch as a real log would be. A last figure loads
+the same number of real ``OffsetCommit`` records into the real group cores
+(``GroupCoordinatorShard``): what a takeover costs with today's offsets core.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import asyncio
 import time
 import uuid
+from collections.abc import Iterator
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.coordinator.shard.fencing import Fence
@@ -137,8 +139,81 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
         if (groups, offsets) == (10_000, 1_000_000)
         else None,
         "target_met_decoding_core": cold_s <= 5.0 if (groups, offsets) == (10_000, 1_000_000) else None,
-        "note": "register-shard records sized like offset commits/group metadata (the real offsets core was not used)",
+        "note": "register-shard records sized like offset commits/group metadata; "
+        "group_core_offsets: the real GroupCoordinatorShard loading real OffsetCommit records",
     }
+
+
+async def measure_group_core(bootstrap: str, groups: int, offsets: int) -> dict[str, object]:
+    """Cold takeover with the real group cores (GroupCoordinatorShard) over real offset records."""
+    from groupcoord.coordinator.shard.coordinator_service import group_shard_factory  # noqa: PLC0415
+    from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey, OffsetCommitValue  # noqa: PLC0415
+
+    group_shard_factory(0, None)  # type: ignore[arg-type]  # imports the cores: registers their record types
+    topic = f"bench-offsets-{uuid.uuid4().hex[:6]}"
+    await ensure_topic(bootstrap, topic, 1)
+    per_group = max(offsets // max(groups, 1), 1)
+
+    def records() -> Iterator[tuple[bytes, bytes | None]]:
+        for i in range(offsets):
+            key = OffsetCommitKey(
+                group_id=f"group-{i // per_group:06d}", topic="orders-topic", partition=i % per_group
+            )
+            value = OffsetCommitValue(
+                offset=1_000_000 + i,
+                leader_epoch=5,
+                commit_timestamp_ms=1_700_000_000_000,
+                expire_timestamp_ms=-1,
+            )
+            yield serialize_record(CoordinatorRecord(key, value))
+
+    t0 = time.perf_counter()
+    written = await _write_log(bootstrap, topic, records())
+    populate_s = time.perf_counter() - t0
+    rt = ShardRuntime(bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=group_shard_factory)
+    await rt.start()
+    t0 = time.perf_counter()
+    await rt.become_leader(0, 2)
+    load_s = time.perf_counter() - t0
+    part = rt.partition(0)
+    assert part is not None
+    loaded_groups = len(part.shard.groups)  # type: ignore[union-attr]
+    await rt.close()
+    return {
+        "log_records": written,
+        "groups_loaded": loaded_groups,
+        "populate_s": round(populate_s, 2),
+        "cold_takeover_s": round(load_s, 3),
+        "records_per_s": round(offsets / load_s),
+        "target_met": load_s <= 5.0 if offsets >= 1_000_000 else None,
+    }
+
+
+async def _write_log(bootstrap: str, topic: str, entries: Iterator[tuple[bytes, bytes | None]]) -> int:
+    """Write ``entries`` to partition 0 under a previous leader's fence, as a real log holds them."""
+    writer = StateLogWriter(bootstrap, topic)
+    await writer.start()
+    old = Fence.new(1)
+    written = 1
+    try:
+        await writer.append(0, [old.marker("previous-leader")], None)
+        pending: list[asyncio.Future[object]] = []
+        chunk: list[tuple[bytes, bytes | None]] = []
+        for entry in entries:
+            chunk.append(entry)
+            if len(chunk) >= 50_000:
+                pending.append(asyncio.ensure_future(writer.append(0, chunk, old.tag())))
+                written += len(chunk)
+                chunk = []
+                if len(pending) > 4:
+                    await pending.pop(0)
+        if chunk:
+            pending.append(asyncio.ensure_future(writer.append(0, chunk, old.tag())))
+            written += len(chunk)
+        await asyncio.gather(*pending)
+    finally:
+        await writer.stop()
+    return written
 
 
 def _put(name: str, value: int):  # type: ignore[no-untyped-def]
@@ -153,9 +228,17 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--offsets", type=int, default=1_000_000)
     parser.add_argument("--tail", type=int, default=1_000, help="records written after the standby caught up")
     parser.add_argument("--kafka", help="use this cluster instead of an embedded broker")
+    parser.add_argument("--no-group-core", action="store_true", help="skip the real group cores' figure")
     opts = parser.parse_args(args)
+
+    async def both(bootstrap: str) -> dict[str, object]:
+        result = await measure(bootstrap, opts.groups, opts.offsets, opts.tail)
+        if not opts.no_group_core:
+            result["group_core_offsets"] = await measure_group_core(bootstrap, opts.groups, opts.offsets)
+        return result
+
     if opts.kafka:
-        return asyncio.run(measure(opts.kafka, opts.groups, opts.offsets, opts.tail))
+        return asyncio.run(both(opts.kafka))
     with EmbeddedBroker() as broker:
-        result = asyncio.run(measure(broker.bootstrap, opts.groups, opts.offsets, opts.tail))
+        result = asyncio.run(both(broker.bootstrap))
     return {"broker": "embedded tansu (in-memory)", **result}
