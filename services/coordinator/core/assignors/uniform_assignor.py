@@ -11,7 +11,8 @@ Two separate paths, because the common case is much cheaper than the general one
 * heterogeneous: members keep every owned partition they still subscribe to, unassigned
   partitions go (most constrained topics first) to the least loaded subscriber — a
   same-rack one when it is among the least loaded — and then partitions move from the most to
-  the least loaded subscriber of each topic while their counts differ by more than one.
+  the least loaded subscriber of each topic while their counts differ by more than one, and
+  along chains of members (A gives to B, B to C) where no single move helps.
 
 Both are deterministic (members and topics are processed in sorted order), so recomputing an
 unchanged group moves nothing. Partitions are plain ints in per-topic lists; nothing is
@@ -282,7 +283,55 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
                 moved = True
         if not moved:
             break
+
+    # 4. chains: a member may only be relieved through others (A gives to B, B to C); shift
+    # one partition along the shortest such chain from a most to a least loaded member.
+    for _ in range(2 * n):
+        if not _shift_along_chain(owned, assigned, subscribers):
+            break
     return {member_ids[i]: owned[i] for i in range(n)}
+
+
+def _shift_along_chain(
+    owned: list[dict[bytes, list[int]]], assigned: list[int], subscribers: dict[bytes, list[int]]
+) -> bool:
+    """One breadth-first search from the most loaded members; True if a partition moved."""
+    top = max(assigned)
+    if top - min(assigned) <= 1:
+        return False
+    sources = [i for i, c in enumerate(assigned) if c == top]
+    parent: dict[int, tuple[int, bytes] | None] = dict.fromkeys(sources)
+    queue = list(sources)
+    found = None
+    for u in queue:
+        for t in sorted(owned[u]):
+            for v in subscribers[t]:
+                if v in parent:
+                    continue
+                parent[v] = (u, t)
+                if assigned[v] <= top - 2:
+                    found = v
+                    break
+                queue.append(v)
+            if found is not None:
+                break
+        if found is not None:
+            break
+    if found is None:
+        return False
+    v = found
+    edge = parent[v]
+    while edge is not None:
+        u, t = edge
+        p = owned[u][t].pop()
+        if not owned[u][t]:
+            del owned[u][t]
+        owned[v].setdefault(t, []).append(p)
+        v = u
+        edge = parent[v]
+    assigned[found] += 1
+    assigned[v] -= 1
+    return True
 
 
 def _same_rack_among_least_loaded(
