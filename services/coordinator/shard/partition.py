@@ -58,6 +58,7 @@ from groupcoord.coordinator.shard.statelog import (
     StateLogWriter,
     fence_tag,
 )
+from groupcoord.observability.metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,8 @@ class PartitionRuntime:
         shard_factory: ShardFactory,
         shard_id: str,
         on_failure: Callable[[PartitionRuntime, BaseException], None] | None = None,
+        metrics: ShardMetrics | None = None,
+        thread: str = "0",
     ) -> None:
         self.partition = partition
         self.state = PartitionState.STOPPED
@@ -195,8 +198,10 @@ class PartitionRuntime:
         self._factory = shard_factory
         self._shard_id = shard_id
         self._on_failure = on_failure
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
-        self._timer = LoopTimer(self._queue.put_nowait)
+        self._metrics = metrics
+        self._thread = thread
+        self._queue: asyncio.Queue[tuple[float, object]] = asyncio.Queue()
+        self._timer = LoopTimer(self._put)
         self._filter = ReplayFilter()
         self._reader: PartitionReader | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -209,6 +214,9 @@ class PartitionRuntime:
         self._token_apis: dict[str, bool] = {}
 
     # --- submission -------------------------------------------------------------------------
+
+    def _put(self, ev: object) -> None:
+        self._queue.put_nowait((time.perf_counter(), ev))
 
     @property
     def lag(self) -> int | None:
@@ -227,7 +235,7 @@ class PartitionRuntime:
         CoordinatorError (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.state is PartitionState.ACTIVE:
-            self._queue.put_nowait(_Request(api, request, read_only, fut))
+            self._put(_Request(api, request, read_only, fut))
         elif self.state is PartitionState.LOADING:
             fut.set_exception(
                 _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
@@ -285,6 +293,8 @@ class PartitionRuntime:
         self.fence = fence
         self._next_expected = marker_offset + 1
         self.load_time_ms = int((time.monotonic() - started) * 1000)
+        if self._metrics is not None:
+            self._metrics.observe_partition_load(self.partition, time.monotonic() - started)
         self.state = PartitionState.ACTIVE
         self._tasks = [
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
@@ -299,11 +309,11 @@ class PartitionRuntime:
             log.warning(
                 "partition %d: rewriting %d key(s) shadowed by fenced records", self.partition, len(records)
             )
-            self._queue.put_nowait(_Call(lambda: CoordinatorResult(records)))
+            self._put(_Call(lambda: CoordinatorResult(records)))
             self.keys_repaired += len(records)
         on_loaded = getattr(self.shard, "on_loaded", None)
         if on_loaded is not None:
-            self._queue.put_nowait(_Call(lambda: on_loaded(now_ms())))
+            self._put(_Call(lambda: on_loaded(now_ms())))
         log.info(
             "partition %d: leader at epoch %d after loading %d records in %d ms (%s)",
             self.partition,
@@ -328,7 +338,7 @@ class PartitionRuntime:
     # --- internals --------------------------------------------------------------------------
 
     def _fresh_state(self) -> None:
-        self._timer = LoopTimer(self._queue.put_nowait)
+        self._timer = LoopTimer(self._put)
         self._filter = ReplayFilter()
         self._stale_keys = set()
         self.shard = self._factory(self.partition, self._timer)
@@ -358,7 +368,7 @@ class PartitionRuntime:
                 fut.set_exception(error)
         self._waiting.clear()
         while not self._queue.empty():
-            ev = self._queue.get_nowait()
+            _, ev = self._queue.get_nowait()
             if isinstance(ev, _Request) and not ev.future.done():
                 ev.future.set_exception(error)
 
@@ -378,10 +388,17 @@ class PartitionRuntime:
         last record is a fenced writer's, see :mod:`.fencing`)."""
         assert self._reader is not None
         latest: dict[bytes, bytes | None] = {}
+        busy = 0.0
         with _gc_paused():
             async for chunk in self._reader.chunks_until(marker_offset + 1):
+                t0 = time.perf_counter()
                 self._compact_into(latest, chunk)
+                busy += time.perf_counter() - t0
+            t0 = time.perf_counter()
             self._replay_latest(latest)
+            busy += time.perf_counter() - t0
+        if self._metrics is not None:
+            self._metrics.record_thread_busy(self._thread, busy)
         repair = [(k, latest.get(k)) for k in self._stale_keys]
         self._stale_keys = set()
         return repair
@@ -479,13 +496,23 @@ class PartitionRuntime:
 
     async def _loop(self) -> None:
         while True:
-            ev = await self._queue.get()
-            self._handle(ev)
+            self._run(await self._queue.get())
             while not self._queue.empty():
-                self._handle(self._queue.get_nowait())
+                self._run(self._queue.get_nowait())
             if self._open is not None:
                 self._write_ready.set()
             await asyncio.sleep(0)  # let the writer and the network run between bursts
+
+    def _run(self, item: tuple[float, object]) -> None:
+        enqueued, ev = item
+        if self._metrics is None:
+            self._handle(ev)
+            return
+        started = time.perf_counter()
+        self._handle(ev)
+        self._metrics.observe_event(
+            started - enqueued, time.perf_counter() - started, partition=self.partition, thread=self._thread
+        )
 
     def _handle(self, ev: object) -> None:
         shard = self.shard
@@ -591,9 +618,14 @@ class PartitionRuntime:
                 if w is None:
                     continue
                 self._inflight = w
+                write_started = time.perf_counter()
                 spans = await self._writer.append(self.partition, w.entries, tag)
                 for first, last in spans:
                     await self._confirm(first, last)
+                if self._metrics is not None:
+                    self._metrics.observe_state_write(
+                        self.partition, time.perf_counter() - write_started, len(w.entries)
+                    )
                 self._inflight = None
                 if self._newest_unconfirmed is w:
                     self._newest_unconfirmed = None

@@ -19,7 +19,6 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import Message
-from prometheus_client import Histogram
 
 from groupcoord.coordinator.core.errors import CoordinatorError
 from groupcoord.coordinator.shard.partition import PartitionState
@@ -29,12 +28,6 @@ from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 log = logging.getLogger(__name__)
 
-REQUEST_LATENCY = Histogram(
-    "groupcoord_shard_request_latency_seconds",
-    "Time from a request's arrival at the shard to its answer (write confirmed), per API.",
-    ["api"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
-)
 
 _STATES = {
     PartitionState.LOADING: sc.PARTITION_STATE_LOADING,
@@ -83,9 +76,12 @@ class EnvelopeDispatcher:
         outstanding = 0
         reading_done = False
 
+        metrics = self.runtime.metrics
+
         def answered(envelope: Any, api: str, started: float) -> Callable[[asyncio.Future[Any]], None]:
             def done(fut: asyncio.Future[Any]) -> None:
-                REQUEST_LATENCY.labels(api).observe(time.perf_counter() - started)
+                if metrics is not None:
+                    metrics.observe_request(api, time.perf_counter() - started, partition=envelope.partition)
                 replies.put_nowait(self.reply_for(envelope, fut, api))
 
             return done

@@ -23,6 +23,7 @@ from groupcoord.coordinator.shard.partition import (
 )
 from groupcoord.coordinator.shard.partitioning import worker_for
 from groupcoord.coordinator.shard.statelog import StateLogWriter
+from groupcoord.observability.metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class ShardRuntime:
         workers: int = 1,
         retry_backoff_s: float = 1.0,
         writer: StateLogWriter | None = None,
+        metrics: ShardMetrics | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
@@ -70,6 +72,9 @@ class ShardRuntime:
         self.workers = workers
         self.writer = writer if writer is not None else StateLogWriter(bootstrap, topic)
         self._factory = shard_factory
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.add_thread(str(worker))
         self._retry_backoff_s = retry_backoff_s
         self._parts: dict[int, PartitionRuntime] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -149,7 +154,7 @@ class ShardRuntime:
         out = []
         for p in sorted(self._parts):
             part = self._parts[p]
-            counts_of = getattr(part.shard, "group_counts", None)
+            counts_of = getattr(part.shard, "group_counts", None) or _totals_of(part.shard)
             out.append(
                 PartitionInfo(
                     partition=p,
@@ -163,6 +168,24 @@ class ShardRuntime:
                 )
             )
         return out
+
+    def publish_metrics(self) -> None:
+        """Push partition states, queue sizes and group counts to the metrics facade (the
+        worker calls this every second; cheap: no group is walked by the runtime)."""
+        m = self.metrics
+        if m is None:
+            return
+        states: dict[int, str] = {}
+        for p, part in self._parts.items():
+            if part.state is PartitionState.STOPPED:
+                continue
+            states[p] = part.state.value
+            m.set_event_queue_size(p, part.queue_size)
+            by_state = getattr(part.shard, "group_state_counts", None)
+            if by_state is not None and part.state is PartitionState.ACTIVE:
+                consumer, classic = by_state()
+                m.set_group_counts(p, consumer, classic)
+        m.set_partition_states(states)
 
     def active_partitions(self) -> list[tuple[int, int]]:
         """(partition, epoch) of every partition this worker currently leads and serves."""
@@ -195,6 +218,8 @@ class ShardRuntime:
                 shard_factory=self._factory,
                 shard_id=self.shard_id,
                 on_failure=self._failed,
+                metrics=self.metrics,
+                thread=str(self.worker),
             )
             self._parts[partition] = part
         return part
@@ -245,3 +270,16 @@ class ShardRuntime:
             self._fenced_at[part.partition] = part.epoch
             return
         self._retry_later(part.partition)
+
+
+def _totals_of(shard: object) -> Any:
+    """``group_counts`` derived from a shard's ``group_state_counts`` (consumer, classic)."""
+    by_state = getattr(shard, "group_state_counts", None)
+    if by_state is None:
+        return None
+
+    def totals() -> dict[str, int]:
+        consumer, classic = by_state()
+        return {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
+
+    return totals

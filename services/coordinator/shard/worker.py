@@ -15,18 +15,16 @@ import importlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from prometheus_client import REGISTRY, start_http_server
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
-from groupcoord.coordinator.shard.partition import PartitionState, ShardFactory
+from groupcoord.coordinator.shard.partition import ShardFactory
 from groupcoord.coordinator.shard.rpc import EnvelopeDispatcher, ShardControlServicer
 from groupcoord.coordinator.shard.runtime import ShardRuntime
+from groupcoord.observability.metrics import ShardMetrics, serve_metrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 log = logging.getLogger(__name__)
@@ -84,44 +82,6 @@ def load_core(name: str) -> Core:
     raise ValueError(f"unknown core {name!r}; known: {', '.join(CORES)}")
 
 
-class RuntimeCollector(Collector):
-    """Partition metrics read from the runtime at scrape time (names after KIP-848's)."""
-
-    def __init__(self, runtime: ShardRuntime) -> None:
-        self.runtime = runtime
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        labels = {"shard": self.runtime.shard_id, "worker": str(self.runtime.worker)}
-        names = list(labels)
-        status = self.runtime.status()
-        by_state = GaugeMetricFamily(
-            "groupcoord_partitions", "State-topic partitions by state.", labels=[*names, "state"]
-        )
-        for state in PartitionState:
-            by_state.add_metric([*labels.values(), state.value], sum(1 for s in status if s.state is state))
-        yield by_state
-        queue = GaugeMetricFamily(
-            "groupcoord_event_queue_size",
-            "Events waiting on a partition's loop.",
-            labels=[*names, "partition"],
-        )
-        load = GaugeMetricFamily(
-            "groupcoord_partition_load_time_ms", "Duration of the last load.", labels=[*names, "partition"]
-        )
-        groups = GaugeMetricFamily(
-            "groupcoord_group_count", "Groups by protocol.", labels=[*names, "partition", "protocol"]
-        )
-        for s in status:
-            queue.add_metric([*labels.values(), str(s.partition)], s.queue_size)
-            if s.load_time_ms is not None:
-                load.add_metric([*labels.values(), str(s.partition)], s.load_time_ms)
-            for protocol, n in s.group_counts.items():
-                groups.add_metric([*labels.values(), str(s.partition), protocol], n)
-        yield queue
-        yield load
-        yield groups
-
-
 async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
     """``kubernetes:<ns>/<name>``: leadership read from the GroupCoordinator resource's status
     (``groupcoord.controlplane.kubernetes_leadership``, a blocking watch run on a thread).
@@ -147,9 +107,16 @@ async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
         stop.set()
 
 
+async def _publish_metrics(runtime: ShardRuntime, every_s: float = 1.0) -> None:
+    while True:
+        runtime.publish_metrics()
+        await asyncio.sleep(every_s)
+
+
 async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:
     """Run one worker until SIGTERM/SIGINT (or cancellation)."""
     core = load_core(config.core)
+    metrics = ShardMetrics(config.shard_id) if config.metrics_port else None
     runtime = ShardRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
@@ -158,6 +125,7 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         shard_id=config.shard_id,
         worker=config.worker,
         workers=config.workers,
+        metrics=metrics,
     )
     await runtime.start()
     server = grpc.aio.server()
@@ -169,10 +137,10 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     if server.add_insecure_port(f"{config.bind_host}:{port}") == 0:
         raise OSError(f"cannot listen on {config.bind_host}:{port}")
     await server.start()
-    if config.metrics_port:
-        REGISTRY.register(RuntimeCollector(runtime))
-        start_http_server(config.metrics_port + config.worker)
     background = [asyncio.create_task(job(runtime)) for job in core.background]
+    if metrics is not None:
+        serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
+        background.append(asyncio.create_task(_publish_metrics(runtime)))
     watcher = None
     if config.leadership.startswith("kubernetes:"):
         watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))

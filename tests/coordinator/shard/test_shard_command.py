@@ -129,9 +129,16 @@ async def test_shard_process_serves_its_partitions_from_two_workers(shard, broke
             expected = 0 if worker_for(e.partition, WORKERS) == w else 16
             assert replies[e.correlation_id].error_code == expected
 
-    body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port + 1}/metrics", timeout=5).read().decode()
-    assert 'groupcoord_partitions{shard="7",state="active",worker="1"} 2.0' in body
-    assert "groupcoord_shard_request_latency_seconds_count" in body
+    async def scrape() -> str | None:  # gauges are published once a second
+        url = f"http://127.0.0.1:{metrics_port + 1}/metrics"
+        text = (await asyncio.to_thread(urllib.request.urlopen, url, timeout=5)).read().decode()
+        return text if 'groupcoord_partition_count{shard="7",state="active"} 2.0' in text else None
+
+    body = await wait_for(scrape, "worker 1 publishes its two active partitions")
+    assert 'groupcoord_partition_count{shard="7",state="active"} 2.0' in body  # worker 1's two
+    assert 'groupcoord_request_latency_seconds_count{api="put",component="shard",shard="7"} 80.0' in body
+    assert "groupcoord_state_write_latency_seconds_count" in body
+    assert 'groupcoord_thread_idle_ratio_avg{shard="7"}' in body  # busy time of worker 1's loop
 
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0
