@@ -25,6 +25,7 @@ removed when the sync timer fires in CompletingRebalance, and the group rebalanc
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.coordinator.core.classic_group import (
@@ -110,6 +111,8 @@ class _Change:
         self.created = live is None
         self._original = None if live is None else live.metadata_record().value
         self.now_ms = now_ms
+        # Tombstones of an empty group of another type this classic group replaces.
+        self.replaced: list[CoordinatorRecord] = []
         self.records: list[CoordinatorRecord] = []
         self.answers: list[tuple[WaitKey, Any]] = []
         self.reschedule: list[tuple[str, int]] = []  # (member id, delay) session timers to (re)arm
@@ -156,7 +159,7 @@ class _Change:
         """The member records, then the group metadata if anything group-level changed."""
         meta = self.group.metadata_record()
         if self.created or meta.value != self._original:
-            return [*self.records, meta]
+            return [*self.replaced, *self.records, meta]
         return list(self.records)
 
 
@@ -171,11 +174,20 @@ def _error_sync(code: ErrorCode) -> pb.SyncGroupResponse:
 class ClassicGroupManager:
     """Handlers, timers and replay for classic groups of one state-topic partition."""
 
-    def __init__(self, groups: dict[str, Group], timer: Timer, config: GroupConfig) -> None:
+    def __init__(
+        self,
+        groups: dict[str, Group],
+        timer: Timer,
+        config: GroupConfig,
+        delete_other_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
+    ) -> None:
+        """``delete_other_group(group)``: tombstones of an empty group of another type (a
+        consumer group) that a JoinGroup replaces with a classic group, as Kafka does."""
         self.groups = groups
         self.timer = timer
         self.config = config
         self.waiters = Waiters()
+        self.delete_other_group = delete_other_group or (lambda _group: [])
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, record: CoordinatorRecord) -> bool:
@@ -301,15 +313,25 @@ class ClassicGroupManager:
             <= self.config.classic_group_max_session_timeout_ms
         ):
             return CoordinatorResult(response=_error_join(ErrorCode.invalid_session_timeout, member_id))
-        try:
-            live = self._classic(gid)
-        except CoordinatorError as e:
-            return CoordinatorResult(response=_error_join(e.code, member_id))
         unknown = member_id == ""
+        existing = self.groups.get(gid)
+        replaced: list[CoordinatorRecord] = []
+        if existing is not None and not isinstance(existing, ClassicGroup):
+            if not existing.is_empty():
+                # Classic members inside a consumer group need online migration (not served).
+                return CoordinatorResult(
+                    response=_error_join(ErrorCode.inconsistent_group_protocol, member_id)
+                )
+            if unknown:
+                # An empty consumer group becomes a classic group (its offsets stay).
+                replaced = self.delete_other_group(existing)
+            existing = None
+        live = existing
         if live is None and not unknown:
             # A known member id for a group that does not exist: it must rejoin from scratch.
             return CoordinatorResult(response=_error_join(ErrorCode.unknown_member_id, member_id))
         change = _Change(gid, live, now_ms)
+        change.replaced = replaced
         group = change.group
         protocols = tuple((p.name, p.metadata) for p in request.protocols)
         instance_id = request.group_instance_id if request.HasField("group_instance_id") else None

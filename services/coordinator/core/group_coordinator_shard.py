@@ -36,7 +36,12 @@ class GroupCoordinatorShard:
         self.timer = timer
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
-        self.classic = ClassicGroupManager(self.groups, timer, self.config)
+        self.classic = ClassicGroupManager(
+            self.groups,
+            timer,
+            self.config,
+            delete_other_group=lambda group: list(getattr(group, "tombstone_records", list)()),
+        )
         self.offsets = OffsetMetadataManager(
             self.groups,
             timer,

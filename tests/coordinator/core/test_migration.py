@@ -5,10 +5,12 @@ downgrade. The consumer-group half of the case study lives with the KIP-848 core
 from __future__ import annotations
 
 import pytest
+from consumer_group_context import ConsumerGroupContext
 from shard_test_context import ShardContext
 
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
+from groupcoord.coordinator.core.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.consumer_protocol import (
     Assignment,
     Subscription,
@@ -138,4 +140,28 @@ def test_downgrade_without_rebalance_keeps_the_generation_stable() -> None:
     assert ctx.answer(ctx.sync(G, ids[0], epoch)).assignment == encode_assignment(
         Assignment({"orders": [0, 1]})
     )
+    ctx.assert_replay_equals_live()
+
+
+def test_join_group_to_an_empty_consumer_group_replaces_it_with_a_classic_group() -> None:
+    """Kafka converts an empty consumer group when a classic member joins (no migration of
+    members is needed); a non-empty one cannot take classic members here."""
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=2)
+    joined = ctx.join("m1")  # a KIP-848 member (ConsumerGroupHeartbeat)
+    assert isinstance(ctx.shard.groups[G], ConsumerGroup)
+
+    def classic_join(member_id: str = "") -> str:
+        return ShardContext.join(ctx, G, member_id, version=3)
+
+    assert ctx.answer(classic_join()).error_code == E.inconsistent_group_protocol.value
+    ctx.commit(G, {("foo", 0): 5}, member_id="m1", generation=joined.member_epoch)
+    ctx.heartbeat("m1", -1)  # leaves: the consumer group is now empty
+    assert ctx.shard.groups[G].is_empty()
+    token = classic_join()
+    ctx.advance(ctx.config.classic_group_initial_rebalance_delay_ms)
+    member = ctx.answer(token)
+    assert member.error_code == 0 and member.generation_id == 1
+    assert ctx.classic(G).state is S.COMPLETING_REBALANCE
+    assert ctx.fetch(G) == {("foo", 0): 5}  # offsets belong to the group id and stay
     ctx.assert_replay_equals_live()
