@@ -16,12 +16,14 @@ rounds the group is Stable and each client owns exactly its target at the group 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from consumer_group_context import ConsumerGroupContext, G
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.errors import ErrorCode as E
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
@@ -29,10 +31,23 @@ TICK_MS = 5_000
 CONVERGENCE_ROUNDS = 20
 
 
+# Subscriptions by client slot: names, a regex, and a narrower one (heterogeneous groups).
+SUBSCRIPTIONS: dict[int, tuple[list[str] | None, str | None]] = {
+    0: (["foo", "bar"], None),
+    1: (None, "fo.*"),
+    2: (["foo", "bar"], None),
+    3: (["bar"], None),
+    4: (None, "(foo|bar)"),
+}
+
+
 @dataclass
 class Client:
     member_id: str
     instance_id: str | None
+    names: list[str] | None = None
+    regex: str | None = None
+    assignor: str | None = None
     epoch: int = 0
     # What the client holds, and the last assignment it received: like the clients, it gives
     # up revoked partitions (and starts on new ones) between two heartbeats, not at once.
@@ -48,8 +63,13 @@ class Client:
         r.topic_partitions.SetInParent()
         if self.epoch == 0:
             r.rebalance_timeout_ms = 60_000
-            r.subscribed_topic_names.SetInParent()
-            r.subscribed_topic_names.names.extend(["foo", "bar"])
+            if self.names is not None:
+                r.subscribed_topic_names.SetInParent()
+                r.subscribed_topic_names.names.extend(self.names)
+            if self.regex is not None:
+                r.subscribed_topic_regex = self.regex
+            if self.assignor is not None:
+                r.server_assignor = self.assignor
         else:
             r.rebalance_timeout_ms = -1
             for tid in sorted(self.owned):
@@ -70,8 +90,12 @@ class Client:
 
 
 class World:
-    def __init__(self) -> None:
-        self.ctx = ConsumerGroupContext()
+    def __init__(
+        self, config: GroupConfig | None = None, mixed: bool = False, assignor: str | None = None
+    ) -> None:
+        self.ctx = ConsumerGroupContext(config)
+        self.mixed = mixed
+        self.assignor = assignor
         self.ctx.set_topics(foo=4, bar=2)
         self.clients: dict[int, Client] = {}
         self.incarnation = 0
@@ -86,7 +110,10 @@ class World:
 
     def new_client(self, slot: int, static: bool) -> None:
         self.incarnation += 1
-        self.clients[slot] = Client(f"m{slot}-{self.incarnation}", f"i{slot}" if static else None)
+        names, regex = SUBSCRIPTIONS[slot] if self.mixed else (["foo", "bar"], None)
+        self.clients[slot] = Client(
+            f"m{slot}-{self.incarnation}", f"i{slot}" if static else None, names, regex, self.assignor
+        )
 
     def step(self, op: tuple[str, int]) -> None:
         kind, slot = op
@@ -172,7 +199,18 @@ class World:
             held = c.received if c.received is not None else c.owned
             if {t: ps for t, ps in held.items() if ps} != target:
                 return False
-        return all(c.member_id in group.members for c in live)  # type: ignore[attr-defined]
+        if not all(c.member_id in group.members for c in live):  # type: ignore[attr-defined]
+            return False
+        # and the target covers every partition of every topic a live client subscribes to
+        image = self.ctx.shard.image
+        wanted = set()
+        for c in live:
+            for name in image.names():
+                if name in (c.names or []) or (c.regex is not None and re.fullmatch(c.regex, name)):
+                    t = image.by_name[name]
+                    wanted |= {(t.topic_id, p) for p in range(t.num_partitions)}
+        targets = group.target.values()  # type: ignore[attr-defined]
+        return wanted == {(t, p) for a in targets for t, ps in a.items() for p in ps}
 
 
 OPS = st.one_of(
@@ -183,10 +221,7 @@ OPS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(OPS, min_size=5, max_size=40))
-def test_random_histories_are_safe_replayable_and_converge(ops: list[tuple[str, int]]) -> None:
-    world = World()
+def _run(world: World, ops: list[tuple[str, int]]) -> None:
     for op in ops:
         world.step(op)
         world.check()
@@ -200,3 +235,18 @@ def test_random_histories_are_safe_replayable_and_converge(ops: list[tuple[str, 
     before = len(world.ctx.log.entries)
     world.tick()
     assert len(world.ctx.log.entries) == before
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(OPS, min_size=5, max_size=40))
+def test_random_histories_are_safe_replayable_and_converge(ops: list[tuple[str, int]]) -> None:
+    _run(World(), ops)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(OPS, min_size=5, max_size=40), assignor=st.sampled_from([None, "range"]))
+def test_heterogeneous_and_regex_subscriptions_with_batched_assignment(
+    ops: list[tuple[str, int]], assignor: str | None
+) -> None:
+    """Names, regexes and narrower subscriptions mixed; the target computed at most every 3 s."""
+    _run(World(GroupConfig(consumer_group_assignment_interval_ms=3_000), mixed=True, assignor=assignor), ops)
