@@ -416,3 +416,52 @@ def test_delete_group_needs_it_empty_and_writes_tombstones() -> None:
     assert G not in ctx.shard.groups
     ctx.assert_replay_equals_live()
     assert G not in ctx.replayed().groups
+
+
+# --- takeover -------------------------------------------------------------------------------
+
+
+def test_a_new_leader_replays_the_group_and_rearms_its_timers() -> None:
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=2)
+    ctx.join("a")
+    ctx.join("b", rebalance_ms=20_000)
+    ctx.heartbeat("a", 1, owned={"foo": [0, 1]})  # a must revoke foo-1
+    fresh = ctx.replayed()
+    assert fresh.groups == ctx.shard.groups
+    fresh.image = ctx.shard.image
+    fresh.on_loaded(ctx.clock.now_ms)
+    timer = fresh.timer
+    assert timer.is_scheduled("consumer-session:group:a") and timer.is_scheduled("consumer-session:group:b")
+    assert timer.is_scheduled("consumer-rebalance:group:a")
+    # the new leader serves the members where the old one left off
+    resp = fresh.consumer_group_heartbeat(
+        pb.ConsumerGroupHeartbeatRequest(
+            api_version=1, group_id=G, member_id="b", member_epoch=2, rebalance_timeout_ms=-1
+        ),
+        0,
+    ).response
+    assert resp.error_code == 0 and resp.member_epoch == 2
+
+
+def test_rack_changes_of_partitions_bump_the_epoch() -> None:
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=2)
+    ctx.join("a", rack="r1")
+    e = ctx.group().group_epoch
+    ctx.set_topics(racks={"foo": [["r1"], ["r2"]]}, foo=2)
+    assert ctx.group().group_epoch == e + 1
+    ctx.set_topics(racks={"foo": [["r1"], ["r2"]]}, foo=2)  # the same image again: nothing
+    assert ctx.group().group_epoch == e + 1
+
+
+def test_switching_from_names_to_a_regex() -> None:
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=1, bar=1)
+    ctx.join("a", names=["foo"])
+    resp = ctx.heartbeat("a", 1, names=[], regex="b.*", owned={"foo": [0]})
+    assert ctx.assignment(resp) == {}  # revoke foo first
+    resp = ctx.heartbeat("a", 1, owned={})
+    assert ctx.assignment(resp) == {"bar": [0]}
+    assert set(ctx.group().resolved_regexes) == {"b.*"}
+    ctx.assert_replay_equals_live()
