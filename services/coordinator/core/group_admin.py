@@ -2,8 +2,9 @@
 
 Works on every group type through the ``Group`` protocol (core/group.py). Classic groups are
 described as Kafka's ``GroupMetadataManager.describeGroups`` does; a consumer (KIP-848) group
-is described through its own ``as_described_group()`` when it offers one (Kafka describes
-consumer groups with classic members that way), otherwise as not found.
+as Kafka's ``ConsumerGroup.asDescribedGroup``: protocol type "consumer", the default assignor
+as protocol data, each member's subscription and assignment in the embedded consumer protocol
+(so tools still using DescribeGroups see consumer groups too).
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupState
+from groupcoord.coordinator.core.consumer_group import ConsumerGroup
+from groupcoord.coordinator.core.consumer_protocol import (
+    Assignment,
+    Subscription,
+    encode_assignment,
+    encode_subscription,
+)
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import Group
@@ -36,9 +44,13 @@ class GroupAdmin:
         self,
         groups: dict[str, Group],
         delete_group_records: Callable[[Group], list[CoordinatorRecord]],
+        topic_name_of: Callable[[bytes], str | None] = lambda _topic_id: None,
+        default_assignor: Callable[[], str] = lambda: "",
     ) -> None:
         self.groups = groups
         self._delete_group_records = delete_group_records
+        self._topic_name_of = topic_name_of
+        self._default_assignor = default_assignor
 
     def list_groups(
         self, request: pb.ListGroupsRequest, now_ms: int
@@ -71,8 +83,10 @@ class GroupAdmin:
             described = None
             if isinstance(group, ClassicGroup):
                 described = _describe_classic(group)
-            elif group is not None and hasattr(group, "as_described_group"):
-                described = group.as_described_group()
+            elif (
+                group is not None and hasattr(group, "members") and hasattr(group, "member_subscribed_names")
+            ):
+                described = self._describe_consumer(group)
             if described is None:
                 described = pb.DescribedGroup(group_id=group_id, group_state=ClassicGroupState.DEAD.value)
                 if request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
@@ -105,6 +119,29 @@ class GroupAdmin:
                     code = e.code
             response.results.add(group_id=group_id, error_code=code.value)
         return CoordinatorResult(records=records, response=response)
+
+    def _describe_consumer(self, group: ConsumerGroup) -> pb.DescribedGroup:
+        described = pb.DescribedGroup(
+            group_id=group.group_id,
+            group_state=group.state_name(),
+            protocol_type="consumer",
+            protocol_data=self._default_assignor(),
+        )
+        for m in group.members.values():
+            dm = described.members.add(
+                member_id=m.member_id, client_id=m.client_id, client_host=m.client_host
+            )
+            if m.instance_id is not None:
+                dm.group_instance_id = m.instance_id
+            assigned: dict[str, list[int]] = {}
+            for topic_id, partitions in m.assigned.items():
+                name = self._topic_name_of(topic_id)
+                if name is not None and partitions:
+                    assigned[name] = sorted(partitions)
+            topics = sorted(group.member_subscribed_names(m))
+            dm.member_metadata = encode_subscription(Subscription(topics, owned_partitions=assigned))
+            dm.member_assignment = encode_assignment(Assignment(assigned))
+        return described
 
 
 def _describe_classic(group: ClassicGroup) -> pb.DescribedGroup:

@@ -50,7 +50,12 @@ class GroupCoordinatorShard:
             delete_group=self.delete_group_records,
         )
         self.group_configs = GroupConfigManager(self.config)
-        self.admin = GroupAdmin(self.groups, self.delete_group_records)
+        self.admin = GroupAdmin(
+            self.groups,
+            self.delete_group_records,
+            topic_name_of=lambda topic_id: self.image.topic_name(topic_id),
+            default_assignor=lambda: self.consumer.default_assignor,
+        )
         # The cluster's topics (input from the runtime, not state: see on_metadata_update).
         self.image: TopicsImage = EMPTY_IMAGE
         self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)

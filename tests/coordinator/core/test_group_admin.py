@@ -100,3 +100,27 @@ def test_group_configs_are_validated_against_broker_bounds() -> None:
     assert _alter(ctx, "g", ("consumer.session.timeout.ms", 1, None)).error_code == 0
     assert _configs(ctx, "g")["consumer.session.timeout.ms"] == ("45000", 5)
     ctx.assert_replay_equals_live()
+
+
+def test_describe_groups_shows_a_consumer_group_in_the_embedded_protocol() -> None:
+    """Tools still on DescribeGroups see KIP-848 groups as Kafka shows them: protocol type
+    "consumer", the default assignor as protocol, subscriptions and assignments encoded."""
+    from consumer_group_context import ConsumerGroupContext
+
+    from groupcoord.coordinator.core.consumer_protocol import decode_assignment, decode_subscription
+
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=2)
+    ctx.join("m1", names=["foo"], instance_id="i1")
+    ctx.ack("m1")
+    request = pb.DescribeGroupsRequest(api_version=5, groups=["group"])
+    (described,) = ctx.answer(ctx.call("describe_groups", request)[0]).groups
+    assert (described.error_code, described.protocol_type) == (0, "consumer")
+    assert described.protocol_data == ctx.shard.consumer.default_assignor
+    assert described.group_state == ctx.shard.groups["group"].state_name()
+    (member,) = described.members
+    assert (member.member_id, member.group_instance_id) == ("m1", "i1")
+    assert decode_subscription(member.member_metadata).topics == ["foo"]
+    assert decode_assignment(member.member_assignment).partitions == {"foo": [0, 1]}
+    listed = _list(ctx, types=["consumer"])
+    assert listed == [("group", described.group_state, "consumer")]
