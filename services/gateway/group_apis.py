@@ -26,6 +26,7 @@ from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
 from groupcoord.gateway.wire_translation import from_proto, to_proto
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
+from groupcoord.rpc.v1 import consumer_group_pb2
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
 
@@ -99,6 +100,14 @@ class GroupApis:
             44: self.incremental_alter_configs,
             47: self.offset_delete,
         }
+
+        self._register_consumer_group_apis()
+
+    def _register_consumer_group_apis(self) -> None:
+        """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), the KIP-848 APIs."""
+        self._cg = consumer_group_pb2
+        self.register(68, (0, 1), self.consumer_group_heartbeat)
+        self.register(69, (0, 1), self.consumer_group_describe)
 
     def register(
         self, api_key: int, versions: tuple[int, int], handler: Callable[[CallContext, Any], Awaitable[Any]]

@@ -223,6 +223,7 @@ CLIENTS: dict[str, tuple[type[ConsumerThread], dict[str, Any]]] = {
         ConfluentConsumer,
         {"partition.assignment.strategy": "cooperative-sticky"},
     ),
+    "confluent-consumer-protocol": (ConfluentConsumer, {"group.protocol": "consumer"}),
     "kafka-python": (KafkaPythonConsumer, {}),
     "aiokafka": (AioKafkaConsumer, {}),
 }

@@ -9,8 +9,10 @@ those never wait on a partition's writes.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
+import os
 from typing import Any
 
 import grpc
@@ -49,12 +51,17 @@ def add_coordinator_service(server: grpc.aio.Server, runtime: ShardRuntime) -> N
 def group_shard_factory(partition: int, timer: Timer) -> Shard:
     """Build the group cores' shard for a partition (imported on first use).
 
-    The constructor receives whichever of ``partition`` and ``timer`` it declares.
+    The constructor receives whichever of ``partition``, ``timer`` and ``config`` it declares;
+    the group config comes from the ``GROUPCOORD_GROUP_*`` environment (set by the operator
+    from the resource's group-config defaults).
     """
+    from groupcoord.coordinator.core.config import GroupConfig  # noqa: PLC0415
+
     module_name, cls_name = GROUP_SHARD.split(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
     params = inspect.signature(cls).parameters
-    kwargs = {k: v for k, v in (("partition", partition), ("timer", timer)) if k in params}
+    offered = (("partition", partition), ("timer", timer), ("config", GroupConfig.from_env(os.environ)))
+    kwargs = {k: v for k, v in offered if k in params}
     return cls(**kwargs)  # type: ignore[no-any-return]
 
 
@@ -62,4 +69,18 @@ def group_core() -> Any:
     """The ``--core group`` binding used by :mod:`.worker`."""
     from groupcoord.coordinator.shard.worker import Core  # noqa: PLC0415 - worker imports us lazily
 
-    return Core(group_shard_factory, add_coordinator_service)
+    return Core(group_shard_factory, add_coordinator_service, background=(follow_topic_metadata,))
+
+
+async def follow_topic_metadata(runtime: ShardRuntime) -> None:
+    """Worker-lifetime task: keep every active partition on the upstream cluster's topics
+    (ids, partition counts, racks), so KIP-848 groups rebalance when their topics change."""
+    from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
+    from groupcoord.coordinator.shard.topic_metadata import follow_topics  # noqa: PLC0415
+
+    refresher = follow_topics(runtime, TopicsImage.from_descriptions)
+    refresher.start()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await refresher.stop()
