@@ -54,6 +54,9 @@ class Client:
     owned: dict[bytes, set[int]] = field(default_factory=dict)
     received: dict[bytes, set[int]] | None = None
     alive: bool = True
+    # After a request error (a lost response is a timeout to the client), the next heartbeat
+    # is a full one (every field set), which the coordinator answers with the assignment.
+    full_next: bool = False
 
     def request(self) -> pb.ConsumerGroupHeartbeatRequest:
         if self.received is not None:
@@ -61,7 +64,7 @@ class Client:
         r = pb.ConsumerGroupHeartbeatRequest(api_version=1, group_id=G, member_id=self.member_id)
         r.member_epoch = self.epoch
         r.topic_partitions.SetInParent()
-        if self.epoch == 0:
+        if self.epoch == 0 or self.full_next:
             r.rebalance_timeout_ms = 60_000
             if self.names is not None:
                 r.subscribed_topic_names.SetInParent()
@@ -72,6 +75,7 @@ class Client:
                 r.server_assignor = self.assignor
         else:
             r.rebalance_timeout_ms = -1
+        if self.epoch != 0:
             for tid in sorted(self.owned):
                 if self.owned[tid]:
                     r.topic_partitions.topic_partitions.add(topic_id=tid, partitions=sorted(self.owned[tid]))
@@ -84,7 +88,7 @@ class Client:
             # Like the clients: drop every partition and rejoin with the same member id.
             self.epoch, self.owned, self.received = 0, {}, None
         elif resp.error_code == 0:
-            self.epoch = resp.member_epoch
+            self.epoch, self.full_next = resp.member_epoch, False
             if resp.HasField("assignment"):
                 self.received = {tp.topic_id: set(tp.partitions) for tp in resp.assignment.topic_partitions}
 
@@ -133,11 +137,16 @@ class World:
         elif kind == "hb":
             self.heartbeat(c)
         elif kind == "lost":
-            self.send(c, c.request())  # the response never arrives
+            self.send(c, c.request())  # the response never arrives: a timeout for the client
+            c.full_next = True
         elif kind == "dup":
-            request = c.request()
-            self.send(c, request)
-            c.on_response(self.send(c, request))
+            # The response is late; the client times out and retries (a full request), and
+            # the coordinator sees both.
+            self.send(c, c.request())
+            c.full_next = True
+            retry = c.request()
+            self.send(c, retry)
+            c.on_response(self.send(c, retry))
         elif kind == "leave":
             self.send(
                 c,
