@@ -465,3 +465,17 @@ def test_switching_from_names_to_a_regex() -> None:
     assert ctx.assignment(resp) == {"bar": [0]}
     assert set(ctx.group().resolved_regexes) == {"b.*"}
     ctx.assert_replay_equals_live()
+
+
+def test_consumer_groups_are_listed_with_their_state_and_type() -> None:
+    from groupcoord.rpc.v1 import group_admin_pb2 as apb
+
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=2)
+    ctx.join("a")
+    ctx.join("b")  # b waits for a partition a still has: Reconciling
+    listed = ctx.answer(ctx.call("list_groups", apb.ListGroupsRequest(api_version=5))[0]).groups
+    assert [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in listed] == [
+        (G, "Reconciling", "consumer", "consumer")
+    ]
+    assert ctx.shard.consumer_groups_by_state() == {"reconciling": 1}

@@ -176,6 +176,13 @@ class World:
         group = self.ctx.shard.groups.get(G)
         held: dict[tuple[bytes, int], str] = {}
         if group is not None:
+            # epochs: member <= assignment <= group; partitions assigned no later than the member's epoch
+            assert group.assignment_epoch <= group.group_epoch  # type: ignore[attr-defined]
+            for m in group.members.values():  # type: ignore[attr-defined]
+                if m.member_epoch != -2:
+                    assert 0 <= m.member_epoch <= group.assignment_epoch  # type: ignore[attr-defined]
+                    for epochs in m.assigned.values():
+                        assert all(e <= m.member_epoch for e in epochs.values())
             for m in group.members.values():  # type: ignore[attr-defined]
                 for source in (m.assigned, m.pending_revocation):
                     for tid, parts in source.items():
