@@ -512,6 +512,8 @@ class ConsumerGroupManager:
                 )
         response = pb.ConsumerGroupHeartbeatResponse(member_id=member.member_id, member_epoch=r.member_epoch)
         if r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if member.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                return CoordinatorResult(response=response)  # a retried temporary leave
             # Temporary leave: keep the assignment for the instance id, release what it was revoking.
             away = replace_member(
                 member,

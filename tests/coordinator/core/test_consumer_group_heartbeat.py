@@ -220,6 +220,9 @@ def test_static_member_bounce_gets_its_assignment_back_without_an_epoch_bump() -
     resp = ctx.heartbeat("a1", ctx.member("a1").member_epoch, instance_id="i-a")
     resp = ctx.heartbeat("a1", -2, instance_id="i-a")
     assert (resp.error_code, resp.member_epoch) == (0, -2)
+    records = len(ctx.log.entries)
+    assert ctx.heartbeat("a1", -2, instance_id="i-a").member_epoch == -2  # retried: nothing new
+    assert len(ctx.log.entries) == records
     assert ctx.member("a1").member_epoch == -2
     # Another process cannot take the instance id while it is not released ...
     ctx.join("b2", instance_id="i-b")
