@@ -43,8 +43,18 @@ def compute_target_assignment(
 ) -> TargetAssignment:
     """The target for ``members`` (the group's members as they will be after this request)."""
     ids_cache: dict[str, bytes | None] = {}
+    # Members mostly share subscriptions: one frozenset per distinct subscription (which also
+    # makes the assignor's homogeneity check an identity comparison).
+    by_subscription: dict[tuple[tuple[str, ...], str | None], frozenset[bytes]] = {}
 
     def topic_ids(member: ConsumerGroupMember) -> frozenset[bytes]:
+        key = (member.subscribed_topic_names, member.subscribed_topic_regex)
+        cached = by_subscription.get(key)
+        if cached is None:
+            cached = by_subscription[key] = _topic_ids(member)
+        return cached
+
+    def _topic_ids(member: ConsumerGroupMember) -> frozenset[bytes]:
         names = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
         if regex is not None:
