@@ -53,7 +53,7 @@ from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.reconciliation import reconcile
 from groupcoord.coordinator.core.regex_subscriptions import compile_regex, resolve
 from groupcoord.coordinator.core.target_assignment import compute_target_assignment
-from groupcoord.coordinator.core.topics_image import EMPTY_IMAGE, TopicsImage
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.records.v1 import consumer_group_pb2 as rpb
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
@@ -117,7 +117,7 @@ class ConsumerGroupManager:
         groups: dict[str, Group],
         timer: Timer,
         config: GroupConfig,
-        image: Callable[[], TopicsImage] = lambda: EMPTY_IMAGE,
+        image: Callable[[], TopicsImage] = lambda: UNKNOWN_IMAGE,
         session_timeout_ms: Callable[[str], int] | None = None,
         heartbeat_interval_ms: Callable[[str], int] | None = None,
         assignment_interval_ms: Callable[[str], int] | None = None,
@@ -178,6 +178,11 @@ class ConsumerGroupManager:
             self._validate(request)
             if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(request, now_ms)
+            if self.image() is UNKNOWN_IMAGE:
+                raise CoordinatorError(
+                    ErrorCode.coordinator_load_in_progress,
+                    "The coordinator has not loaded topic metadata yet.",
+                )
             return self._heartbeat(request, now_ms)
         except CoordinatorError as e:
             response = pb.ConsumerGroupHeartbeatResponse(error_code=e.code.value)

@@ -23,7 +23,7 @@ from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
-from groupcoord.coordinator.core.topics_image import EMPTY_IMAGE, TopicsImage
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
@@ -57,7 +57,7 @@ class GroupCoordinatorShard:
             default_assignor=lambda: self.consumer.default_assignor,
         )
         # The cluster's topics (input from the runtime, not state: see on_metadata_update).
-        self.image: TopicsImage = EMPTY_IMAGE
+        self.image: TopicsImage = UNKNOWN_IMAGE
         self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)
         self.consumer = ConsumerGroupManager(
             self.groups,

@@ -107,4 +107,7 @@ class TopicsImage:
         return int.from_bytes(h.digest(), "big") >> 1
 
 
-EMPTY_IMAGE = TopicsImage()
+UNKNOWN_IMAGE = TopicsImage()
+"""What a shard has before the runtime delivered its first image (e.g. right after a takeover).
+Not the same as an empty cluster: assigning against it would revoke every partition, so the
+consumer group core answers COORDINATOR_LOAD_IN_PROGRESS (retriable) until a real image comes."""

@@ -27,6 +27,7 @@ class ConsumerGroupContext(ShardContext):
         super().__init__(config or GroupConfig())
         self._incarnation: dict[str, int] = {}
         self._topics: dict[str, TopicImage] = {}
+        self._push()  # a cluster without topics (the runtime delivers an image before serving)
 
     # --- topics ------------------------------------------------------------------------------
     def topic_id(self, name: str) -> bytes:

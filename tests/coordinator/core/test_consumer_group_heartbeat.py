@@ -10,6 +10,7 @@ from shard_test_context import ShardContext
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import MemberState
 from groupcoord.coordinator.core.errors import ErrorCode as E
+from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
 
@@ -482,3 +483,25 @@ def test_consumer_groups_are_listed_with_their_state_and_type() -> None:
         (G, "Reconciling", "consumer", "consumer")
     ]
     assert ctx.shard.consumer_groups_by_state() == {"reconciling": 1}
+
+
+def test_heartbeats_wait_for_the_first_topics_image() -> None:
+    """Right after a takeover the shard has no topics image yet: assigning against nothing
+    would revoke every partition, so members are told to retry (as during loading)."""
+    from groupcoord.coordinator.core.testing import MockClock, MockTimer
+    from groupcoord.coordinator.core.topics_image import TopicsImage
+
+    shard = GroupCoordinatorShard(MockTimer(MockClock()))
+    request = pb.ConsumerGroupHeartbeatRequest(
+        api_version=1,
+        group_id=G,
+        member_id="a",
+        member_epoch=0,
+        rebalance_timeout_ms=1_000,
+        subscribed_topic_names=pb.ConsumerGroupHeartbeatTopicNames(names=["foo"]),
+        topic_partitions=pb.ConsumerGroupHeartbeatOwnedPartitions(),
+    )
+    result = shard.consumer_group_heartbeat(request, 0)
+    assert result.response.error_code == E.coordinator_load_in_progress.value and not result.records
+    shard.on_metadata_update(TopicsImage.of([]), 0)
+    assert shard.consumer_group_heartbeat(request, 0).response.error_code == 0
