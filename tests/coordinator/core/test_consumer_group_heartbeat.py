@@ -505,3 +505,16 @@ def test_heartbeats_wait_for_the_first_topics_image() -> None:
     assert result.response.error_code == E.coordinator_load_in_progress.value and not result.records
     shard.on_metadata_update(TopicsImage.of([]), 0)
     assert shard.consumer_group_heartbeat(request, 0).response.error_code == 0
+
+
+def test_per_group_heartbeat_interval_and_session_timeout() -> None:
+    from groupcoord.rpc.v1 import group_admin_pb2 as apb
+
+    ctx = ConsumerGroupContext()
+    req = apb.AlterGroupConfigsRequest(api_version=1, group_id=G)
+    req.configs.add(name="consumer.heartbeat.interval.ms", value="6000", config_operation=0)
+    req.configs.add(name="consumer.session.timeout.ms", value="50000", config_operation=0)
+    assert ctx.answer(ctx.call("alter_group_configs", req)[0]).error_code == 0
+    resp = ctx.join("a")
+    assert resp.heartbeat_interval_ms == 6_000
+    assert ctx.timer.deadline("consumer-session:group:a") == 50_000
