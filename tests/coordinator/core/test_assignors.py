@@ -167,3 +167,18 @@ def test_range_co_partitions_topics_with_equal_partition_counts(n: int, p: int, 
     c = counts(current)
     assert max(c.values()) - min(c.values()) <= 2  # one per topic at most
     assert len(pairs(current)) == 2 * p
+
+
+def test_range_is_rack_aware_and_keeps_co_partitioning_when_racks_agree() -> None:
+    layout = [["r2"], ["r1"], ["r2"], ["r1"]]
+    img = image(racks={"orders": layout, "payments": layout}, orders=4, payments=4)
+    members = {"a": ["orders", "payments"], "b": ["orders", "payments"]}
+    result = RangeAssignor().assign(spec(members, racks={"a": "r1", "b": "r2"}), img)
+    assert result["a"] == {tid("orders"): [1, 3], tid("payments"): [1, 3]}
+    assert result["b"] == {tid("orders"): [0, 2], tid("payments"): [0, 2]}
+    # more partitions in one rack than its member's quota: balance wins
+    lopsided = image(racks={"orders": [["r1"]] * 4}, orders=4)
+    result = RangeAssignor().assign(
+        spec({"a": ["orders"], "b": ["orders"]}, racks={"a": "r1", "b": "r2"}), lopsided
+    )
+    assert sorted(counts(result).values()) == [2, 2] and result["a"][tid("orders")] == [0, 1]

@@ -7,15 +7,17 @@ so they get the same partition numbers across topics (co-partitioning: partition
 ``orders`` and of ``payments`` go to the same member — what joins across topics need).
 
 Sticky: a member first keeps the partitions it owns that fit in its quota; only the rest are
-redistributed in ascending order. Since the decision depends only on the per-topic state,
-co-partitioned owned assignments stay co-partitioned. Not rack-aware: placing partitions by
-rack would break co-partitioning, which is the reason to choose this assignor.
+redistributed in ascending order. Rack-aware when members and partitions carry racks: a free
+partition first goes to the first member in one of its racks that has room in its quota (so
+balance is unchanged). Every decision depends only on the per-topic state (owned partitions,
+partition racks), so co-partitioned topics stay co-partitioned as long as their partitions'
+racks agree — as with Kafka's rack-aware RangeAssignor (KIP-881).
 """
 
 from __future__ import annotations
 
-from groupcoord.coordinator.core.assignors.api import GroupSpec
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.core.assignors.api import GroupSpec, rack_aware
+from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 
 
 class RangeAssignor:
@@ -28,18 +30,26 @@ class RangeAssignor:
         for m in member_ids:
             for tid in group.members[m].subscribed_topic_ids:
                 subscribers.setdefault(tid, []).append(m)
+        use_racks = rack_aware(group, topics, subscribers)
         for tid in sorted(subscribers):
             c = topics.num_partitions(tid)
             if c <= 0:
                 continue
-            _assign_topic(tid, c, subscribers[tid], group, out)
+            topic = topics.topic(tid) if use_racks else None
+            _assign_topic(tid, c, subscribers[tid], group, out, topic if topic and topic.has_racks else None)
         return out
 
 
 def _assign_topic(
-    tid: bytes, c: int, subs: list[str], group: GroupSpec, out: dict[str, dict[bytes, list[int]]]
+    tid: bytes,
+    c: int,
+    subs: list[str],
+    group: GroupSpec,
+    out: dict[str, dict[bytes, list[int]]],
+    racks: TopicImage | None,
 ) -> None:
     n = len(subs)
+    rack_of = [group.members[m].rack_id for m in subs]
     base, extra = divmod(c, n)
     taken = bytearray(c)
     kept: list[list[int]] = []
@@ -73,16 +83,44 @@ def _assign_topic(
                     has_extra[i] = True
                     extra -= 1
                     break
-    # 3. the rest, ascending, up to each quota; the remaining extra slots in member order.
-    free = [p for p in range(c) if not taken[p]]
-    pos = 0
+    # 3. quotas: the remaining extra slots go to the first members without one.
+    quotas = []
     for i in range(n):
-        quota = base
+        quota = base + (1 if has_extra[i] else 0)
         if not has_extra[i] and extra > 0:
             quota += 1
             extra -= 1
-            has_extra[i] = True
-        need = quota - len(kept[i])
+        quotas.append(quota)
+    free = [p for p in range(c) if not taken[p]]
+    # 4. rack-aware: a free partition goes to the first member in one of its racks with room.
+    if racks is not None and any(rack_of):
+        by_rack: dict[str, list[int]] = {}
+        for i, rack in enumerate(rack_of):
+            if rack is not None:
+                by_rack.setdefault(rack, []).append(i)
+        cursor = dict.fromkeys(by_rack, 0)
+        rest = []
+        for p in free:
+            best = None
+            for rack in racks.racks(p):
+                members = by_rack.get(rack)
+                if members is None:
+                    continue
+                k = cursor[rack]
+                while k < len(members) and len(kept[members[k]]) >= quotas[members[k]]:
+                    k += 1
+                cursor[rack] = k
+                if k < len(members) and (best is None or members[k] < best):
+                    best = members[k]
+            if best is None:
+                rest.append(p)
+            else:
+                kept[best].append(p)
+        free = rest
+    # 5. the rest, ascending, up to each quota, in member order.
+    pos = 0
+    for i in range(n):
+        need = quotas[i] - len(kept[i])
         if need > 0:
             kept[i].extend(free[pos : pos + need])
             pos += need
