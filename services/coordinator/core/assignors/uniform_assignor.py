@@ -61,7 +61,8 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
     n = len(member_ids)
     total = sum(c for _, c in topic_list)
     base, extra = divmod(total, n)
-    taken = {tid: bytearray(c) for tid, c in topic_list}
+    # Sets, not per-partition loops: membership tests and updates run in C.
+    taken: dict[bytes, set[int]] = {tid: set() for tid, _ in topic_list}
     assigned = [0] * n
     leftover: list[tuple[bytes, int] | None] = [None] * n
 
@@ -71,30 +72,23 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
         mine = out[mid]
         for tid, parts in group.members[mid].assignment.items():
             c = counts.get(tid)
-            if c is None:
+            if c is None or not parts:
                 continue
-            flags = taken[tid]
+            held = taken[tid]
+            ordered = sorted(parts)
+            if ordered[-1] >= c:  # the topic shrank (or was recreated smaller)
+                ordered = [p for p in ordered if p < c]
+            if not held.isdisjoint(ordered):  # stale input: another member kept it already
+                ordered = [p for p in ordered if p not in held]
             room = base - have
-            if room <= 0:
+            if len(ordered) > room:
                 if leftover[i] is None:
-                    for p in parts:
-                        if p < c and not flags[p]:
-                            leftover[i] = (tid, p)
-                            break
-                continue
-            kept = []
-            for p in sorted(parts):
-                if p < c and not flags[p]:
-                    if room > 0:
-                        flags[p] = 1
-                        kept.append(p)
-                        room -= 1
-                    else:
-                        leftover[i] = (tid, p)
-                        break
-            if kept:
-                mine[tid] = kept
-                have += len(kept)
+                    leftover[i] = (tid, ordered[max(room, 0)])
+                ordered = ordered[: max(room, 0)]
+            if ordered:
+                held.update(ordered)
+                mine[tid] = ordered
+                have += len(ordered)
         assigned[i] = have
 
     # 2. members that held more than the base keep one more while extra slots remain.
@@ -104,8 +98,8 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
             break
         if cand is not None and assigned[i] == base:
             tid, p = cand
-            if not taken[tid][p]:
-                taken[tid][p] = 1
+            if p not in taken[tid]:
+                taken[tid].add(p)
                 out[member_ids[i]].setdefault(tid, []).append(p)
                 assigned[i] += 1
                 got_extra[i] = True
@@ -122,9 +116,9 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
         for tid, c in topic_list:
             t = topics.topic(tid)
             assert t is not None
-            flags = taken[tid]
+            held = taken[tid]
             for p in range(c):
-                if flags[p]:
+                if p in held:
                     continue
                 for rack in t.racks(p):
                     candidates = by_rack.get(rack)
@@ -136,7 +130,7 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
                     cursor[rack] = k
                     if k < len(candidates):
                         i = candidates[k]
-                        flags[p] = 1
+                        held.add(p)
                         out[member_ids[i]].setdefault(tid, []).append(p)
                         assigned[i] += 1
                         break
@@ -169,11 +163,11 @@ class _Stream:
         self.pos = 0
 
 
-def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, bytearray]) -> _Stream:
+def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, set[int]]) -> _Stream:
     chunks = []
     for tid, c in topic_list:
-        flags = taken[tid]
-        free = list(range(c)) if not any(flags) else [p for p in range(c) if not flags[p]]
+        held = taken[tid]
+        free = list(range(c)) if not held else sorted(set(range(c)).difference(held))
         if free:
             chunks.append((tid, free))
     return _Stream(chunks)
