@@ -43,6 +43,13 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
         async for reply in self.dispatcher.stream(request_iterator, context):
             yield reply
 
+    async def Batches(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        def batch(replies: list[Any]) -> coordinator_pb2.CoordinatorReplyBatch:
+            return coordinator_pb2.CoordinatorReplyBatch(replies=replies)
+
+        async for reply in self.dispatcher.batches(request_iterator, context, batch):
+            yield reply
+
 
 def add_coordinator_service(server: grpc.aio.Server, runtime: ShardRuntime) -> None:
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime), server)

@@ -69,9 +69,32 @@ class EnvelopeDispatcher:
             reply.error_message = f"{type(exc).__name__}: {exc}"
         return reply
 
+    async def batches(
+        self,
+        batches: AsyncIterator[Any],
+        context: grpc.aio.ServicerContext,
+        reply_batch: Callable[[list[Message]], Message],
+    ) -> AsyncIterator[Message]:
+        """Like :meth:`stream`, with many envelopes per gRPC message each way: Python gRPC
+        costs far more per message than per byte, so a client sends whatever it has queued
+        as one batch, and the replies that are ready together go back as one batch."""
+
+        async def envelopes() -> AsyncIterator[Any]:
+            async for batch in batches:
+                for envelope in batch.envelopes:
+                    yield envelope
+
+        async for replies in self._replies(envelopes(), batched=True):
+            yield reply_batch(replies)
+
     async def stream(
         self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
     ) -> AsyncIterator[Message]:
+        async for replies in self._replies(requests, batched=False):
+            for reply in replies:
+                yield reply
+
+    async def _replies(self, requests: AsyncIterator[Any], batched: bool) -> AsyncIterator[list[Message]]:
         replies: asyncio.Queue[Message | None] = asyncio.Queue()
         outstanding = 0
         reading_done = False
@@ -117,8 +140,15 @@ class EnvelopeDispatcher:
                     if outstanding == 0:
                         return
                     continue
-                outstanding -= 1
-                yield reply
+                ready = [reply]
+                while batched and not replies.empty():
+                    more = replies.get_nowait()
+                    if more is None:
+                        replies.put_nowait(None)  # keep the end-of-input mark for the next turn
+                        break
+                    ready.append(more)
+                outstanding -= len(ready)
+                yield ready
                 if reading_done and outstanding == 0:
                     return
         finally:
