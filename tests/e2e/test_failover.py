@@ -45,7 +45,10 @@ class KeepProducing(threading.Thread):
         self.producer.flush(30)
 
 
-def test_killing_the_leading_shard_loses_no_acknowledged_commit(broker: EmbeddedBroker, tmp_path) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_killing_the_leading_shard_loses_no_acknowledged_commit(
+    broker: EmbeddedBroker, tmp_path, protocol: str
+) -> None:
     options = ClusterOptions(
         port=0,
         partitions=4,
@@ -62,7 +65,10 @@ def test_killing_the_leading_shard_loses_no_acknowledged_commit(broker: Embedded
             fut.result(15)
         producer = KeepProducing(bootstrap, topic)
         producer.start()
-        consumers = [ConfluentConsumer(bootstrap, topic, group, f"c{i}") for i in range(2)]
+        consumers = [
+            ConfluentConsumer(bootstrap, topic, group, f"c{i}", **{"group.protocol": protocol})
+            for i in range(2)
+        ]
         for c in consumers:
             c.start()
         control = cluster.cluster.control
