@@ -51,6 +51,7 @@ from groupcoord.coordinator.shard.fencing import (
     is_marker,
     parse_marker,
 )
+from groupcoord.coordinator.shard.record_metrics import RecordCounter
 from groupcoord.coordinator.shard.statelog import (
     Entry,
     PartitionReader,
@@ -199,6 +200,7 @@ class PartitionRuntime:
         self._shard_id = shard_id
         self._on_failure = on_failure
         self._metrics = metrics
+        self._record_counter = RecordCounter()
         self._thread = thread
         self._queue: asyncio.Queue[tuple[float, object]] = asyncio.Queue()
         self._timer = LoopTimer(self._put)
@@ -578,6 +580,8 @@ class PartitionRuntime:
                 self._complete_later(w, completions)
             return
         entries = [serialize_record(r) for r in records]
+        if self._metrics is not None:
+            self._record_counter.observe(self._metrics, self.partition, records)
         assert self.shard is not None
         try:
             for r in records:

@@ -1,0 +1,52 @@
+"""Counting what a partition writes, for the rebalance and offset metrics.
+
+The cores stay free of metrics: the runtime looks at the records each live request or timer
+writes (never at records replayed during a load, which would recount history) and turns them
+into counts — a consumer group's epoch going up or a classic group's generation going up is a
+rebalance; an offset record is a commit, its tombstone a deletion (OffsetDelete, DeleteGroups
+or retention expiry, which the records do not tell apart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from groupcoord.coordinator.core.contract import CoordinatorRecord
+
+
+class RecordCounter:
+    """Per partition: remembers the last epoch/generation seen per group (bounded by groups)."""
+
+    def __init__(self) -> None:
+        self._epochs: dict[tuple[str, str], int] = {}
+
+    def observe(self, metrics: Any, partition: int, records: Iterable[CoordinatorRecord]) -> None:
+        commits = deletions = 0
+        for record in records:
+            kind = type(record.key).__name__
+            if kind == "OffsetCommitKey":
+                if record.value is None:
+                    deletions += 1
+                else:
+                    commits += 1
+            elif kind == "ConsumerGroupMetadataKey":
+                self._rebalance(metrics, partition, "consumer", record, "epoch")
+            elif kind == "ClassicGroupMetadataKey":
+                self._rebalance(metrics, partition, "classic", record, "generation_id")
+        if commits:
+            metrics.record_offset_commits(commits, partition=partition)
+        if deletions:
+            metrics.record_offset_deletions(deletions)
+
+    def _rebalance(
+        self, metrics: Any, partition: int, protocol: str, record: CoordinatorRecord, field: str
+    ) -> None:
+        key = (protocol, record.key.group_id)  # type: ignore[attr-defined]
+        if record.value is None:
+            self._epochs.pop(key, None)
+            return
+        epoch = int(getattr(record.value, field))
+        if epoch > self._epochs.get(key, 0):
+            metrics.record_rebalance(protocol, partition=partition)
+        self._epochs[key] = epoch
