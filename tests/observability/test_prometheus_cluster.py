@@ -83,13 +83,21 @@ def test_prometheus_reads_group_and_commit_metrics_from_a_running_cluster(
                         next(iter(r["metric"].values()), ""): float(r["value"][1]) for r in prom.query(promql)
                     }
 
+                heartbeat_count = (
+                    "sum(groupcoord_request_latency_seconds_count"
+                    '{component="gateway",api="consumer_group_heartbeat"})'
+                )
+
                 def settled() -> bool:
-                    return total("sum by (protocol) (groupcoord_group_count)") == {
-                        "consumer": 2.0,
-                        "classic": 1.0,
-                    } and total(
-                        'sum by (state) (groupcoord_consumer_group_count{state=~"stable|empty"})'
-                    ) == {"stable": 1.0, "empty": 1.0}
+                    # every target scraped at least once after the workload (scrapes are per target)
+                    groups = total("sum by (protocol) (groupcoord_group_count)")
+                    states = total('sum by (state) (groupcoord_consumer_group_count{state=~"stable|empty"})')
+                    return (
+                        groups == {"consumer": 2.0, "classic": 1.0}
+                        and states == {"stable": 1.0, "empty": 1.0}
+                        and bool(prom.query(heartbeat_count))
+                        and bool(prom.query("sum(groupcoord_offset_commit_total) > 0"))
+                    )
 
                 until(settled, timeout=60, what="group counts in Prometheus")
                 classic_states = total("sum by (state) (groupcoord_classic_group_count)")
