@@ -171,4 +171,7 @@ def worker_main(config: WorkerConfig) -> None:
         format=f"%(asctime)s %(levelname)s w{config.worker} %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
-    asyncio.run(serve(config))
+    from groupcoord.gateway.server import new_event_loop  # noqa: PLC0415 - uvloop where installed
+
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve(config))
