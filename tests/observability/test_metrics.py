@@ -192,3 +192,23 @@ def test_serve_metrics_exposes_the_registry_over_http() -> None:
     finally:
         server.shutdown()
     assert 'groupcoord_offset_commit_total{shard="9"} 42.0' in body.decode()
+
+
+def test_grafana_dashboard_queries_only_metrics_we_export() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    r = CollectorRegistry()
+    m = ShardMetrics("0", r)
+    GatewayMetrics(r).observe_request("JoinGroup", 0.01)
+    m.observe_request("JoinGroup", 0.01)
+    m.observe_event(0.001, 0.001)
+    m.observe_partition_load(0, 1.0)
+    m.set_event_queue_size(0, 1)
+    m.observe_state_write(0, 0.01, 2)
+    exported = {s.name for fam in text_string_to_metric_families(_exposition(r)) for s in fam.samples}
+    dashboard = Path(__file__).parents[2] / "helm" / "dashboards" / "groupcoord.json"
+    exprs = [t["expr"] for p in json.loads(dashboard.read_text())["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"groupcoord_[a-z_]+", e)}
+    assert used and used <= exported, used - exported
