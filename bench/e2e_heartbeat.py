@@ -147,10 +147,9 @@ async def scenario(
 
 def run(args: list[str]) -> dict[str, object]:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+    from groupcoord_up_process import UpProcess  # noqa: PLC0415
 
-    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
-    from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
-    from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+    from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--groups", type=int, default=100)
@@ -161,22 +160,20 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     opts = parser.parse_args(args)
-    with EmbeddedBroker() as broker:
-        options = ClusterOptions(port=0, shards=opts.shards, threads=opts.threads, metrics=False)
-        with BackgroundCluster((broker.host, broker.port), options) as cluster:
-            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-            topic = f"hb-{uuid.uuid4().hex[:6]}"
-            for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
-                fut.result(15)
-            time.sleep(2)  # let the shards' topic metadata see the topic
-            return asyncio.run(
-                scenario(
-                    cluster.bootstrap,
-                    topic,
-                    opts.groups,
-                    opts.members,
-                    opts.seconds,
-                    opts.window,
-                    opts.connections,
-                )
+    # The cluster runs as `groupcoord up` in processes of its own, like a real deployment: the
+    # load generator here must not share an interpreter (and a GIL) with the gateway.
+    with (
+        EmbeddedBroker() as broker,
+        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads) as up,
+    ):
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        topic = f"hb-{uuid.uuid4().hex[:6]}"
+        for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
+            fut.result(15)
+        time.sleep(4)  # the shards' topic metadata refresh sees the topic
+        result = asyncio.run(
+            scenario(
+                up.bootstrap, topic, opts.groups, opts.members, opts.seconds, opts.window, opts.connections
             )
+        )
+        return {"shards": opts.shards, "threads_per_shard": opts.threads, **result}

@@ -92,15 +92,19 @@ class _Stream:
 class ShardClient:
     """Routes (address, partition, api, message) calls over shared streams."""
 
-    def __init__(self, timeout_s: float = 60.0) -> None:
+    def __init__(self, timeout_s: float = 60.0, streams_per_worker: int = 4) -> None:
         self.timeout_s = timeout_s
-        self._streams: dict[Address, _Stream] = {}
+        self.streams_per_worker = streams_per_worker
+        self._streams: dict[tuple[Address, int], _Stream] = {}
         self._ids = itertools.count(1)
 
     async def call(self, address: Address, partition: int, api: str, message: Message) -> ShardReply:
-        stream = self._streams.get(address)
+        # A partition always uses the same stream (its requests stay in order); partitions
+        # spread over a few streams because one Python gRPC stream is latency-bound.
+        key = (address, partition % self.streams_per_worker)
+        stream = self._streams.get(key)
         if stream is None or stream.broken:
-            stream = self._streams[address] = _Stream(address)
+            stream = self._streams[key] = _Stream(address)
         envelope = pb.CoordinatorEnvelope(correlation_id=next(self._ids), partition=partition)
         getattr(envelope, api).CopyFrom(message)
         try:
