@@ -58,6 +58,7 @@ def run(argv: list[str]) -> dict[str, Any]:
         .appName("bench-capacity")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))  # as `groupcoord capacity`
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

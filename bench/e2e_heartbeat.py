@@ -146,8 +146,8 @@ async def scenario(
 
 
 def run(args: list[str]) -> dict[str, object]:
+    from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-    from groupcoord_up_process import UpProcess  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
