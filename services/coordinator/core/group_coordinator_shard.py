@@ -10,6 +10,7 @@ SyncGroup) also take the runtime's ``token`` for the waiting request (see contra
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from groupcoord.coordinator.core.classic_group import ClassicGroup
@@ -19,7 +20,7 @@ from groupcoord.coordinator.core.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
@@ -172,6 +173,17 @@ class GroupCoordinatorShard:
         return self.offsets.offset_delete(request, now_ms)
 
     # --- group admin -------------------------------------------------------------------------
+    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(consumer groups by state, classic groups by state), snake_case state names, for
+        the metrics the runtime publishes (never per group: bounded cardinality)."""
+        consumer: dict[str, int] = {}
+        classic: dict[str, int] = {}
+        for group in self.groups.values():
+            state = re.sub(r"(?<!^)(?=[A-Z])", "_", group.state_name()).lower()
+            counts = consumer if group.group_type is GroupType.CONSUMER else classic
+            counts[state] = counts.get(state, 0) + 1
+        return consumer, classic
+
     def list_groups(
         self, request: admin_pb.ListGroupsRequest, now_ms: int
     ) -> CoordinatorResult[admin_pb.ListGroupsResponse]:

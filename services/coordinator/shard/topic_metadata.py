@@ -144,7 +144,9 @@ class TopicMetadataRefresher:
                 await asyncio.wait_for(self._wake.wait(), self.tick_s)
 
 
-def follow_topics(runtime: Any, build_image: Callable[[list[TopicDescription]], Any]) -> TopicMetadataRefresher:
+def follow_topics(
+    runtime: Any, build_image: Callable[[list[TopicDescription]], Any]
+) -> TopicMetadataRefresher:
     """A refresher feeding ``on_metadata_update`` to every active partition of ``runtime``
     (a :class:`~groupcoord.coordinator.shard.runtime.ShardRuntime`); call ``start()`` on it."""
     from groupcoord.coordinator.shard.partition import PartitionState  # noqa: PLC0415

@@ -182,3 +182,30 @@ def test_range_is_rack_aware_and_keeps_co_partitioning_when_racks_agree() -> Non
         spec({"a": ["orders"], "b": ["orders"]}, racks={"a": "r1", "b": "r2"}), lopsided
     )
     assert sorted(counts(result).values()) == [2, 2] and result["a"][tid("orders")] == [0, 1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 6),
+    sizes=st.tuples(st.integers(0, 9), st.integers(0, 9)),
+    current=st.lists(st.tuples(st.sampled_from(["a", "b", "gone"]), st.integers(0, 12)), max_size=30),
+    heterogeneous=st.booleans(),
+)
+def test_uniform_copes_with_stale_current_assignments(
+    n: int, sizes: tuple[int, int], current: list[tuple[str, int]], heterogeneous: bool
+) -> None:
+    """Current targets naming deleted topics, partitions beyond a shrunk topic, or a partition
+    twice (never produced by the coordinator, but the assignor must not trust its input)."""
+    img = image(a=sizes[0], b=sizes[1])
+    members = {f"m{i}": (["a"] if heterogeneous and i % 2 else ["a", "b"]) for i in range(n)}
+    owned: Result = {m: {} for m in members}
+    for k, (topic, p) in enumerate(current):
+        owned[f"m{k % n}"].setdefault(tid(topic), []).append(p)
+    result = UniformAssignor().assign(spec(members, owned), img)
+    owners = pairs(result)  # asserts no partition twice
+    assert all(t in (tid("a"), tid("b")) and p < sizes[0 if t == tid("a") else 1] for t, p in owners)
+    wanted = sizes[0] + (sizes[1] if any("b" in t for t in members.values()) else 0)
+    assert len(owners) == wanted
+    if not heterogeneous:
+        c = counts(result)
+        assert max(c.values()) - min(c.values()) <= 1

@@ -75,7 +75,7 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
             if c is None or not parts:
                 continue
             held = taken[tid]
-            ordered = sorted(parts)
+            ordered = sorted(set(parts))  # a stale input may name a partition twice
             if ordered[-1] >= c:  # the topic shrank (or was recreated smaller)
                 ordered = [p for p in ordered if p < c]
             if not held.isdisjoint(ordered):  # stale input: another member kept it already
