@@ -180,14 +180,19 @@ class ClassicGroupManager:
         timer: Timer,
         config: GroupConfig,
         delete_other_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
+        join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
+        | None = None,
     ) -> None:
         """``delete_other_group(group)``: tombstones of an empty group of another type (a
-        consumer group) that a JoinGroup replaces with a classic group, as Kafka does."""
+        consumer group) that a JoinGroup replaces with a classic group, as Kafka does;
+        ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
+        another type (a classic member inside a consumer group, online migration)."""
         self.groups = groups
         self.timer = timer
         self.config = config
         self.waiters = Waiters()
         self.delete_other_group = delete_other_group or (lambda _group: [])
+        self.join_other_group = join_other_group
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, record: CoordinatorRecord) -> bool:
@@ -318,7 +323,8 @@ class ClassicGroupManager:
         replaced: list[CoordinatorRecord] = []
         if existing is not None and not isinstance(existing, ClassicGroup):
             if not existing.is_empty():
-                # Classic members inside a consumer group need online migration (not served).
+                if self.join_other_group is not None:
+                    return self.join_other_group(existing, request, now_ms)
                 return CoordinatorResult(
                     response=_error_join(ErrorCode.inconsistent_group_protocol, member_id)
                 )

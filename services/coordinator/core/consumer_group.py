@@ -377,6 +377,9 @@ class ConsumerGroup:
             raise CoordinatorError(ErrorCode.unsupported_version)
         if generation_or_member_epoch == member.member_epoch:
             return
+        if member.uses_classic_protocol:
+            # A classic member commits with its generation, which is its member epoch.
+            raise CoordinatorError(ErrorCode.illegal_generation)
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
         topic_id = self.topic_id_of(topic)

@@ -66,6 +66,16 @@ BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
 }
 
 
+# (classic group, now) -> (records replacing it by a consumer group, completing its waiting
+# requests: call once the heartbeat succeeded) or None when the policy or the group forbids it.
+UpgradeClassicGroup = Callable[
+    [Group, int], tuple[list[CoordinatorRecord], Callable[[], list[tuple[Any, Any]]]] | None
+]
+# (consumer group, leaving member id, now) -> records converting the group back to a classic
+# group without that member, or None when it stays a consumer group.
+DowngradeToClassic = Callable[[ConsumerGroup, str, int], list[CoordinatorRecord] | None]
+
+
 def session_timer_key(group_id: str, member_id: str) -> str:
     return f"consumer-session:{group_id}:{member_id}"
 
@@ -76,6 +86,25 @@ def rebalance_timer_key(group_id: str, member_id: str) -> str:
 
 def assignment_timer_key(group_id: str) -> str:
     return f"consumer-assignment:{group_id}"
+
+
+def classic_join_timer_key(group_id: str, member_id: str) -> str:
+    """A classic member told to rejoin must do so within its rebalance timeout."""
+    return f"consumer-classic-join:{group_id}:{member_id}"
+
+
+def classic_sync_timer_key(group_id: str, member_id: str) -> str:
+    """A classic member that joined must sync within its rebalance timeout."""
+    return f"consumer-classic-sync:{group_id}:{member_id}"
+
+
+def member_timer_keys(group_id: str, member_id: str) -> tuple[str, ...]:
+    return (
+        session_timer_key(group_id, member_id),
+        rebalance_timer_key(group_id, member_id),
+        classic_join_timer_key(group_id, member_id),
+        classic_sync_timer_key(group_id, member_id),
+    )
 
 
 def _invalid(message: str) -> CoordinatorError:
@@ -110,6 +139,11 @@ class ConsumerGroupManager:
     ``heartbeat_interval_ms(group)`` and ``assignment_interval_ms(group)`` give the
     effective (possibly per-group) settings; ``delete_classic_group(group)`` returns the
     tombstones of an empty classic group a consumer group replaces.
+
+    Online migration (core/migration.py) plugs in through ``upgrade_classic_group`` (a
+    ConsumerGroupHeartbeat joining a non-empty classic group converts it) and
+    ``downgrade_to_classic`` (the last consumer-protocol member leaving converts back);
+    classic members inside a consumer group are served by consumer_group_classic_members.py.
     """
 
     def __init__(
@@ -123,6 +157,8 @@ class ConsumerGroupManager:
         assignment_interval_ms: Callable[[str], int] | None = None,
         delete_classic_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
         assignors: Mapping[str, PartitionAssignor] | None = None,
+        upgrade_classic_group: UpgradeClassicGroup | None = None,
+        downgrade_to_classic: DowngradeToClassic | None = None,
     ) -> None:
         self.groups = groups
         self.timer = timer
@@ -136,6 +172,8 @@ class ConsumerGroupManager:
             lambda _g: config.consumer_group_assignment_interval_ms
         )
         self.delete_classic_group = delete_classic_group or (lambda _g: [])
+        self.upgrade_classic_group = upgrade_classic_group
+        self.downgrade_to_classic = downgrade_to_classic
         if assignors is None:
             assignors = {name: BUILTIN_ASSIGNORS[name]() for name in config.consumer_group_assignors}
         if not assignors:
@@ -160,8 +198,7 @@ class ConsumerGroupManager:
                 )
             if record.value is None:
                 return True  # tombstone of something already gone
-            group = ConsumerGroup(group_id)
-            group.topic_id_of = lambda name: self.image().topic_id(name)
+            group = self.new_group(group_id)
             self.groups[group_id] = group
         group.replay(record)
         return True
@@ -230,29 +267,45 @@ class ConsumerGroupManager:
             compile_regex(r.subscribed_topic_regex)
 
     def _group_for(
-        self, r: pb.ConsumerGroupHeartbeatRequest
-    ) -> tuple[ConsumerGroup, list[CoordinatorRecord], bool]:
-        """The consumer group (a new scratch one when it is to be created), the records that
-        remove an empty classic group of that id first, and whether the group is new."""
+        self, r: pb.ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> tuple[ConsumerGroup, list[CoordinatorRecord], bool, Callable[[], list[tuple[Any, Any]]] | None]:
+        """The consumer group (a scratch one when it is to be created or converted), the
+        records that must precede this heartbeat's (an empty classic group's tombstones, or a
+        classic group's conversion), whether the group is new, and what completes a converted
+        classic group's waiting requests once the heartbeat succeeded."""
         existing = self.groups.get(r.group_id)
         if isinstance(existing, ConsumerGroup):
-            return existing, [], False
+            return existing, [], False, None
+        if existing is not None and r.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not existing.is_empty():
+            upgrade = (
+                None if self.upgrade_classic_group is None else self.upgrade_classic_group(existing, now_ms)
+            )
+            if upgrade is not None:
+                records, finish = upgrade
+                group = self.new_group(r.group_id)
+                for record in records:
+                    if isinstance(record.key, CONSUMER_RECORD_KEYS):
+                        group.replay(record)
+                return group, list(records), False, finish
         if existing is None or existing.is_empty():
             if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
                 raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} not found.")
-            group = ConsumerGroup(r.group_id)
-            group.topic_id_of = lambda name: self.image().topic_id(name)
             pre = self.delete_classic_group(existing) if existing is not None else []
-            return group, pre, True
+            return self.new_group(r.group_id), pre, True, None
         raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} is not a consumer group.")
+
+    def new_group(self, group_id: str) -> ConsumerGroup:
+        """An empty consumer group resolving topic names through the current image."""
+        group = ConsumerGroup(group_id)
+        group.topic_id_of = lambda name: self.image().topic_id(name)
+        return group
 
     def _heartbeat(
         self, r: pb.ConsumerGroupHeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[pb.ConsumerGroupHeartbeatResponse]:
-        group, records, group_is_new = self._group_for(r)
+        group, records, group_is_new, finish_upgrade = self._group_for(r, now_ms)
         gid = group.group_id
         owned = owned_partitions(r)
-        image = self.image()
         instance_id = r.instance_id if r.HasField("instance_id") else None
         replaced: ConsumerGroupMember | None = None  # a static member's previous incarnation
         member_id = r.member_id
@@ -315,6 +368,73 @@ class ConsumerGroupManager:
             )
 
         updated = _apply_fields(member, r, instance_id)
+        reconciled = self.advance_member(
+            group,
+            records,
+            member=member,
+            updated=updated,
+            is_new=is_new,
+            replaced=replaced,
+            group_is_new=group_is_new,
+            owned=owned,
+            now_ms=now_ms,
+        )
+
+        # Timers.
+        self.schedule_session(gid, member_id, now_ms)
+        if replaced is not None:
+            self.timer.cancel(session_timer_key(gid, replaced.member_id))
+            self.timer.cancel(rebalance_timer_key(gid, replaced.member_id))
+        self._schedule_rebalance(gid, member, reconciled, now_ms)
+
+        response = pb.ConsumerGroupHeartbeatResponse(
+            member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(gid),
+        )
+        full_request = (
+            r.rebalance_timeout_ms != -1
+            and (r.HasField("subscribed_topic_names") or r.HasField("subscribed_topic_regex"))
+            and r.HasField("topic_partitions")
+        )
+        if (
+            r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+            or full_request
+            or reconciled.assigned_partitions() != member.assigned_partitions()
+        ):
+            response.assignment.SetInParent()
+            for tid in sorted(reconciled.assigned):
+                parts = reconciled.assigned[tid]
+                if parts:
+                    response.assignment.topic_partitions.add(topic_id=tid, partitions=sorted(parts))
+        completions = finish_upgrade() if finish_upgrade is not None else []
+        return CoordinatorResult(records=records, response=response, completions=completions)
+
+    def advance_member(
+        self,
+        group: ConsumerGroup,
+        records: list[CoordinatorRecord],
+        *,
+        member: ConsumerGroupMember,
+        updated: ConsumerGroupMember,
+        is_new: bool,
+        replaced: ConsumerGroupMember | None,
+        group_is_new: bool,
+        owned: Mapping[bytes, frozenset[int]] | None,
+        now_ms: int,
+    ) -> ConsumerGroupMember:
+        """Steps 3-5 for a member whose request fields are applied (``updated``): group epoch,
+        target assignment, reconciliation. Appends the records to ``records`` and returns the
+        reconciled member. Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a
+        classic member inside a consumer group (consumer_group_classic_members.py).
+
+        ``member`` is the member as the group knows it (a fresh one when ``is_new``),
+        ``replaced`` a static member's previous incarnation that ``updated`` takes over,
+        ``owned`` the partitions the member reports owning (None: not reported).
+        """
+        gid = group.group_id
+        member_id = updated.member_id
+        image = self.image()
         previous_for_subscription = replaced if replaced is not None else member
         subscription_changed = is_new or _subscription_changed(previous_for_subscription, updated)
 
@@ -417,35 +537,7 @@ class ConsumerGroupManager:
             or reconciled.pending_revocation != member.pending_revocation
         ):
             records.append(current_assignment_record(gid, reconciled))
-
-        # Timers.
-        self._schedule_session(gid, member_id, now_ms)
-        if replaced is not None:
-            self.timer.cancel(session_timer_key(gid, replaced.member_id))
-            self.timer.cancel(rebalance_timer_key(gid, replaced.member_id))
-        self._schedule_rebalance(gid, member, reconciled)
-
-        response = pb.ConsumerGroupHeartbeatResponse(
-            member_id=member_id,
-            member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms(gid),
-        )
-        full_request = (
-            r.rebalance_timeout_ms != -1
-            and (r.HasField("subscribed_topic_names") or r.HasField("subscribed_topic_regex"))
-            and r.HasField("topic_partitions")
-        )
-        if (
-            r.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-            or full_request
-            or reconciled.assigned_partitions() != member.assigned_partitions()
-        ):
-            response.assignment.SetInParent()
-            for tid in sorted(reconciled.assigned):
-                parts = reconciled.assigned[tid]
-                if parts:
-                    response.assignment.topic_partitions.add(topic_id=tid, partitions=sorted(parts))
-        return CoordinatorResult(records=records, response=response)
+        return reconciled
 
     def _subscribed_names(
         self,
@@ -537,40 +629,82 @@ class ConsumerGroupManager:
         return CoordinatorResult(records=records, response=response)
 
     def remove_member_records(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
+        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int, *, may_downgrade: bool = True
     ) -> list[CoordinatorRecord]:
         """Kafka's fencing/removal: the member's tombstones, its regex if nobody else uses it,
-        and a group epoch bump (the assignor runs on the next heartbeat)."""
+        and a group epoch bump (the assignor runs on the next heartbeat) — or, when only
+        classic members remain and ``may_downgrade``, the records converting the group back
+        into a classic group (online downgrade)."""
         gid = group.group_id
-        records = member_tombstones(gid, member.member_id)
-        resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
-        regex = member.subscribed_topic_regex
-        if regex is not None and group.regex_count.get(regex, 0) <= 1 and regex in resolved:
-            del resolved[regex]
-            records.append(regex_record(gid, regex, None))
-        names = self._subscribed_names(group, member, None, None, resolved)
+        if may_downgrade and self.downgrade_to_classic is not None:
+            converted = self.downgrade_to_classic(group, member.member_id, now_ms)
+            if converted is not None:
+                for member_id in group.members:
+                    self.cancel_member_timers(gid, member_id)
+                return converted
+        return self.remove_members_records(group, [member])
+
+    def remove_members_records(
+        self, group: ConsumerGroup, members: list[ConsumerGroupMember]
+    ) -> list[CoordinatorRecord]:
+        """Removing several members at once (a classic LeaveGroup batch): their tombstones,
+        the regexes only they used, and one group epoch bump."""
+        gid = group.group_id
+        records: list[CoordinatorRecord] = []
+        counts = Counter(group.subscribed_names)
+        regexes = Counter(group.regex_count)
+        for member in members:
+            records += member_tombstones(gid, member.member_id)
+            counts.subtract(member.subscribed_topic_names)
+            if member.subscribed_topic_regex is not None:
+                regexes[member.subscribed_topic_regex] -= 1
+            self.cancel_member_timers(gid, member.member_id)
+        names = {n for n, c in counts.items() if c > 0}
+        for regex, resolved in group.resolved_regexes.items():
+            if regexes.get(regex, 0) > 0:
+                names |= resolved.topics
+            else:
+                records.append(regex_record(gid, regex, None))
         records.append(group_metadata_record(gid, group.group_epoch + 1, self.image().metadata_hash(names)))
-        self.timer.cancel(session_timer_key(gid, member.member_id))
-        self.timer.cancel(rebalance_timer_key(gid, member.member_id))
         return records
 
-    # --- timers ------------------------------------------------------------------------------
-    def _schedule_session(self, group_id: str, member_id: str, now_ms: int) -> None:
-        self.timer.schedule(
-            session_timer_key(group_id, member_id),
-            self.session_timeout_ms(group_id),
-            lambda: self._expire_session(group_id, member_id),
-        )
+    def cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        for key in member_timer_keys(group_id, member_id):
+            self.timer.cancel(key)
 
-    def _expire_session(self, group_id: str, member_id: str) -> CoordinatorResult[None]:
-        group = self.consumer_group(group_id)
-        member = None if group is None else group.members.get(member_id)
-        if group is None or member is None:
-            return CoordinatorResult()
-        return CoordinatorResult(records=self.remove_member_records(group, member, 0))
+    # --- timers ------------------------------------------------------------------------------
+    def schedule_session(
+        self, group_id: str, member_id: str, now_ms: int, delay_ms: int | None = None
+    ) -> None:
+        """(Re-)arm the member's session: the group's session timeout, or ``delay_ms`` (a
+        classic member's own session timeout)."""
+        delay = self.session_timeout_ms(group_id) if delay_ms is None else delay_ms
+        self.schedule_fencing(session_timer_key(group_id, member_id), group_id, member_id, now_ms, delay)
+
+    def schedule_fencing(
+        self,
+        key: str,
+        group_id: str,
+        member_id: str,
+        now_ms: int,
+        delay_ms: int,
+        still: Callable[[ConsumerGroupMember], bool] | None = None,
+    ) -> None:
+        """A timer that removes the member when it fires, if it is still there (and ``still``
+        holds for it: the world may have moved since)."""
+        deadline = now_ms + delay_ms
+
+        def expire() -> CoordinatorResult[None]:
+            group = self.consumer_group(group_id)
+            member = None if group is None else group.members.get(member_id)
+            if group is None or member is None or (still is not None and not still(member)):
+                return CoordinatorResult()
+            return CoordinatorResult(records=self.remove_member_records(group, member, deadline))
+
+        self.timer.schedule(key, max(delay_ms, 0), expire)
 
     def _schedule_rebalance(
-        self, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember
+        self, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember, now_ms: int
     ) -> None:
         key = rebalance_timer_key(group_id, after.member_id)
         if after.state is not MemberState.UNREVOKED_PARTITIONS:
@@ -583,21 +717,14 @@ class ConsumerGroupManager:
         ):
             return
         epoch = after.member_epoch
-        member_id = after.member_id
-
-        def expire() -> CoordinatorResult[None]:
-            group = self.consumer_group(group_id)
-            member = None if group is None else group.members.get(member_id)
-            if (
-                group is None
-                or member is None
-                or member.member_epoch != epoch
-                or member.state is not MemberState.UNREVOKED_PARTITIONS
-            ):
-                return CoordinatorResult()
-            return CoordinatorResult(records=self.remove_member_records(group, member, 0))
-
-        self.timer.schedule(key, max(after.rebalance_timeout_ms, 0), expire)
+        self.schedule_fencing(
+            key,
+            group_id,
+            after.member_id,
+            now_ms,
+            after.rebalance_timeout_ms,
+            lambda m: m.member_epoch == epoch and m.state is MemberState.UNREVOKED_PARTITIONS,
+        )
 
     def _schedule_assignment(self, group: ConsumerGroup, now_ms: int) -> None:
         key = assignment_timer_key(group.group_id)
@@ -632,9 +759,13 @@ class ConsumerGroupManager:
             if not isinstance(group, ConsumerGroup):
                 continue
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id, now_ms)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._schedule_rebalance(group.group_id, ConsumerGroupMember(member.member_id), member)
+                classic = member.classic_member_metadata
+                session_ms = classic.session_timeout_ms if classic is not None else None
+                self.schedule_session(group.group_id, member.member_id, now_ms, session_ms)
+                if member.state is MemberState.UNREVOKED_PARTITIONS and classic is None:
+                    self._schedule_rebalance(
+                        group.group_id, ConsumerGroupMember(member.member_id), member, now_ms
+                    )
             if (
                 group.group_epoch > group.assignment_epoch
                 and group.members

@@ -17,12 +17,15 @@ from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
+from groupcoord.coordinator.core.consumer_group_classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
+from groupcoord.coordinator.core.errors import ErrorCode
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
+from groupcoord.coordinator.core.migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
@@ -42,6 +45,7 @@ class GroupCoordinatorShard:
             timer,
             self.config,
             delete_other_group=lambda group: list(getattr(group, "tombstone_records", list)()),
+            join_other_group=self._join_consumer_group,
         )
         self.offsets = OffsetMetadataManager(
             self.groups,
@@ -69,7 +73,14 @@ class GroupCoordinatorShard:
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
             delete_classic_group=self.delete_group_records_keeping_offsets,
+            upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
+            downgrade_to_classic=lambda group, member_id, now_ms: self.migration.downgrade(
+                group, member_id, now_ms
+            ),
         )
+        # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
+        self.migration = OnlineMigration(self.classic, self.config, lambda: self.image)
+        self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
 
     # --- replay and loading ------------------------------------------------------------------
     def replay(self, record: CoordinatorRecord) -> None:
@@ -136,24 +147,46 @@ class GroupCoordinatorShard:
         return counts
 
     # --- classic group protocol -------------------------------------------------------------
+    # A classic request to a consumer group comes from a classic member inside it (online
+    # migration): consumer_group_classic_members.py serves it.
     def join_group(
         self, request: classic_pb.JoinGroupRequest, now_ms: int, token: Any = None
     ) -> CoordinatorResult[classic_pb.JoinGroupResponse]:
         return self.classic.join_group(request, now_ms, token)
 
+    def _join_consumer_group(
+        self, group: Group, request: classic_pb.JoinGroupRequest, now_ms: int
+    ) -> CoordinatorResult[classic_pb.JoinGroupResponse]:
+        if not isinstance(group, ConsumerGroup):
+            return CoordinatorResult(
+                response=classic_pb.JoinGroupResponse(
+                    error_code=ErrorCode.inconsistent_group_protocol.value, member_id=request.member_id
+                )
+            )
+        return self.classic_members.join_group(group, request, now_ms)
+
     def sync_group(
         self, request: classic_pb.SyncGroupRequest, now_ms: int, token: Any = None
     ) -> CoordinatorResult[classic_pb.SyncGroupResponse]:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.sync_group(group, request, now_ms)
         return self.classic.sync_group(request, now_ms, token)
 
     def heartbeat(
         self, request: classic_pb.HeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[classic_pb.HeartbeatResponse]:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.heartbeat(group, request, now_ms)
         return self.classic.heartbeat(request, now_ms)
 
     def leave_group(
         self, request: classic_pb.LeaveGroupRequest, now_ms: int
     ) -> CoordinatorResult[classic_pb.LeaveGroupResponse]:
+        group = self.groups.get(request.group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.classic_members.leave_group(group, request, now_ms)
         return self.classic.leave_group(request, now_ms)
 
     # --- offsets -----------------------------------------------------------------------------

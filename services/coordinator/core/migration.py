@@ -7,17 +7,19 @@ group whose other members all use the classic protocol, it converts back. Apache
 this in ``GroupMetadataManager.convertToConsumerGroup`` / ``convertToClassicGroup`` with
 ``ConsumerGroup.fromClassicGroup`` / ``ClassicGroup.fromConsumerGroup``.
 
-This module holds what the classic protocol contributes, independent of the consumer group's
-model: whether a classic group may be upgraded, what each classic member brings into a consumer
+:class:`OnlineMigration` is what the shard wires into the consumer group manager. This module
+holds what the classic protocol contributes: whether a classic group may be upgraded, what each classic member brings into a consumer
 group (:func:`members_for_upgrade`), the records and answers that retire the classic group
 (:func:`retire_for_upgrade`), and the records that rebuild a classic group from a consumer
 group's members on a downgrade (:func:`classic_group_from_members`). The consumer-group side
-(its records, reconciliation, serving JoinGroup/SyncGroup/Heartbeat of classic members inside a
-consumer group) belongs with the KIP-848 core and calls these.
+(its records: consumer_group_conversion.py; serving JoinGroup/SyncGroup/Heartbeat/LeaveGroup of
+classic members inside a consumer group: consumer_group_classic_members.py) belongs with the
+KIP-848 core.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,8 @@ from groupcoord.coordinator.core.classic_group_manager import (
     join_key,
 )
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer_group import ConsumerGroup, ConsumerGroupMember
+from groupcoord.coordinator.core.consumer_group_conversion import consumer_group_records_from_classic
 from groupcoord.coordinator.core.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,
@@ -37,6 +41,8 @@ from groupcoord.coordinator.core.consumer_protocol import (
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 
@@ -163,3 +169,91 @@ def classic_group_from_members(
     return manager.create_converted_group(
         group_id, group_epoch, converted, now_ms, rebalance=rebalance
     ).records
+
+
+def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsImage) -> MigratingMember:
+    """A classic member of a consumer group as the classic group it converts back into needs
+    it: its classic protocols and session timeout, and its current assignment by topic name
+    (Kafka's ClassicGroupMember built in ClassicGroup.fromConsumerGroup)."""
+    classic = member.classic_member_metadata
+    if classic is None:
+        raise ValueError(f"member {member.member_id} does not use the classic protocol")
+    assigned: dict[str, list[int]] = {}
+    for topic_id, parts in sorted(member.assigned.items()):
+        name = image.topic_name(topic_id)
+        if name is not None and parts:
+            assigned[name] = sorted(parts)
+    return MigratingMember(
+        member_id=member.member_id,
+        group_instance_id=member.instance_id,
+        client_id=member.client_id,
+        client_host=member.client_host,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        session_timeout_ms=classic.session_timeout_ms,
+        protocols=classic.supported_protocols,
+        subscribed_topics=member.subscribed_topic_names,
+        assigned=assigned,
+        rack_id=member.rack_id,
+    )
+
+
+class OnlineMigration:
+    """Both directions of KIP-848 online migration, wired by the shard into the consumer group
+    manager (``upgrade``, ``downgrade``): each returns the records that replace one group type
+    by the other, so the conversion is written — and replayed after a failover — like any
+    other change (Kafka's convertToConsumerGroup / convertToClassicGroup)."""
+
+    def __init__(
+        self,
+        classic: ClassicGroupManager,
+        config: GroupConfig,
+        image: Callable[[], TopicsImage],
+    ) -> None:
+        self.classic = classic
+        self.config = config
+        self.image = image
+
+    def upgrade(
+        self, group: Group, now_ms: int
+    ) -> tuple[list[CoordinatorRecord], Callable[[], list[tuple[Any, Any]]]] | None:
+        """The first ConsumerGroupHeartbeat to a non-empty classic group: the classic group's
+        tombstones then the consumer group's records (generation = group epoch, current
+        assignments carried over), and what answers the classic group's waiting requests
+        (REBALANCE_IN_PROGRESS: they rejoin, served by the consumer group). None when the
+        policy, the protocol type or the size forbids it (the heartbeat then gets
+        GROUP_ID_NOT_FOUND, as in Kafka); a malformed embedded protocol raises it."""
+        if not isinstance(group, ClassicGroup) or not can_upgrade(
+            group, self.config, self.config.consumer_group_max_size
+        ):
+            return None
+        epoch, members = members_for_upgrade(group)
+        records = self.classic.delete_records(group)
+        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.image(), now_ms)
+
+        def finish() -> list[tuple[Any, Any]]:
+            return retire_for_upgrade(self.classic, group)[1]
+
+        return records, finish
+
+    def downgrade(
+        self, group: ConsumerGroup, leaving_member_id: str, now_ms: int
+    ) -> list[CoordinatorRecord] | None:
+        """When ``leaving_member_id`` leaves (or is fenced) and every other member uses the
+        classic protocol: the consumer group's tombstones, then a classic group of the others
+        at generation = group epoch, preparing a rebalance (Kafka's
+        validateOnlineDowngradeWithFencedMember + convertToClassicGroup). None when the group
+        stays a consumer group: it would be empty, a consumer-protocol member remains, the
+        policy forbids it, or it is larger than group.classic.max.size."""
+        remaining = [m for m in group.members.values() if m.member_id != leaving_member_id]
+        if (
+            not remaining
+            or not all(m.uses_classic_protocol for m in remaining)
+            or not self.config.consumer_group_migration_policy.downgrade_enabled
+            or len(remaining) > self.config.classic_group_max_size
+        ):
+            return None
+        image = self.image()
+        members = [migrating_member_from_consumer(m, image) for m in remaining]
+        return group.tombstone_records() + classic_group_from_members(
+            self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=True
+        )

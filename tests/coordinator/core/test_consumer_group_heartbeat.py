@@ -7,6 +7,7 @@ import pytest
 from consumer_group_context import ConsumerGroupContext, G
 from shard_test_context import ShardContext
 
+from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import MemberState
 from groupcoord.coordinator.core.errors import ErrorCode as E
@@ -110,14 +111,24 @@ def test_group_max_size_reached() -> None:
     assert ctx.join("a").error_code == 0  # an existing member rejoining is not a new one
 
 
-def test_a_classic_group_with_members_is_not_a_consumer_group() -> None:
+def test_a_classic_group_of_another_protocol_type_is_not_a_consumer_group() -> None:
     ctx = ConsumerGroupContext()
-    ShardContext.join(ctx, "classic", version=3)  # the classic protocol's JoinGroup
+    ShardContext.join(ctx, "classic", version=3, protocol_type="connect")  # Kafka Connect workers
     ctx.advance(0)
     assert not ctx.shard.groups["classic"].is_empty()
     resp = ctx.join("m", group="classic")
     assert resp.error_code == E.group_id_not_found.value
     assert resp.error_message == "Group classic is not a consumer group."
+
+
+def test_a_classic_group_with_a_malformed_subscription_cannot_be_upgraded() -> None:
+    ctx = ConsumerGroupContext()
+    ShardContext.join(ctx, "classic", version=3, protocols=[("range", b"")])
+    ctx.advance(0)
+    resp = ctx.join("m", group="classic")
+    assert resp.error_code == E.group_id_not_found.value
+    assert resp.error_message.startswith("Cannot upgrade the classic group classic")
+    assert isinstance(ctx.shard.groups["classic"], ClassicGroup)
 
 
 def test_an_empty_simple_group_holding_offsets_becomes_a_consumer_group() -> None:
