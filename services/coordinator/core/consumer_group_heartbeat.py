@@ -407,7 +407,15 @@ class ConsumerGroupManager:
                 parts = reconciled.assigned[tid]
                 if parts:
                     response.assignment.topic_partitions.add(topic_id=tid, partitions=sorted(parts))
-        completions = finish_upgrade() if finish_upgrade is not None else []
+        completions: list[tuple[Any, Any]] = []
+        if finish_upgrade is not None:
+            # The converted classic members keep their own session timeouts (Kafka's
+            # convertToConsumerGroup); the classic group's timers and waiting requests end.
+            completions = finish_upgrade()
+            for other in group.members.values():
+                classic = other.classic_member_metadata
+                if classic is not None and other.member_id != member_id:
+                    self.schedule_session(gid, other.member_id, now_ms, classic.session_timeout_ms)
         return CoordinatorResult(records=records, response=response, completions=completions)
 
     def advance_member(
