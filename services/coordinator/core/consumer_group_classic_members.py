@@ -41,6 +41,8 @@ from groupcoord.coordinator.core.consumer_group_heartbeat import (
     ConsumerGroupManager,
     classic_join_timer_key,
     classic_sync_timer_key,
+    known_static_member,
+    static_takeover,
 )
 from groupcoord.coordinator.core.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -119,23 +121,9 @@ class ClassicMembersOfConsumerGroups:
                     member, is_new = ConsumerGroupMember(member_id), True
                 else:
                     # The static member restarted: the new id takes over its assignment.
-                    replaced = static
-                    member = replace_member(
-                        static, member_id=member_id, member_epoch=0, previous_member_epoch=0
-                    )
-                    is_new = False
+                    replaced, member, is_new = static, static_takeover(static, member_id), False
             else:
-                if static is None:
-                    raise CoordinatorError(
-                        ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown."
-                    )
-                if static.member_id != member_id:
-                    raise CoordinatorError(
-                        ErrorCode.fenced_instance_id,
-                        f"Static member {member_id} with instance id {instance_id} was fenced by member "
-                        f"{static.member_id}.",
-                    )
-                member, is_new = static, False
+                member, is_new = known_static_member(group, instance_id, member_id), False
 
         changes: dict[str, Any] = {
             "subscribed_topic_names": tuple(sorted(set(subscription.topics))),
@@ -227,12 +215,7 @@ class ClassicMembersOfConsumerGroups:
     def _assignment(self, member: ConsumerGroupMember) -> bytes:
         """The member's current partitions in the consumer protocol, at the version of its
         subscription (as Kafka answers)."""
-        image = self.manager.image()
-        partitions: dict[str, list[int]] = {}
-        for topic_id in sorted(member.assigned):
-            name = image.topic_name(topic_id)
-            if name is not None and member.assigned[topic_id]:
-                partitions[name] = sorted(member.assigned[topic_id])
+        partitions = self.manager.image().partitions_by_name(member.assigned)
         metadata = (
             member.classic_member_metadata.supported_protocols[0][1]
             if member.classic_member_metadata
@@ -322,17 +305,7 @@ class ClassicMembersOfConsumerGroups:
                     f"Member {member_id} is not a member of group {group.group_id}.",
                 )
         else:
-            member = group.member_by_instance(instance_id)
-            if member is None:
-                raise CoordinatorError(
-                    ErrorCode.unknown_member_id,
-                    f"Member with instance id {instance_id} is not a member of group {group.group_id}.",
-                )
-            if member_id is not None and member.member_id != member_id:
-                raise CoordinatorError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {member_id} with instance id {instance_id} was fenced by member {member.member_id}.",
-                )
+            member = known_static_member(group, instance_id, member_id)
         if not member.uses_classic_protocol:
             raise CoordinatorError(
                 ErrorCode.unknown_member_id, f"Member {member.member_id} does not use the classic protocol."

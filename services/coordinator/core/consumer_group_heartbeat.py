@@ -340,25 +340,9 @@ class ConsumerGroupManager:
                         f"because the instance id is owned by member {static.member_id}.",
                     )
                 else:
-                    # The static member is back under a new member id: it takes over the old
-                    # member's assignment, without a group epoch bump (KIP-848 static membership).
-                    replaced = static
-                    member = replace_member(
-                        static, member_id=member_id, member_epoch=0, previous_member_epoch=0
-                    )
-                    is_new = False
+                    replaced, member, is_new = static, static_takeover(static, member_id), False
             else:
-                if static is None:
-                    raise CoordinatorError(
-                        ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown in group {gid}."
-                    )
-                if static.member_id != member_id:
-                    raise CoordinatorError(
-                        ErrorCode.fenced_instance_id,
-                        f"Static member {member_id} with instance id {instance_id} is fenced "
-                        f"by member {static.member_id}.",
-                    )
-                member, is_new = static, False
+                member, is_new = known_static_member(group, instance_id, member_id), False
                 _check_epoch(member, r.member_epoch, owned)
 
         if is_new and len(group.members) >= self.config.consumer_group_max_size:
@@ -600,14 +584,7 @@ class ConsumerGroupManager:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} not found.")
         instance_id = r.instance_id if r.HasField("instance_id") else None
         if instance_id is not None:
-            member = group.member_by_instance(instance_id)
-            if member is None:
-                raise CoordinatorError(ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown.")
-            if member.member_id != r.member_id:
-                raise CoordinatorError(
-                    ErrorCode.fenced_instance_id,
-                    f"Static member {r.member_id} with instance id {instance_id} is fenced by member {member.member_id}.",
-                )
+            member = known_static_member(group, instance_id, r.member_id)
         else:
             member = group.members.get(r.member_id)
             if member is None:
@@ -805,6 +782,28 @@ class ConsumerGroupManager:
             if regex_changed or metadata_hash != group.metadata_hash:
                 records.append(group_metadata_record(group.group_id, group.group_epoch + 1, metadata_hash))
         return CoordinatorResult(records=records)
+
+
+def static_takeover(static: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
+    """A static member back under a new member id takes over the old member's assignment,
+    without a group epoch bump (KIP-848 static membership); its epoch starts again at 0."""
+    return replace_member(static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+
+
+def known_static_member(group: ConsumerGroup, instance_id: str, member_id: str | None) -> ConsumerGroupMember:
+    """The member holding ``instance_id``: UNKNOWN_MEMBER_ID if none, FENCED_INSTANCE_ID if it
+    has another member id than ``member_id`` (None: any, an admin removing by instance id)."""
+    static = group.member_by_instance(instance_id)
+    if static is None:
+        raise CoordinatorError(
+            ErrorCode.unknown_member_id, f"Instance id {instance_id} is unknown in group {group.group_id}."
+        )
+    if member_id is not None and static.member_id != member_id:
+        raise CoordinatorError(
+            ErrorCode.fenced_instance_id,
+            f"Static member {member_id} with instance id {instance_id} is fenced by member {static.member_id}.",
+        )
+    return static
 
 
 def _most_common(counts: Counter[str], default: str) -> str:

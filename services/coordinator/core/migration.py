@@ -178,11 +178,6 @@ def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsIma
     classic = member.classic_member_metadata
     if classic is None:
         raise ValueError(f"member {member.member_id} does not use the classic protocol")
-    assigned: dict[str, list[int]] = {}
-    for topic_id, parts in sorted(member.assigned.items()):
-        name = image.topic_name(topic_id)
-        if name is not None and parts:
-            assigned[name] = sorted(parts)
     return MigratingMember(
         member_id=member.member_id,
         group_instance_id=member.instance_id,
@@ -192,7 +187,7 @@ def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsIma
         session_timeout_ms=classic.session_timeout_ms,
         protocols=classic.supported_protocols,
         subscribed_topics=member.subscribed_topic_names,
-        assigned=assigned,
+        assigned=image.partitions_by_name(member.assigned),
         rack_id=member.rack_id,
     )
 

@@ -81,6 +81,17 @@ class TopicsImage:
         t = self.by_id.get(topic_id)
         return None if t is None else t.name
 
+    def partitions_by_name(self, partitions: Mapping[bytes, Iterable[int]]) -> dict[str, list[int]]:
+        """Partitions by topic id → by topic name, sorted (the classic consumer protocol's
+        form); topics the image does not know, and empty ones, are left out."""
+        out: dict[str, list[int]] = {}
+        for topic_id in sorted(partitions):
+            name = self.topic_name(topic_id)
+            parts = sorted(partitions[topic_id])
+            if name is not None and parts:
+                out[name] = parts
+        return out
+
     def num_partitions(self, topic_id: bytes) -> int:
         t = self.by_id.get(topic_id)
         return -1 if t is None else t.num_partitions
