@@ -1,7 +1,10 @@
 """Calls from the gateway to coordinator shard workers over pipelined gRPC streams.
 
-One bidirectional ``Coordinator.Stream`` per worker address, shared by every client
-connection: many requests in flight, replies matched by correlation id. A broken stream fails
+A few bidirectional ``Coordinator.Batches`` streams per worker address, shared by every
+client connection: many requests in flight, replies matched by correlation id. Python gRPC
+costs far more per message than per byte (each stream write waits for its completion), so
+each stream sends everything queued since its last write as one ``CoordinatorBatch``, and the
+worker answers with batches of the replies that are ready together. A broken stream fails
 its in-flight calls with COORDINATOR_NOT_AVAILABLE (retriable: clients look the coordinator up
 again and retry, exactly as after a Kafka broker failure) and is reopened on the next call.
 """
@@ -38,6 +41,11 @@ def failed(code: ErrorCode, message: str) -> ShardReply:
     return ShardReply(int(code.value), message, None)
 
 
+# Envelopes per gRPC message at most (a batch stays well under gRPC's 4 MiB message limit
+# for group requests).
+MAX_BATCH = 256
+
+
 class _Stream:
     def __init__(self, address: Address) -> None:
         self.address = address
@@ -49,23 +57,33 @@ class _Stream:
         self.task = asyncio.create_task(self._run())
         self.broken = False
 
-    async def _requests(self) -> AsyncIterator[pb.CoordinatorEnvelope]:
+    async def _requests(self) -> AsyncIterator[pb.CoordinatorBatch]:
+        """One batch per write: whatever queued up while the previous write was in flight."""
         while (item := await self.outbox.get()) is not None:
-            yield item
+            batch = pb.CoordinatorBatch()
+            batch.envelopes.append(item)
+            while len(batch.envelopes) < MAX_BATCH and not self.outbox.empty():
+                more = self.outbox.get_nowait()
+                if more is None:
+                    yield batch
+                    return
+                batch.envelopes.append(more)
+            yield batch
 
     async def _run(self) -> None:
         stub = pb_grpc.CoordinatorStub(self.channel)
         try:
-            async for reply in stub.Stream(self._requests()):
-                fut = self.waiting.pop(reply.correlation_id, None)
-                if fut is None or fut.done():
-                    continue
-                which = reply.WhichOneof("response")
-                fut.set_result(
-                    ShardReply(
-                        reply.error_code, reply.error_message, getattr(reply, which) if which else None
+            async for replies in stub.Batches(self._requests()):
+                for reply in replies.replies:
+                    fut = self.waiting.pop(reply.correlation_id, None)
+                    if fut is None or fut.done():
+                        continue
+                    which = reply.WhichOneof("response")
+                    fut.set_result(
+                        ShardReply(
+                            reply.error_code, reply.error_message, getattr(reply, which) if which else None
+                        )
                     )
-                )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any stream failure is a shard failure

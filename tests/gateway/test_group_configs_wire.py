@@ -5,6 +5,7 @@ answers come back in request order."""
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 
 import pytest
@@ -38,6 +39,24 @@ def call(bootstrap: str, body, correlation_id: int = 7):  # noqa: ANN001, ANN201
     return response
 
 
+RETRIABLE = {
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator,
+}
+
+
+def call_retrying(bootstrap: str, body, attempts: int = 50):  # noqa: ANN001, ANN201
+    """Like a Kafka client: retry while the coordinator is loading or moving (a fresh cluster's
+    partitions may still be loading when the first request arrives)."""
+    for _ in range(attempts):
+        response = call(bootstrap, body)
+        if not any(r.error_code in RETRIABLE for r in response.responses):
+            return response
+        time.sleep(0.2)
+    return response
+
+
 def test_group_configs_are_ours_and_topic_configs_the_upstreams(cluster: BackgroundCluster) -> None:
     group, topic = f"cfg-{uuid.uuid4().hex[:6]}", f"cfg-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -45,7 +64,7 @@ def test_group_configs_are_ours_and_topic_configs_the_upstreams(cluster: Backgro
         fut.result(15)
 
     # when a member sets the group's session timeout, then describing shows it, beside a topic's configs
-    altered = call(
+    altered = call_retrying(
         cluster.bootstrap,
         IncrementalAlterConfigsRequest(
             resources=(
