@@ -160,6 +160,10 @@ class ClassicMembersOfConsumerGroups:
         self.timer.cancel(classic_join_timer_key(gid, member_id))
         if replaced is not None:
             self.manager.cancel_member_timers(gid, replaced.member_id)
+            if not replaced.uses_classic_protocol:
+                downgraded = self._downgrade_replacing(group, replaced, reconciled, now_ms)
+                if downgraded is not None:
+                    return downgraded
         self.manager.schedule_session(gid, member_id, now_ms, request.session_timeout_ms)
         self.manager.schedule_fencing(
             classic_sync_timer_key(gid, member_id), gid, member_id, now_ms, request.rebalance_timeout_ms
@@ -171,6 +175,29 @@ class ClassicMembersOfConsumerGroups:
             protocol_name=protocols[0][0],
             leader="",
             member_id=member_id,
+        )
+        return CoordinatorResult(records=records, response=response)
+
+    def _downgrade_replacing(
+        self, group: ConsumerGroup, replaced: ConsumerGroupMember, joining: ConsumerGroupMember, now_ms: int
+    ) -> CoordinatorResult[pb.JoinGroupResponse] | None:
+        """The classic static member replaced the last consumer-protocol member: the group
+        converts back, Stable at generation = group epoch, the joining member holding what the
+        replaced one held (its SyncGroup then returns it)."""
+        downgrade = self.manager.downgrade_to_classic
+        records = None if downgrade is None else downgrade(group, replaced.member_id, now_ms, joining)
+        if records is None:
+            return None
+        for member_id in group.members:
+            self.manager.cancel_member_timers(group.group_id, member_id)
+        self.manager.cancel_member_timers(group.group_id, joining.member_id)
+        response = pb.JoinGroupResponse(
+            error_code=0,
+            generation_id=group.group_epoch,
+            protocol_type=CONSUMER_PROTOCOL_TYPE,
+            protocol_name=_protocol_name(joining),
+            leader="",
+            member_id=joining.member_id,
         )
         return CoordinatorResult(records=records, response=response)
 

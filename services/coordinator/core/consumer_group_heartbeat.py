@@ -71,9 +71,13 @@ BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
 UpgradeClassicGroup = Callable[
     [Group, int], tuple[list[CoordinatorRecord], Callable[[], list[tuple[Any, Any]]]] | None
 ]
-# (consumer group, leaving member id, now) -> records converting the group back to a classic
-# group without that member, or None when it stays a consumer group.
-DowngradeToClassic = Callable[[ConsumerGroup, str, int], list[CoordinatorRecord] | None]
+# (consumer group, leaving member id, now, joining member or None) -> records converting the
+# group back to a classic group without the leaving member (and with the joining one: a
+# classic static member replacing a consumer-protocol one), or None when it stays a consumer
+# group.
+DowngradeToClassic = Callable[
+    [ConsumerGroup, str, int, "ConsumerGroupMember | None"], list[CoordinatorRecord] | None
+]
 
 
 def session_timer_key(group_id: str, member_id: str) -> str:
@@ -622,7 +626,7 @@ class ConsumerGroupManager:
         into a classic group (online downgrade)."""
         gid = group.group_id
         if may_downgrade and self.downgrade_to_classic is not None:
-            converted = self.downgrade_to_classic(group, member.member_id, now_ms)
+            converted = self.downgrade_to_classic(group, member.member_id, now_ms, None)
             if converted is not None:
                 for member_id in group.members:
                     self.cancel_member_timers(gid, member_id)

@@ -74,8 +74,8 @@ class GroupCoordinatorShard:
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
             delete_classic_group=self.delete_group_records_keeping_offsets,
             upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
-            downgrade_to_classic=lambda group, member_id, now_ms: self.migration.downgrade(
-                group, member_id, now_ms
+            downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
+                group, member_id, now_ms, joining
             ),
         )
         # KIP-848 online migration: conversions both ways, and classic members of consumer groups.

@@ -231,15 +231,24 @@ class OnlineMigration:
         return records, finish
 
     def downgrade(
-        self, group: ConsumerGroup, leaving_member_id: str, now_ms: int
+        self,
+        group: ConsumerGroup,
+        leaving_member_id: str,
+        now_ms: int,
+        joining: ConsumerGroupMember | None = None,
     ) -> list[CoordinatorRecord] | None:
         """When ``leaving_member_id`` leaves (or is fenced) and every other member uses the
         classic protocol: the consumer group's tombstones, then a classic group of the others
         at generation = group epoch, preparing a rebalance (Kafka's
-        validateOnlineDowngradeWithFencedMember + convertToClassicGroup). None when the group
-        stays a consumer group: it would be empty, a consumer-protocol member remains, the
-        policy forbids it, or it is larger than group.classic.max.size."""
+        validateOnlineDowngradeWithFencedMember + convertToClassicGroup). With ``joining`` (a
+        classic static member taking over a consumer-protocol member's instance id, Kafka's
+        validateOnlineDowngradeWithReplacedMemberId), the joining member takes the leaving
+        one's place and the classic group stays Stable. None when the group stays a consumer
+        group: it would be empty, a consumer-protocol member remains, the policy forbids it,
+        or it is larger than group.classic.max.size."""
         remaining = [m for m in group.members.values() if m.member_id != leaving_member_id]
+        if joining is not None:
+            remaining.append(joining)
         if (
             not remaining
             or not all(m.uses_classic_protocol for m in remaining)
@@ -250,5 +259,5 @@ class OnlineMigration:
         image = self.image()
         members = [migrating_member_from_consumer(m, image) for m in remaining]
         return group.tombstone_records() + classic_group_from_members(
-            self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=True
+            self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=joining is None
         )

@@ -318,3 +318,31 @@ def test_a_restarted_static_classic_member_takes_over_its_assignment() -> None:
     stale = classic_join(ctx, first.member_id, instance_id="i-1", version=5)
     assert stale.error_code == E.fenced_instance_id.value
     ctx.assert_replay_equals_live()
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_protocol_member_downgrades() -> None:
+    """Rolling back a static consumer: its instance id rejoins with the classic protocol; the
+    group converts back at once, Stable, and the new incarnation keeps the partitions."""
+    ctx = _context()
+    (a, b, c), _ = _classic_group(ctx)
+    assert ctx.join("static", instance_id="i-1").error_code == 0
+    ctx.leave(G, (a, None), (b, None))
+    for _ in range(3):
+        ctx.ack("static", instance_id="i-1")
+        member = ctx.member(c)
+        if member.state is not MemberState.STABLE or member.member_epoch < ctx.group().group_epoch:
+            again = classic_join(ctx, c, owned=ctx.owned(c))
+            classic_sync(ctx, c, again.generation_id)
+    held = ctx.owned("static")
+    assert held
+    epoch = ctx.group().group_epoch
+
+    joined = classic_join(ctx, "", instance_id="i-1", version=5)
+    assert joined.error_code == 0 and joined.generation_id == epoch
+    group = ctx.classic(G)
+    assert group.state is S.STABLE and group.generation_id == epoch
+    assert set(group.members) == {c, joined.member_id}
+    synced = classic_sync(ctx, joined.member_id, epoch)
+    assert synced.error_code == 0
+    assert decode_assignment(synced.assignment).partitions == held
+    ctx.assert_replay_equals_live()
