@@ -164,6 +164,11 @@ class ClientSession:
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
         self.started: dict[int, tuple[int, float]] = {}  # seq -> (api key, arrival), for latency
+        # The first response ready in an event-loop turn is written at once (no added
+        # latency); the others of that turn go out together in one write at its end (a
+        # socket write per response was a fifth of the gateway's CPU under pipelined load).
+        self.outgoing: list[bytes] = []
+        self.flush_scheduled = False
 
     async def run(self) -> None:
         try:
@@ -239,8 +244,20 @@ class ClientSession:
                 codec.API_NAMES[started[0]], time.perf_counter() - started[1]
             )
         out = self.conn.respond(seq, payload)
-        if out:
-            self.writer.write(out)
+        if not out or self.writer.is_closing():
+            return  # the client went away: nobody to answer
+        if self.flush_scheduled:
+            self.outgoing.append(out)
+            return
+        self.writer.write(out)
+        self.flush_scheduled = True
+        asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flush_scheduled = False
+        out, self.outgoing = self.outgoing, []
+        if out and not self.done.is_set() and not self.writer.is_closing():
+            self.writer.write(b"".join(out))
 
     def fail(self, reason: str) -> None:
         if not self.done.is_set():
@@ -250,6 +267,7 @@ class ClientSession:
     def close(self) -> None:
         if self.done.is_set():
             return
+        self.flush()  # responses already delivered still go out before the connection closes
         self.done.set()
         self.upstream.close()
         for task in list(self.tasks):
