@@ -54,7 +54,7 @@ State = ClassicGroupState
 WaitKey = tuple[str, str, str]  # ("join" | "sync", group_id, member_id)
 
 # JoinGroup v4+ makes a new dynamic member fetch its id first (KIP-394).
-_JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
+JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
 # JoinGroup v9+ lets a rejoining static leader skip computing an assignment (KIP-814).
 _JOIN_SKIP_ASSIGNMENT_VERSION = 9
 
@@ -161,6 +161,12 @@ class _Change:
         if self.created or meta.value != self._original:
             return [*self.replaced, *self.records, meta]
         return list(self.records)
+
+
+def new_member_id(client_id: str) -> str:
+    """The member id the coordinator gives a classic member joining without one (Kafka:
+    client id, a dash, a random UUID)."""
+    return f"{client_id}-{uuid.uuid4()}"
 
 
 def _error_join(code: ErrorCode, member_id: str = "") -> pb.JoinGroupResponse:
@@ -375,14 +381,14 @@ class ClassicGroupManager:
         token: Any,
     ) -> CoordinatorResult[pb.JoinGroupResponse]:
         group = change.group
-        new_id = f"{request.client_id}-{uuid.uuid4()}"
+        new_id = new_member_id(request.client_id)
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:
                 return self._rejoin_static_member(change, request, protocols, old_id, new_id, token)
             self._add_member(change, request, protocols, new_id, instance_id)
             return self._finish(change, wait=("join", group.group_id, new_id), token=token)
-        if request.api_version >= _JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION:
+        if request.api_version >= JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION:
             # KIP-394: hand out the id first; the member joins with it in its next request.
             change.add_pending(new_id, request.session_timeout_ms)
             self._schedule_pending(group.group_id, new_id, request.session_timeout_ms, change.now_ms)

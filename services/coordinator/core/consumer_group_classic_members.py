@@ -26,9 +26,12 @@ joined must sync within it; otherwise it is removed (timer events, like every ti
 from __future__ import annotations
 
 import struct
-import uuid
 from typing import Any
 
+from groupcoord.coordinator.core.classic_group_manager import (
+    JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION,
+    new_member_id,
+)
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import (
     ClassicMemberMetadata,
@@ -52,11 +55,8 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
-
-# JoinGroup v4+ (KIP-394): a dynamic member without an id is sent one and joins again with it.
-JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
 
 
 class ClassicMembersOfConsumerGroups:
@@ -76,14 +76,13 @@ class ClassicMembersOfConsumerGroups:
         member_id = request.member_id
         unknown = member_id == ""
         if unknown:
-            member_id = f"{request.client_id}-{uuid.uuid4()}"
+            member_id = new_member_id(request.client_id)
         try:
             return self._join(group, request, member_id, unknown, now_ms)
         except CoordinatorError as e:
-            response = pb.JoinGroupResponse(error_code=e.code.value, member_id=request.member_id)
-            if e.message is not None:
-                response.error_message = e.message
-            return CoordinatorResult(response=response)
+            return CoordinatorResult(
+                response=error_response(pb.JoinGroupResponse, e, member_id=request.member_id)
+            )
 
     def _join(
         self, group: ConsumerGroup, request: pb.JoinGroupRequest, member_id: str, unknown: bool, now_ms: int
@@ -184,13 +183,9 @@ class ClassicMembersOfConsumerGroups:
         """The classic static member replaced the last consumer-protocol member: the group
         converts back, Stable at generation = group epoch, the joining member holding what the
         replaced one held (its SyncGroup then returns it)."""
-        downgrade = self.manager.downgrade_to_classic
-        records = None if downgrade is None else downgrade(group, replaced.member_id, now_ms, joining)
+        records = self.manager.downgrade(group, replaced.member_id, now_ms, joining)
         if records is None:
             return None
-        for member_id in group.members:
-            self.manager.cancel_member_timers(group.group_id, member_id)
-        self.manager.cancel_member_timers(group.group_id, joining.member_id)
         response = pb.JoinGroupResponse(
             error_code=0,
             generation_id=group.group_epoch,
@@ -226,7 +221,7 @@ class ClassicMembersOfConsumerGroups:
             ):
                 raise self._rebalance_in_progress(group, member, now_ms)
         except CoordinatorError as e:
-            return CoordinatorResult(response=_sync_error(e))
+            return CoordinatorResult(response=error_response(pb.SyncGroupResponse, e))
         gid = group.group_id
         self.timer.cancel(classic_sync_timer_key(gid, member.member_id))
         self.manager.schedule_session(gid, member.member_id, now_ms, _session_ms(member))
@@ -270,10 +265,7 @@ class ClassicMembersOfConsumerGroups:
             ):
                 raise self._rebalance_in_progress(group, member, now_ms)
         except CoordinatorError as e:
-            response = pb.HeartbeatResponse(error_code=e.code.value)
-            if e.message is not None:
-                response.error_message = e.message
-            return CoordinatorResult(response=response)
+            return CoordinatorResult(response=error_response(pb.HeartbeatResponse, e))
         return CoordinatorResult(response=pb.HeartbeatResponse(error_code=0))
 
     def _waits_on_others(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
@@ -391,10 +383,3 @@ def _illegal_generation(generation_id: int, member: ConsumerGroupMember) -> Coor
         f"The request generation id {generation_id} is not equal to the member epoch "
         f"{member.member_epoch} of member {member.member_id}.",
     )
-
-
-def _sync_error(e: CoordinatorError) -> pb.SyncGroupResponse:
-    response = pb.SyncGroupResponse(error_code=e.code.value)
-    if e.message is not None:
-        response.error_message = e.message
-    return response

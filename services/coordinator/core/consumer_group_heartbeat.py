@@ -48,7 +48,7 @@ from groupcoord.coordinator.core.consumer_group import (
     target_member_record,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.reconciliation import reconcile
 from groupcoord.coordinator.core.regex_subscriptions import compile_regex, resolve
@@ -226,10 +226,7 @@ class ConsumerGroupManager:
                 )
             return self._heartbeat(request, now_ms)
         except CoordinatorError as e:
-            response = pb.ConsumerGroupHeartbeatResponse(error_code=e.code.value)
-            if e.message is not None:
-                response.error_message = e.message
-            return CoordinatorResult(response=response)
+            return CoordinatorResult(response=error_response(pb.ConsumerGroupHeartbeatResponse, e))
 
     def _validate(self, r: pb.ConsumerGroupHeartbeatRequest) -> None:
         """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid, rule by rule."""
@@ -371,8 +368,7 @@ class ConsumerGroupManager:
         # Timers.
         self.schedule_session(gid, member_id, now_ms)
         if replaced is not None:
-            self.timer.cancel(session_timer_key(gid, replaced.member_id))
-            self.timer.cancel(rebalance_timer_key(gid, replaced.member_id))
+            self.cancel_member_timers(gid, replaced.member_id)
         self._schedule_rebalance(gid, member, reconciled, now_ms)
 
         response = pb.ConsumerGroupHeartbeatResponse(
@@ -618,20 +614,37 @@ class ConsumerGroupManager:
         return CoordinatorResult(records=records, response=response)
 
     def remove_member_records(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int, *, may_downgrade: bool = True
+        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
     ) -> list[CoordinatorRecord]:
         """Kafka's fencing/removal: the member's tombstones, its regex if nobody else uses it,
         and a group epoch bump (the assignor runs on the next heartbeat) — or, when only
-        classic members remain and ``may_downgrade``, the records converting the group back
-        into a classic group (online downgrade)."""
-        gid = group.group_id
-        if may_downgrade and self.downgrade_to_classic is not None:
-            converted = self.downgrade_to_classic(group, member.member_id, now_ms, None)
-            if converted is not None:
-                for member_id in group.members:
-                    self.cancel_member_timers(gid, member_id)
-                return converted
+        classic members remain, the records converting the group back into a classic group
+        (online downgrade)."""
+        converted = self.downgrade(group, member.member_id, now_ms)
+        if converted is not None:
+            return converted
         return self.remove_members_records(group, [member])
+
+    def downgrade(
+        self,
+        group: ConsumerGroup,
+        leaving_member_id: str,
+        now_ms: int,
+        joining: ConsumerGroupMember | None = None,
+    ) -> list[CoordinatorRecord] | None:
+        """The records converting the group back into a classic group when
+        ``leaving_member_id`` goes (``joining`` taking its place), None when it stays a
+        consumer group; on a conversion the members' consumer-group timers end."""
+        if self.downgrade_to_classic is None:
+            return None
+        converted = self.downgrade_to_classic(group, leaving_member_id, now_ms, joining)
+        if converted is not None:
+            member_ids = list(group.members)
+            if joining is not None:
+                member_ids.append(joining.member_id)
+            for member_id in member_ids:
+                self.cancel_member_timers(group.group_id, member_id)
+        return converted
 
     def remove_members_records(
         self, group: ConsumerGroup, members: list[ConsumerGroupMember]

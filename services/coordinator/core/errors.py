@@ -7,7 +7,12 @@ API's error response and writes no records.
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
+from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
+
+M = TypeVar("M", bound=Message)
 
 
 class CoordinatorError(Exception):
@@ -17,4 +22,12 @@ class CoordinatorError(Exception):
         self.message = message
 
 
-__all__ = ["CoordinatorError", "ErrorCode"]
+def error_response(response_type: type[M], error: CoordinatorError, **fields: Any) -> M:
+    """An API's response carrying ``error`` (its code, and its message when it has one)."""
+    response = response_type(error_code=error.code.value, **fields)
+    if error.message is not None:
+        response.error_message = error.message  # type: ignore[attr-defined]
+    return response
+
+
+__all__ = ["CoordinatorError", "ErrorCode", "error_response"]

@@ -120,8 +120,14 @@ def retire_for_upgrade(
     manager: ClassicGroupManager, group: ClassicGroup
 ) -> tuple[list[CoordinatorRecord], list[tuple[Any, Any]]]:
     """Tombstones of the classic group (to precede the consumer group's records) and answers
-    for its waiting requests: a JoinGroup or SyncGroup still waiting gets REBALANCE_IN_PROGRESS,
-    so the member rejoins — now served by the consumer group (Kafka's convertToConsumerGroup)."""
+    for its waiting requests (:func:`release_for_upgrade`)."""
+    return manager.delete_records(group), release_for_upgrade(manager, group)
+
+
+def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> list[tuple[Any, Any]]:
+    """Ends the classic group's timers and answers its waiting requests: a JoinGroup or
+    SyncGroup still waiting gets REBALANCE_IN_PROGRESS, so the member rejoins — now served by
+    the consumer group (Kafka's convertToConsumerGroup)."""
     answers: list[tuple[tuple[str, str, str], Any]] = []
     code = ErrorCode.rebalance_in_progress.value
     for member_id in group.members:
@@ -131,7 +137,7 @@ def retire_for_upgrade(
         answers.append((("sync", group.group_id, member_id), pb.SyncGroupResponse(error_code=code)))
         manager.timer.cancel(heartbeat_key(group.group_id, member_id))
     manager.timer.cancel(join_key(group.group_id))
-    return manager.delete_records(group), manager.waiters.release(answers)
+    return manager.waiters.release(answers)
 
 
 def classic_group_from_members(
@@ -225,10 +231,7 @@ class OnlineMigration:
         records = self.classic.delete_records(group)
         records += consumer_group_records_from_classic(group.group_id, epoch, members, self.image(), now_ms)
 
-        def finish() -> list[tuple[Any, Any]]:
-            return retire_for_upgrade(self.classic, group)[1]
-
-        return records, finish
+        return records, lambda: release_for_upgrade(self.classic, group)
 
     def downgrade(
         self,

@@ -237,11 +237,13 @@ OPS = st.one_of(
 )
 
 
-def _run(world: World, ops: list[tuple[str, int]]) -> None:
+def _run(world: World, ops: list[tuple[str, int]], rounds: int = CONVERGENCE_ROUNDS) -> None:
+    """Apply the steps checking the invariants after each; then, with the input stopped, the
+    group converges within ``rounds`` ticks and stays quiet."""
     for op in ops:
         world.step(op)
         world.check()
-    for _ in range(CONVERGENCE_ROUNDS):
+    for _ in range(rounds):
         if world.converged():
             break
         world.tick()

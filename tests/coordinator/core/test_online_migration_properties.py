@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from consumer_group_context import ConsumerGroupContext, G
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_consumer_group_properties import Client
+from test_consumer_group_properties import Client, _run
 
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
@@ -306,12 +306,4 @@ def test_mixed_protocol_histories_are_safe_replayable_and_converge(
     world.step(("consumer-join", 9))
     assert isinstance(world.ctx.shard.groups[G], ConsumerGroup)
     world.check()
-    for op in ops:
-        world.step(op)
-        world.check()
-    for _ in range(CONVERGENCE_ROUNDS):
-        if world.converged():
-            break
-        world.tick()
-        world.check()
-    assert world.converged(), (world.ctx.shard.groups.get(G), world.classic, world.consumers)
+    _run(world, ops, CONVERGENCE_ROUNDS)  # type: ignore[arg-type]  # same step/check/tick/converged
