@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from groupcoord.gateway.server import new_event_loop
+from groupcoord.common.event_loop import new_event_loop
 from groupcoord.local_cluster import ClusterOptions, LocalCluster
 
 

@@ -16,12 +16,13 @@ import signal
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from groupcoord.common.event_loop import new_event_loop
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.command import parse_address
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.server import Gateway, new_event_loop
+from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
 
 HELP = "start a local cluster: embedded broker (unless --kafka), coordinator shards and the gateway"

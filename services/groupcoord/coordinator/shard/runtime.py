@@ -14,14 +14,14 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.shard.partition import (
     Fenced,
     PartitionRuntime,
     PartitionState,
     ShardFactory,
 )
-from groupcoord.coordinator.shard.partitioning import worker_for
 from groupcoord.coordinator.shard.statelog import StateLogWriter
 from groupcoord.observability.metrics import ShardMetrics
 

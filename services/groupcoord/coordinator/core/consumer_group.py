@@ -23,8 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.records.v1 import consumer_group_pb2 as pb
 

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import (
     PENDING,
     CoordinatorResult,
@@ -42,7 +43,6 @@ from groupcoord.coordinator.core.contract import (
     deserialize_record,
     serialize_record,
 )
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.shard.fencing import (
     FENCE_HEADER,
     MARKER_PREFIX,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
@@ -21,7 +22,6 @@ from groupcoord.coordinator.core.consumer_group_classic_members import ClassicMe
 from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.core.errors import ErrorCode
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager

@@ -13,7 +13,7 @@ import functools
 
 import re2
 
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.topics_image import INTERNAL_TOPICS, TopicsImage
 
 _OPTIONS = re2.Options()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupMember
 from groupcoord.coordinator.core.classic_group_manager import (
     ClassicGroupManager,
@@ -40,7 +41,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as pb

@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from groupcoord.coordinator.core.errors import CoordinatorError
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.shard.partition import PartitionState
 from groupcoord.coordinator.shard.runtime import ShardRuntime
 from groupcoord.rpc.v1 import shard_control_pb2 as sc

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
@@ -26,7 +27,6 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorResult,
     Timer,
 )
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb

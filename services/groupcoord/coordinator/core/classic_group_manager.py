@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import (
     CLASSIC_GROUP_MEMBER_TYPE_ID,
     CLASSIC_GROUP_METADATA_TYPE_ID,
@@ -45,7 +46,6 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorResult,
     Timer,
 )
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import classic_group_pb2 as rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as pb

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.errors import ErrorCode
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 

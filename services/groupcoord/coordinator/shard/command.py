@@ -17,7 +17,7 @@ import multiprocessing.connection
 import signal
 from types import FrameType
 
-from groupcoord.coordinator.shard.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
+from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.shard.statelog import ensure_topic
 from groupcoord.coordinator.shard.worker import CORES, WorkerConfig, worker_main
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from groupcoord.common.event_loop import new_event_loop
 from groupcoord.coordinator.shard.partition import ShardFactory
 from groupcoord.coordinator.shard.rpc import EnvelopeDispatcher, ShardControlServicer
 from groupcoord.coordinator.shard.runtime import ShardRuntime
@@ -171,7 +172,6 @@ def worker_main(config: WorkerConfig) -> None:
         format=f"%(asctime)s %(levelname)s w{config.worker} %(name)s: %(message)s",
     )
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
-    from groupcoord.gateway.server import new_event_loop  # noqa: PLC0415 - uvloop where installed
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(config))

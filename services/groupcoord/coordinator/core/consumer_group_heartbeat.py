@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
 from groupcoord.coordinator.core.assignors.uniform_assignor import UniformAssignor
@@ -48,7 +49,6 @@ from groupcoord.coordinator.core.consumer_group import (
     target_member_record,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.reconciliation import reconcile
 from groupcoord.coordinator.core.regex_subscriptions import compile_regex, resolve

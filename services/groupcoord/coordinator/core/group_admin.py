@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupState
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.consumer_protocol import (
@@ -20,7 +21,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_subscription,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.group import Group
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 

@@ -17,9 +17,10 @@ import threading
 
 import grpc
 
+from groupcoord.common.event_loop import new_event_loop
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.server import Gateway, new_event_loop
+from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from groupcoord.coordinator.shard.partitioning import partition_for, worker_for
+from groupcoord.common.partitioning import partition_for, worker_for
 
 Address = tuple[str, int]
 

@@ -492,7 +492,7 @@ def run_from_args(args: argparse.Namespace, spark: SparkSession) -> CapacityResu
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``spark-submit spark/capacity.py --bootstrap ... --out ...``"""
+    """``spark-submit spark/groupcoord_spark/capacity.py --bootstrap ... --out ...``"""
     parser = argparse.ArgumentParser(prog="capacity", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -11,7 +11,8 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
-from groupcoord.gateway.server import Gateway, new_event_loop
+from groupcoord.common.event_loop import new_event_loop
+from groupcoord.gateway.server import Gateway
 
 
 class BackgroundGateway:

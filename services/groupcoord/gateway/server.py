@@ -412,12 +412,3 @@ class Gateway:
             return node, *listener
         address, node = next(iter(self.node_ids.items()))
         return node, *address
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvloop where installed: it roughly halves the per-hop cost of the proxy path."""
-    try:
-        import uvloop  # noqa: PLC0415
-    except ImportError:
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()

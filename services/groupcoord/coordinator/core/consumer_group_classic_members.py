@@ -28,6 +28,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.coordinator.core.classic_group_manager import (
     JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION,
     new_member_id,
@@ -55,7 +56,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode, error_response
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 
