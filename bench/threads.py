@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from groupcoord.coordinator.shard.partitioning import worker_for
+from groupcoord.common.partitioning import worker_for
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from shard_test_context import ShardContext
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.errors import ErrorCode as E
 
 G = "group"
 

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shard_test_context import ShardContext
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.consumer_protocol import (
     Assignment,
@@ -17,7 +18,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.errors import ErrorCode as E
 
 G = "group"
 

@@ -7,10 +7,10 @@ import pytest
 from consumer_group_context import ConsumerGroupContext, G
 from shard_test_context import ShardContext
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import MemberState
-from groupcoord.coordinator.core.errors import ErrorCode as E
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

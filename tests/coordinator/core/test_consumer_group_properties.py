@@ -23,8 +23,8 @@ from consumer_group_context import ConsumerGroupContext, G
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.errors import ErrorCode as E
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
 TICK_MS = 5_000

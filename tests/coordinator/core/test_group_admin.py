@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from shard_test_context import ShardContext
 
-from groupcoord.coordinator.core.errors import ErrorCode as E
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
 

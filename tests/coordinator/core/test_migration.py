@@ -8,6 +8,8 @@ import pytest
 from consumer_group_context import ConsumerGroupContext
 from shard_test_context import ShardContext
 
+from groupcoord.common.errors import CoordinatorError
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
@@ -18,8 +20,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.errors import CoordinatorError
-from groupcoord.coordinator.core.errors import ErrorCode as E
 from groupcoord.coordinator.core.migration import (
     can_upgrade,
     classic_group_from_members,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from consumer_group_context import ConsumerGroupContext, G
 from shard_test_context import ShardContext
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
@@ -23,7 +24,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.errors import ErrorCode as E
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_consumer_group_properties import Client, _run
 
+from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.consumer_protocol import (
@@ -32,7 +33,6 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.errors import ErrorCode as E
 from groupcoord.rpc.v1 import classic_group_pb2 as cpb
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

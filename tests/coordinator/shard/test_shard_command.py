@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from groupcoord.coordinator.shard.partitioning import worker_for
+from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.shard.register_shard import RegisterShard
 from groupcoord.coordinator.shard.runtime import ShardRuntime
 from groupcoord.embedded_broker import EmbeddedBroker, free_port

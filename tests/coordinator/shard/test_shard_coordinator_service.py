@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.shard.coordinator_service import add_coordinator_service
 from groupcoord.coordinator.shard.register_shard import RegisterShard
 from groupcoord.coordinator.shard.runtime import ShardRuntime

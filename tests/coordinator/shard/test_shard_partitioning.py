@@ -2,7 +2,7 @@
 
 import pytest
 
-from groupcoord.coordinator.shard.partitioning import java_string_hash, partition_for, worker_for
+from groupcoord.common.partitioning import java_string_hash, partition_for, worker_for
 
 
 def test_hash_is_javas_string_hashcode() -> None:

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
-from groupcoord.coordinator.core.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.shard.fencing import ReplayFilter, is_marker, parse_marker
 from groupcoord.coordinator.shard.partition import Fenced, PartitionState, ShardFactory
 from groupcoord.coordinator.shard.register_shard import RegisterShard, SerializedRegisterShard
