@@ -20,11 +20,11 @@ import uuid
 from collections.abc import Iterator
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
-from groupcoord.coordinator.shard.fencing import Fence
-from groupcoord.coordinator.shard.partition import ShardFactory
-from groupcoord.coordinator.shard.register_shard import RegisterShard, SerializedRegisterShard
-from groupcoord.coordinator.shard.runtime import ShardRuntime
-from groupcoord.coordinator.shard.statelog import StateLogWriter, ensure_topic
+from groupcoord.coordinator.runtime.fencing import Fence
+from groupcoord.coordinator.runtime.partition import ShardFactory
+from groupcoord.coordinator.runtime.statelog import StateLogWriter, ensure_topic
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard, SerializedRegisterShard
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 
@@ -112,7 +112,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
     while sp.lag is None or sp.lag > 0:
         await asyncio.sleep(0.05)
     # The old leader keeps writing after the standby caught up: the takeover reads this tail.
-    await asyncio.gather(*(cold.call(0, "put", _put(f"tail-{i}", i)) for i in range(tail)))
+    await asyncio.gather(*(cold.submit(0, OPERATIONS["put"](_put(f"tail-{i}", i))) for i in range(tail)))
     await cold.resign(0)
     t0 = time.perf_counter()
     await standby.become_leader(0, 4)
@@ -146,7 +146,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
 
 async def measure_group_core(bootstrap: str, groups: int, offsets: int) -> dict[str, object]:
     """Cold takeover with the real group cores (GroupCoordinatorShard) over real offset records."""
-    from groupcoord.coordinator.shard.coordinator_service import group_shard_factory  # noqa: PLC0415
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
     from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey, OffsetCommitValue  # noqa: PLC0415
 
     group_shard_factory(0, None)  # type: ignore[arg-type]  # imports the cores: registers their record types

@@ -16,7 +16,7 @@ SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
     "status": "groupcoord.status",
     "gateway": "groupcoord.gateway.command",
-    "shard": "groupcoord.coordinator.shard.command",
+    "shard": "groupcoord.coordinator.server.supervisor",
     "operator": "groupcoord_operator.command",
     "capacity": "groupcoord_spark.command",
 }

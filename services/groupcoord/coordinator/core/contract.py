@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from google.protobuf.message import Message
 
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,9 @@ class CoordinatorResult(Generic[R]):
     records: list[CoordinatorRecord] = field(default_factory=list)
     response: R | None = None
     completions: list[tuple[Any, Any]] = field(default_factory=list)
+    timers: list[TimerIntent] = field(default_factory=list)
+    """Timers to schedule or cancel (h11's habit: effects are values). The runtime applies
+    them in order as soon as the handler returns, before the next event on the loop."""
 
 
 class _Pending:
@@ -72,6 +76,64 @@ class _Pending:
 
 PENDING: Any = _Pending()
 """``CoordinatorResult.response`` of a request answered later through a completion."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleTimer:
+    """Run ``operation()`` on the partition's loop after ``delay_ms``, replacing any timer with
+    the same key. The operation's result is handled exactly like a request's; it must
+    re-validate state (the world may have moved since scheduling)."""
+
+    key: str
+    delay_ms: int
+    operation: Callable[[], CoordinatorResult[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    """Forget the timer with this key, if any."""
+
+    key: str
+
+
+TimerIntent = ScheduleTimer | CancelTimer
+
+
+def apply_timer_intents(timer: Timer, intents: list[TimerIntent]) -> None:
+    """What every host of a coordinator shard does with ``CoordinatorResult.timers``."""
+    for intent in intents:
+        if isinstance(intent, ScheduleTimer):
+            timer.schedule(intent.key, intent.delay_ms, intent.operation)
+        else:
+            timer.cancel(intent.key)
+
+
+Token = Any
+"""The runtime's opaque handle of a waiting request (see ``CoordinatorResult``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorOperation(Generic[S, R]):
+    """One named operation on a partition's coordinator shard, as Kafka's
+    ``scheduleWriteOperation(name, tp, shard -> shard.consumerGroupHeartbeat(ctx, request))``:
+    the caller binds the request in ``run``; the runtime calls ``run(shard, now_ms, token)`` on
+    the partition's loop. A read (``read_only``) never waits on a write and writes nothing."""
+
+    name: str
+    read_only: bool
+    run: Callable[[S, int, Token], CoordinatorResult[R]]
+
+
+def write_operation(
+    name: str, run: Callable[[S, int, Token], CoordinatorResult[R]]
+) -> CoordinatorOperation[S, R]:
+    return CoordinatorOperation(name, False, run)
+
+
+def read_operation(
+    name: str, run: Callable[[S, int, Token], CoordinatorResult[R]]
+) -> CoordinatorOperation[S, R]:
+    return CoordinatorOperation(name, True, run)
 
 
 class Timer(Protocol):

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import enum
 import gc
-import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -37,13 +36,15 @@ from typing import Any
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import (
     PENDING,
+    CoordinatorOperation,
     CoordinatorResult,
     Shard,
     Timer,
+    apply_timer_intents,
     deserialize_record,
     serialize_record,
 )
-from groupcoord.coordinator.shard.fencing import (
+from groupcoord.coordinator.runtime.fencing import (
     FENCE_HEADER,
     MARKER_PREFIX,
     Fence,
@@ -51,8 +52,8 @@ from groupcoord.coordinator.shard.fencing import (
     is_marker,
     parse_marker,
 )
-from groupcoord.coordinator.shard.record_metrics import RecordCounter
-from groupcoord.coordinator.shard.statelog import (
+from groupcoord.coordinator.runtime.record_metrics import RecordCounter
+from groupcoord.coordinator.runtime.statelog import (
     Entry,
     PartitionReader,
     RecordDecoder,
@@ -135,9 +136,7 @@ class LoopTimer:
 
 @dataclass(slots=True)
 class _Request:
-    api: str
-    request: Any
-    read_only: bool
+    operation: CoordinatorOperation[Any, Any]
     future: asyncio.Future[Any]
 
 
@@ -213,7 +212,6 @@ class PartitionRuntime:
         self._write_ready = asyncio.Event()
         self._next_expected = 0
         self._waiting: set[asyncio.Future[Any]] = set()
-        self._token_apis: dict[str, bool] = {}
 
     # --- submission -------------------------------------------------------------------------
 
@@ -232,12 +230,12 @@ class PartitionRuntime:
     def queue_size(self) -> int:
         return self._queue.qsize()
 
-    def submit(self, api: str, request: Any, *, read_only: bool = False) -> asyncio.Future[Any]:
-        """Queue ``shard.<api>(request, now_ms)``; the future gets the response or a
-        CoordinatorError (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
+    def submit(self, operation: CoordinatorOperation[Any, Any]) -> asyncio.Future[Any]:
+        """Queue ``operation`` on the loop; the future gets the response or a CoordinatorError
+        (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.state is PartitionState.ACTIVE:
-            self._put(_Request(api, request, read_only, fut))
+            self._put(_Request(operation, fut))
         elif self.state is PartitionState.LOADING:
             fut.set_exception(
                 _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
@@ -522,33 +520,23 @@ class PartitionRuntime:
         if isinstance(ev, _Request):
             if ev.future.done():
                 return
+            op = ev.operation
             try:
-                result = self._invoke(shard, ev)
+                result = op.run(shard, now_ms(), ev.future)
             except CoordinatorError as exc:
                 ev.future.set_exception(exc)
                 return
             except Exception as exc:
-                log.exception("partition %d: %s failed", self.partition, ev.api)
+                log.exception("partition %d: %s failed", self.partition, op.name)
                 ev.future.set_exception(exc)
                 return
-            self._apply(result, ev.future, ev.read_only)
+            self._apply(result, ev.future, op.read_only)
         elif isinstance(ev, _TimerEvent):
             op = self._timer.take(ev.key, ev.token)
             if op is not None:
                 self._run_internal(op, f"timer {ev.key}")
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, "load hook")
-
-    def _invoke(self, shard: Shard, ev: _Request) -> CoordinatorResult[Any]:
-        """Call the API's handler; handlers that take a ``token`` (delayed responses) get the
-        request's future as that opaque token."""
-        handler = getattr(shard, ev.api)
-        takes_token = self._token_apis.get(ev.api)
-        if takes_token is None:
-            takes_token = self._token_apis[ev.api] = "token" in inspect.signature(handler).parameters
-        if takes_token:
-            return handler(ev.request, now_ms(), token=ev.future)  # type: ignore[no-any-return]
-        return handler(ev.request, now_ms())  # type: ignore[no-any-return]
 
     def _run_internal(self, op: Callable[[], CoordinatorResult[Any]], what: str) -> None:
         try:
@@ -561,8 +549,10 @@ class PartitionRuntime:
     def _apply(
         self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, read_only: bool
     ) -> None:
+        if result.timers:
+            apply_timer_intents(self._timer, result.timers)
         records = result.records
-        completions = getattr(result, "completions", None) or ()
+        completions = result.completions
         if fut is not None and result.response is PENDING:
             # Answered later by a completion in some other result; until then it waits here.
             self._waiting.add(fut)

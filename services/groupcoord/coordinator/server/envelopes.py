@@ -1,12 +1,12 @@
-"""gRPC faces of a shard worker: envelope streams into the runtime, and ShardControl.
+"""Envelope streams into a worker's runtime (the transport of the Coordinator service).
 
-Envelope streams: a client (the gateway) keeps one bidirectional stream per worker and sends
+A client (the gateway) keeps one bidirectional stream per worker and sends
 ``{correlation_id, partition, oneof request}`` envelopes without waiting; each runs on its
 partition's loop and the reply ``{correlation_id, error_code, oneof response}`` goes back when
 its write is confirmed, out of order. Measured here, unary Python gRPC does ~1.3–3.6k calls/s
-while a stream with many messages in flight does 7–10k/s, hence streams. The oneof field name
-*is* the core's handler name (``put`` → ``shard.put``), so one dispatcher serves any service
-shaped this way (the register service, the coordinator service).
+while a stream with many messages in flight does 7–10k/s, hence streams. A service shaped
+this way brings one table from its oneof field names to typed operations on the coordinator
+shard (the Coordinator service's ``OPERATIONS``); the dispatcher itself knows no API.
 """
 
 from __future__ import annotations
@@ -14,28 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
 from google.protobuf.message import Message
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.shard.partition import PartitionState
-from groupcoord.coordinator.shard.runtime import ShardRuntime
-from groupcoord.rpc.v1 import shard_control_pb2 as sc
-from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
+from groupcoord.coordinator.core.contract import CoordinatorOperation
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
 
 log = logging.getLogger(__name__)
-
-
-_STATES = {
-    PartitionState.LOADING: sc.PARTITION_STATE_LOADING,
-    PartitionState.ACTIVE: sc.PARTITION_STATE_ACTIVE,
-    PartitionState.FAILED: sc.PARTITION_STATE_FAILED,
-    PartitionState.STANDBY: sc.PARTITION_STATE_STANDBY,
-    PartitionState.STOPPED: sc.PARTITION_STATE_UNSPECIFIED,
-}
 
 
 class EnvelopeDispatcher:
@@ -45,13 +34,13 @@ class EnvelopeDispatcher:
         self,
         runtime: ShardRuntime,
         reply_type: type[Message],
-        read_only: Collection[str] = (),
+        operations: Mapping[str, Callable[[Any], CoordinatorOperation[Any, Any]]],
         *,
         request_oneof: str = "request",
     ) -> None:
         self.runtime = runtime
         self.reply_type = reply_type
-        self.read_only = frozenset(read_only)
+        self.operations = operations
         self.request_oneof = request_oneof
 
     def reply_for(self, envelope: Any, fut: asyncio.Future[Any], api: str) -> Message:
@@ -115,7 +104,8 @@ class EnvelopeDispatcher:
                 async for envelope in requests:
                     api = envelope.WhichOneof(self.request_oneof)
                     outstanding += 1
-                    if api is None:
+                    operation = self.operations.get(api) if api is not None else None
+                    if operation is None:
                         replies.put_nowait(
                             self.reply_type(
                                 correlation_id=envelope.correlation_id,
@@ -124,9 +114,7 @@ class EnvelopeDispatcher:
                             )
                         )
                         continue
-                    fut = self.runtime.submit(
-                        envelope.partition, api, getattr(envelope, api), read_only=api in self.read_only
-                    )
+                    fut = self.runtime.submit(envelope.partition, operation(getattr(envelope, api)))
                     fut.add_done_callback(answered(envelope, api, time.perf_counter()))
             finally:
                 reading_done = True
@@ -153,68 +141,3 @@ class EnvelopeDispatcher:
                     return
         finally:
             reader.cancel()
-
-
-class ShardControlServicer(sc_grpc.ShardControlServicer):
-    """Leadership pushed by a control plane. Worker 0 fans out to the other workers."""
-
-    def __init__(self, runtime: ShardRuntime, host: str, base_port: int) -> None:
-        self.runtime = runtime
-        self.host = host
-        self.base_port = base_port
-        self._peers: dict[int, sc_grpc.ShardControlStub] = {}
-
-    def _peer(self, worker: int) -> sc_grpc.ShardControlStub:
-        stub = self._peers.get(worker)
-        if stub is None:
-            channel = grpc.aio.insecure_channel(f"{self.host}:{self.base_port + worker}")
-            stub = self._peers[worker] = sc_grpc.ShardControlStub(channel)
-        return stub
-
-    def _others(self, forwarded: bool) -> list[int]:
-        if forwarded or self.runtime.worker != 0:
-            return []
-        return list(range(1, self.runtime.workers))
-
-    async def SetLeadership(
-        self, request: sc.SetLeadershipRequest, context: grpc.aio.ServicerContext
-    ) -> sc.SetLeadershipResponse:
-        leaders = {pe.partition: pe.epoch for pe in request.leaders}
-        standbys = set(request.standbys) - set(leaders)
-        self.runtime.apply_leadership(leaders, standbys)
-        fwd = sc.SetLeadershipRequest(leaders=request.leaders, standbys=request.standbys, forwarded=True)
-        await asyncio.gather(
-            *(self._peer(w).SetLeadership(fwd, timeout=10) for w in self._others(request.forwarded))
-        )
-        return sc.SetLeadershipResponse()
-
-    async def Status(self, request: sc.StatusRequest, context: grpc.aio.ServicerContext) -> sc.StatusResponse:
-        out = sc.StatusResponse(shard_id=self.runtime.shard_id)
-        for info in self.runtime.status():
-            out.partitions.add(
-                partition=info.partition,
-                state=_STATES[info.state],
-                epoch=info.epoch,
-                worker=self.runtime.worker,
-                group_counts=info.group_counts,
-                load_time_ms=info.load_time_ms or 0,
-                queue_size=info.queue_size,
-                error=info.error or "",
-            )
-        others = await asyncio.gather(
-            *(
-                self._peer(w).Status(sc.StatusRequest(forwarded=True), timeout=10)
-                for w in self._others(request.forwarded)
-            )
-        )
-        for o in others:
-            out.partitions.extend(o.partitions)
-        out.partitions.sort(key=lambda p: p.partition)
-        return out
-
-    async def Ping(
-        self, request: sc.ShardPingRequest, context: grpc.aio.ServicerContext
-    ) -> sc.ShardPingResponse:
-        return sc.ShardPingResponse(
-            shard_id=self.runtime.shard_id, worker=self.runtime.worker, workers=self.runtime.workers
-        )

@@ -21,7 +21,7 @@ The scheme:
   keeps compacted logs replaying like uncompacted ones.
 
 The writer-side half (never acknowledge a write that a new marker precedes) lives in
-:mod:`groupcoord.coordinator.shard.partition`, as does the compaction repair: a fenced
+:mod:`groupcoord.coordinator.runtime.partition`, as does the compaction repair: a fenced
 writer's record that lands after a valid record of the same key would, once Kafka compacts
 the log (last record per key wins), erase the valid value. A loader that finds a key whose
 *last* record is stale rewrites the key's valid value (or a tombstone) under its own fence

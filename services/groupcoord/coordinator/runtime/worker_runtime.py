@@ -16,13 +16,14 @@ from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.partitioning import worker_for
-from groupcoord.coordinator.shard.partition import (
+from groupcoord.coordinator.core.contract import CoordinatorOperation
+from groupcoord.coordinator.runtime.partition import (
     Fenced,
     PartitionRuntime,
     PartitionState,
     ShardFactory,
 )
-from groupcoord.coordinator.shard.statelog import StateLogWriter
+from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.observability.metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,9 @@ class ShardRuntime:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def submit(
-        self, partition: int, api: str, request: Any, *, read_only: bool = False
-    ) -> asyncio.Future[Any]:
-        """Run ``api`` on ``partition``'s loop; the future resolves after its records are
-        written, confirmed and replayed (or at once for read-only requests)."""
+    def submit(self, partition: int, operation: CoordinatorOperation[Any, Any]) -> asyncio.Future[Any]:
+        """Run ``operation`` on ``partition``'s loop; the future resolves after its records are
+        written, confirmed and replayed (or at once for a read)."""
         part = self._parts.get(partition)
         if part is None:
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -110,10 +109,7 @@ class ShardRuntime:
                 CoordinatorError(ErrorCode.not_coordinator, f"partition {partition} not led here")
             )
             return fut
-        return part.submit(api, request, read_only=read_only)
-
-    async def call(self, partition: int, api: str, request: Any, *, read_only: bool = False) -> Any:
-        return await self.submit(partition, api, request, read_only=read_only)
+        return part.submit(operation)
 
     # --- leadership -------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ import signal
 from types import FrameType
 
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
-from groupcoord.coordinator.shard.statelog import ensure_topic
-from groupcoord.coordinator.shard.worker import CORES, WorkerConfig, worker_main
+from groupcoord.coordinator.runtime.statelog import ensure_topic
+from groupcoord.coordinator.server.worker import CORES, WorkerConfig, worker_main
 
 HELP = "run a coordinator shard: worker processes hosting state-topic partitions"
 

@@ -32,7 +32,7 @@ from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
 from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
-from groupcoord.coordinator.shard.fencing import FENCE_HEADER
+from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)
 

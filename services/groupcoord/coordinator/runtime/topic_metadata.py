@@ -148,14 +148,18 @@ def follow_topics(
     runtime: Any, build_image: Callable[[list[TopicDescription]], Any]
 ) -> TopicMetadataRefresher:
     """A refresher feeding ``on_metadata_update`` to every active partition of ``runtime``
-    (a :class:`~groupcoord.coordinator.shard.runtime.ShardRuntime`); call ``start()`` on it."""
-    from groupcoord.coordinator.shard.partition import PartitionState  # noqa: PLC0415
+    (a :class:`~groupcoord.coordinator.runtime.worker_runtime.ShardRuntime`); call ``start()`` on it."""
+    from groupcoord.coordinator.core.contract import write_operation  # noqa: PLC0415
+    from groupcoord.coordinator.runtime.partition import PartitionState  # noqa: PLC0415
 
     def active() -> list[tuple[int, int]]:
         return [(i.partition, i.epoch) for i in runtime.status() if i.state is PartitionState.ACTIVE]
 
     def deliver(partition: int, image: Any) -> None:
-        fut = runtime.submit(partition, "on_metadata_update", image)
+        update = write_operation(
+            "on_metadata_update", lambda shard, now_ms, _: shard.on_metadata_update(image, now_ms)
+        )
+        fut = runtime.submit(partition, update)
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors: retried on the next change
 
     return TopicMetadataRefresher(runtime.bootstrap, build_image, active, deliver)

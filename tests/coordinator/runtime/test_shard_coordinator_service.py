@@ -15,10 +15,10 @@ import pytest
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
-from groupcoord.coordinator.shard.coordinator_service import add_coordinator_service
-from groupcoord.coordinator.shard.register_shard import RegisterShard
-from groupcoord.coordinator.shard.runtime import ShardRuntime
-from groupcoord.coordinator.shard.statelog import ensure_topic
+from groupcoord.coordinator.runtime.statelog import ensure_topic
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.server.coordinator_service import add_coordinator_service
+from groupcoord.coordinator.server.register_shard import RegisterShard
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc, offsets_pb2
@@ -141,7 +141,7 @@ async def test_errors_come_back_as_kafka_codes(stub) -> None:
 
 async def test_the_group_cores_commit_and_reload_offsets_through_the_service(broker) -> None:
     """The real GroupCoordinatorShard (``--core group``) behind the service, across a takeover."""
-    from groupcoord.coordinator.shard.coordinator_service import group_shard_factory  # noqa: PLC0415
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
 
     topic = f"state-{uuid.uuid4().hex[:8]}"
     await ensure_topic(broker.bootstrap, topic, 1)

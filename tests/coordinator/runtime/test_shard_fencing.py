@@ -1,6 +1,6 @@
 """The replay filter: which records count, decided from the log alone (see fencing.py)."""
 
-from groupcoord.coordinator.shard.fencing import Fence, ReplayFilter, is_marker, parse_marker
+from groupcoord.coordinator.runtime.fencing import Fence, ReplayFilter, is_marker, parse_marker
 
 
 def replay(log: list[tuple[str, Fence]]) -> list[int]:

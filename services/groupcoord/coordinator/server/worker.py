@@ -22,9 +22,10 @@ from typing import Any
 import grpc
 
 from groupcoord.common.event_loop import new_event_loop
-from groupcoord.coordinator.shard.partition import ShardFactory
-from groupcoord.coordinator.shard.rpc import EnvelopeDispatcher, ShardControlServicer
-from groupcoord.coordinator.shard.runtime import ShardRuntime
+from groupcoord.coordinator.runtime.partition import ShardFactory
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.server.control import ShardControlServicer
+from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.observability.metrics import ShardMetrics, serve_metrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -63,11 +64,11 @@ class Core:
 
 def load_core(name: str) -> Core:
     if name == "register":
-        from groupcoord.coordinator.shard.register_shard import READ_ONLY_APIS, RegisterShard  # noqa: PLC0415
+        from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard  # noqa: PLC0415
         from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc  # noqa: PLC0415
 
         def add(server: grpc.aio.Server, runtime: ShardRuntime) -> None:
-            dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, READ_ONLY_APIS)
+            dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, OPERATIONS)
 
             class Servicer(register_pb2_grpc.RegisterServicer):
                 async def Stream(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802
@@ -78,7 +79,7 @@ def load_core(name: str) -> Core:
 
         return Core(RegisterShard, add)
     if name == "group":
-        module = importlib.import_module("groupcoord.coordinator.shard.coordinator_service")
+        module = importlib.import_module("groupcoord.coordinator.server.coordinator_service")
         return module.group_core()  # type: ignore[no-any-return]
     raise ValueError(f"unknown core {name!r}; known: {', '.join(CORES)}")
 

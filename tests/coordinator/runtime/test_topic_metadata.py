@@ -7,7 +7,7 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.coordinator.shard.topic_metadata import TopicMetadataRefresher, fetch_topics
+from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataRefresher, fetch_topics
 from groupcoord.embedded_broker import EmbeddedBroker
 
 pytestmark = pytest.mark.broker

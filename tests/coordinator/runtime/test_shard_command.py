@@ -16,8 +16,8 @@ import grpc
 import pytest
 
 from groupcoord.common.partitioning import worker_for
-from groupcoord.coordinator.shard.register_shard import RegisterShard
-from groupcoord.coordinator.shard.runtime import ShardRuntime
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.server.register_shard import RegisterShard
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc

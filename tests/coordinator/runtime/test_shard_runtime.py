@@ -14,11 +14,11 @@ import pytest
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
-from groupcoord.coordinator.shard.fencing import ReplayFilter, is_marker, parse_marker
-from groupcoord.coordinator.shard.partition import Fenced, PartitionState, ShardFactory
-from groupcoord.coordinator.shard.register_shard import RegisterShard, SerializedRegisterShard
-from groupcoord.coordinator.shard.runtime import ShardRuntime
-from groupcoord.coordinator.shard.statelog import PartitionReader, StateLogWriter, ensure_topic, fence_tag
+from groupcoord.coordinator.runtime.fencing import ReplayFilter, is_marker, parse_marker
+from groupcoord.coordinator.runtime.partition import Fenced, PartitionState, ShardFactory
+from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter, ensure_topic, fence_tag
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard, SerializedRegisterShard
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1.register_pb2 import RegisterGetRequest, RegisterPutRequest
@@ -26,6 +26,15 @@ from groupcoord.rpc.v1.register_pb2 import RegisterGetRequest, RegisterPutReques
 pytestmark = pytest.mark.broker
 
 P = 0  # every test works on partition 0 of its own topic
+
+
+def submit(rt: ShardRuntime, api: str, request: object) -> asyncio.Future[object]:
+    """The register service's ``api`` on partition P, as the gRPC dispatcher submits it."""
+    return rt.submit(P, OPERATIONS[api](request))
+
+
+async def call(rt: ShardRuntime, api: str, request: object) -> object:
+    return await submit(rt, api, request)
 
 
 def put(name: str, value: int, **kw: object) -> RegisterPutRequest:
@@ -91,16 +100,16 @@ async def test_acknowledged_writes_survive_a_takeover_and_concurrent_requests_sh
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
     writes_before = a.writer.appends
-    results = await asyncio.gather(*(a.call(P, "put", put(f"r{i}", i)) for i in range(200)))
+    results = await asyncio.gather(*(call(a, "put", put(f"r{i}", i)) for i in range(200)))
     assert [r.previous for r in results] == [0] * 200
     # 200 requests submitted together are handled in one loop turn: one produce request.
     assert a.writer.appends - writes_before == 1
-    await a.call(P, "put", put("r0", 42))
+    await call(a, "put", put("r0", 42))
 
     b = await started(runtimes, "b")
     await b.become_leader(P, 2)
     assert registers(b) == {**{f"r{i}": i for i in range(200)}, "r0": 42}
-    assert (await b.call(P, "get", RegisterGetRequest(name="r0"), read_only=True)).value == 42
+    assert (await call(b, "get", RegisterGetRequest(name="r0"))).value == 42
     # Two markers and 201 records were read; r0's first value was superseded in memory (the
     # loader compacts like the broker would) so 200 records were replayed.
     assert (b.partition(P).records_read, b.partition(P).records_loaded) == (203, 200)
@@ -110,7 +119,7 @@ async def test_a_write_larger_than_one_batch_is_split_and_confirmed(runtimes) ->
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
     pad = b"x" * 100_000  # 30 x 100 kB in one write: several produce batches
-    await asyncio.gather(*(a.call(P, "put", put(f"big{i}", i, padding=pad)) for i in range(30)))
+    await asyncio.gather(*(call(a, "put", put(f"big{i}", i, padding=pad)) for i in range(30)))
     b = await started(runtimes, "b")
     await b.become_leader(P, 2)
     assert registers(b) == {f"big{i}": i for i in range(30)}
@@ -119,8 +128,8 @@ async def test_a_write_larger_than_one_batch_is_split_and_confirmed(runtimes) ->
 async def test_read_only_requests_do_not_wait_for_writes(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    pending_put = a.submit(P, "put", put("k", 7))
-    got = await a.submit(P, "get", RegisterGetRequest(name="k"), read_only=True)
+    pending_put = submit(a, "put", put("k", 7))
+    got = await submit(a, "get", RegisterGetRequest(name="k"))
     # The read is answered from the loop's state while the write is still unacknowledged.
     assert got.found and got.value == 7
     assert not pending_put.done()
@@ -130,13 +139,13 @@ async def test_read_only_requests_do_not_wait_for_writes(runtimes) -> None:
 async def test_requests_while_loading_or_not_leading_get_retriable_errors(runtimes) -> None:
     a = await started(runtimes, "a")
     with pytest.raises(CoordinatorError) as not_led:
-        await a.call(P, "get", RegisterGetRequest(name="k"), read_only=True)
+        await call(a, "get", RegisterGetRequest(name="k"))
     assert not_led.value.code == ErrorCode.not_coordinator
 
     loading = asyncio.create_task(a.become_leader(P, 1))
     await asyncio.sleep(0)  # the takeover has started: its marker write is in flight
     with pytest.raises(CoordinatorError) as in_progress:
-        await a.call(P, "get", RegisterGetRequest(name="k"), read_only=True)
+        await call(a, "get", RegisterGetRequest(name="k"))
     assert in_progress.value.code == ErrorCode.coordinator_load_in_progress
     assert a.active_partitions() == []
     await loading
@@ -148,7 +157,7 @@ async def test_requests_while_loading_or_not_leading_get_retriable_errors(runtim
 async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes, broker, topic) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    await a.call(P, "put", put("x", 1))
+    await call(a, "put", put("x", 1))
     zombie_fence = a.partition(P).fence
 
     b = await started(runtimes, "b")
@@ -157,11 +166,11 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
     # A's next write lands after B's marker; A reads the gap back, finds the marker and
     # answers NOT_COORDINATOR instead of success, then stops writing.
     with pytest.raises(CoordinatorError) as fenced:
-        await a.call(P, "put", put("x", 2))
+        await call(a, "put", put("x", 2))
     assert fenced.value.code == ErrorCode.not_coordinator
     assert a.partition(P).state is PartitionState.STOPPED
     with pytest.raises(CoordinatorError):
-        await a.call(P, "put", put("x", 3))
+        await call(a, "put", put("x", 3))
 
     # A produce of A's still in flight could land even later: write such stray records raw.
     stray = StateLogWriter(broker.bootstrap, topic)
@@ -171,7 +180,7 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
         await stray.append(P, [rec], zombie_fence.tag())
     finally:
         await stray.stop()
-    await b.call(P, "put", put("y", 5))  # B confirms past the stray record (a gap it reads)
+    await call(b, "put", put("y", 5))  # B confirms past the stray record (a gap it reads)
     assert b.partition(P).stale_keys_seen == 2  # A's fenced put and the stray record
 
     # Stale records after the valid x=1 would let log compaction (last record per key wins)
@@ -226,7 +235,7 @@ async def test_no_acknowledged_write_is_lost_when_a_takeover_races_writes(runtim
             takeover = asyncio.create_task(b.become_leader(P, 2))
         names = [f"w{round_no}-{i}" for i in range(10)]
         outcomes = await asyncio.gather(
-            *(a.call(P, "put", put(n, round_no)) for n in names), return_exceptions=True
+            *(call(a, "put", put(n, round_no)) for n in names), return_exceptions=True
         )
         for n, o in zip(names, outcomes, strict=True):
             if isinstance(o, CoordinatorError):
@@ -260,18 +269,18 @@ async def test_a_leader_that_loads_behind_a_newer_marker_is_fenced_at_once(runti
     with pytest.raises(Fenced):
         await late.become_leader(P, 4)  # an older epoch arriving late never becomes leader
     with pytest.raises(CoordinatorError) as err:
-        await late.call(P, "put", put("k", 1))
+        await call(late, "put", put("k", 1))
     assert err.value.code == ErrorCode.not_coordinator
-    await b.call(P, "put", put("k", 2))  # the rightful leader is unaffected
+    await call(b, "put", put("k", 2))  # the rightful leader is unaffected
 
 
 async def test_timers_run_on_the_partition_loop_and_their_records_are_written(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    await a.call(P, "put", put("temp", 1, expire_after_ms=50))
-    await a.call(P, "put", put("kept", 2))
+    await call(a, "put", put("temp", 1, expire_after_ms=50))
+    await call(a, "put", put("kept", 2))
     for _ in range(200):
-        got = await a.call(P, "get", RegisterGetRequest(name="temp"), read_only=True)
+        got = await call(a, "get", RegisterGetRequest(name="temp"))
         if not got.found:
             break
         await asyncio.sleep(0.02)
@@ -284,7 +293,7 @@ async def test_timers_run_on_the_partition_loop_and_their_records_are_written(ru
 async def test_resign_stops_writing_and_answers_pending_requests(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    pending = [a.submit(P, "put", put(f"p{i}", i)) for i in range(20)]
+    pending = [submit(a, "put", put(f"p{i}", i)) for i in range(20)]
     await a.resign(P)
     outcomes = await asyncio.gather(*pending, return_exceptions=True)
     assert all(isinstance(o, CoordinatorError) and o.code == ErrorCode.not_coordinator for o in outcomes)
@@ -294,15 +303,15 @@ async def test_resign_stops_writing_and_answers_pending_requests(runtimes) -> No
 async def test_delayed_responses_are_released_with_the_completing_write(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    waiting = [a.submit(P, "wait", RegisterGetRequest(name="late")) for _ in range(3)]
-    await a.call(P, "get", RegisterGetRequest(name="late"), read_only=True)  # a full loop turn
+    waiting = [submit(a, "wait", RegisterGetRequest(name="late")) for _ in range(3)]
+    await call(a, "get", RegisterGetRequest(name="late"))  # a full loop turn
     assert not any(w.done() for w in waiting)
-    completing = a.submit(P, "put", put("late", 9))
+    completing = submit(a, "put", put("late", 9))
     answers = await asyncio.gather(*waiting)
     assert [(r.found, r.value) for r in answers] == [(True, 9)] * 3
     assert completing.done()  # released together with (after) the write that completes them
 
-    orphan = a.submit(P, "wait", RegisterGetRequest(name="never"))
+    orphan = submit(a, "wait", RegisterGetRequest(name="never"))
     await a.resign(P)
     with pytest.raises(CoordinatorError) as err:
         await orphan
@@ -312,16 +321,16 @@ async def test_delayed_responses_are_released_with_the_completing_write(runtimes
 async def test_a_shard_may_take_records_serialized_on_load(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    await asyncio.gather(*(a.call(P, "put", put(f"s{i}", i)) for i in range(50)))
-    await a.call(P, "put", put("s0", 100))
+    await asyncio.gather(*(call(a, "put", put(f"s{i}", i)) for i in range(50)))
+    await call(a, "put", put("s0", 100))
     standby = await started(runtimes, "standby", SerializedRegisterShard)
     await standby.start_standby(P)  # streams the log through replay_serialized
     cold = await started(runtimes, "cold", SerializedRegisterShard)
     await cold.become_leader(P, 2)  # compacts, then replay_serialized
     expected = {**{f"s{i}": i for i in range(50)}, "s0": 100}
     assert registers(cold) == expected
-    assert (await cold.call(P, "get", RegisterGetRequest(name="s0"), read_only=True)).value == 100
-    await cold.call(P, "put", put("s1", 11))  # live records go through replay(record)
+    assert (await call(cold, "get", RegisterGetRequest(name="s0"))).value == 100
+    await call(cold, "put", put("s1", 11))  # live records go through replay(record)
     await standby.become_leader(P, 3)
     assert registers(standby) == {**expected, "s1": 11}
 
@@ -331,7 +340,7 @@ async def test_a_standby_that_streamed_a_fenced_record_repairs_it_on_takeover(
 ) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
-    await a.call(P, "put", put("x", 1))
+    await call(a, "put", put("x", 1))
     zombie_fence = a.partition(P).fence
     b = await started(runtimes, "b")
     await b.become_leader(P, 2)
@@ -350,7 +359,7 @@ async def test_a_standby_that_streamed_a_fenced_record_repairs_it_on_takeover(
     await standby.become_leader(P, 3)  # x=1 lies in the streamed part: a full reload finds it
     assert registers(standby) == {"x": 1}
     assert standby.partition(P).keys_repaired == 1
-    await standby.call(P, "get", RegisterGetRequest(name="x"), read_only=True)
+    await call(standby, "get", RegisterGetRequest(name="x"))
     for _ in range(100):  # the repair write goes through the loop like any request
         if await replay_compacted(broker, topic) == {"x": 1}:
             break

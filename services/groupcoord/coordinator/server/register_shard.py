@@ -9,24 +9,28 @@ timer that deletes it (exercises timers on the partition loop).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from groupcoord.coordinator.core.contract import (
     PENDING,
     RECORD_TYPES,
+    CoordinatorOperation,
     CoordinatorRecord,
     CoordinatorResult,
+    ScheduleTimer,
     Timer,
+    TimerIntent,
     deserialize_record,
+    read_operation,
     serialize_record,
+    write_operation,
 )
-from groupcoord.coordinator.shard.fencing import REGISTER_TYPE_ID
+from groupcoord.coordinator.runtime.fencing import REGISTER_TYPE_ID
 from groupcoord.records.v1 import runtime_pb2
 from groupcoord.rpc.v1 import register_pb2
 
 RECORD_TYPES.register(REGISTER_TYPE_ID, runtime_pb2.RegisterKey, runtime_pb2.RegisterValue)
-
-READ_ONLY_APIS = frozenset({"get"})
 
 
 class RegisterShard:
@@ -55,13 +59,18 @@ class RegisterShard:
             runtime_pb2.RegisterKey(name=request.name),
             runtime_pb2.RegisterValue(value=request.value, padding=request.padding),
         )
+        timers: list[TimerIntent] = []
         if request.expire_after_ms > 0:
             name, value = request.name, request.value
-            self.timer.schedule(f"expire:{name}", request.expire_after_ms, lambda: self._expire(name, value))
+            timers.append(
+                ScheduleTimer(f"expire:{name}", request.expire_after_ms, lambda: self._expire(name, value))
+            )
         previous = self.values.get(request.name, 0)
         found = register_pb2.RegisterGetResponse(found=True, value=request.value)
         completions = [(token, found) for token in self._waiting.pop(request.name, ())]
-        return CoordinatorResult([record], register_pb2.RegisterPutResponse(previous=previous), completions)
+        return CoordinatorResult(
+            [record], register_pb2.RegisterPutResponse(previous=previous), completions, timers
+        )
 
     def wait(
         self, request: register_pb2.RegisterGetRequest, now_ms: int, token: Any
@@ -156,3 +165,11 @@ class SerializedRegisterShard:
         raw_key, _ = serialize_record(CoordinatorRecord(key, None))
         raw = self._raw.get(raw_key)
         return None if raw is None else runtime_pb2.RegisterValue.FromString(raw).value
+
+
+OPERATIONS: dict[str, Callable[[Any], CoordinatorOperation[Any, Any]]] = {
+    "put": lambda r: write_operation("put", lambda shard, now, _: shard.put(r, now)),
+    "wait": lambda r: write_operation("wait", lambda shard, now, token: shard.wait(r, now, token)),
+    "get": lambda r: read_operation("get", lambda shard, now, _: shard.get(r, now)),
+}
+"""The Register service's oneof field → the operation serving it."""

@@ -1,0 +1,1 @@
+"""A shard process: the supervisor, its worker processes, and their gRPC services."""

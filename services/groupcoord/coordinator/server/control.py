@@ -1,0 +1,89 @@
+"""ShardControl on a worker: leadership pushed by a control plane, status, and ping.
+
+Worker 0 of a shard process is the one address a control plane knows; it fans leadership and
+status requests out to the shard's other workers (``base port + worker index``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+
+from groupcoord.coordinator.runtime.partition import PartitionState
+from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.rpc.v1 import shard_control_pb2 as sc
+from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
+
+_STATES = {
+    PartitionState.LOADING: sc.PARTITION_STATE_LOADING,
+    PartitionState.ACTIVE: sc.PARTITION_STATE_ACTIVE,
+    PartitionState.FAILED: sc.PARTITION_STATE_FAILED,
+    PartitionState.STANDBY: sc.PARTITION_STATE_STANDBY,
+    PartitionState.STOPPED: sc.PARTITION_STATE_UNSPECIFIED,
+}
+
+
+class ShardControlServicer(sc_grpc.ShardControlServicer):
+    """Leadership pushed by a control plane. Worker 0 fans out to the other workers."""
+
+    def __init__(self, runtime: ShardRuntime, host: str, base_port: int) -> None:
+        self.runtime = runtime
+        self.host = host
+        self.base_port = base_port
+        self._peers: dict[int, sc_grpc.ShardControlStub] = {}
+
+    def _peer(self, worker: int) -> sc_grpc.ShardControlStub:
+        stub = self._peers.get(worker)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(f"{self.host}:{self.base_port + worker}")
+            stub = self._peers[worker] = sc_grpc.ShardControlStub(channel)
+        return stub
+
+    def _others(self, forwarded: bool) -> list[int]:
+        if forwarded or self.runtime.worker != 0:
+            return []
+        return list(range(1, self.runtime.workers))
+
+    async def SetLeadership(
+        self, request: sc.SetLeadershipRequest, context: grpc.aio.ServicerContext
+    ) -> sc.SetLeadershipResponse:
+        leaders = {pe.partition: pe.epoch for pe in request.leaders}
+        standbys = set(request.standbys) - set(leaders)
+        self.runtime.apply_leadership(leaders, standbys)
+        fwd = sc.SetLeadershipRequest(leaders=request.leaders, standbys=request.standbys, forwarded=True)
+        await asyncio.gather(
+            *(self._peer(w).SetLeadership(fwd, timeout=10) for w in self._others(request.forwarded))
+        )
+        return sc.SetLeadershipResponse()
+
+    async def Status(self, request: sc.StatusRequest, context: grpc.aio.ServicerContext) -> sc.StatusResponse:
+        out = sc.StatusResponse(shard_id=self.runtime.shard_id)
+        for info in self.runtime.status():
+            out.partitions.add(
+                partition=info.partition,
+                state=_STATES[info.state],
+                epoch=info.epoch,
+                worker=self.runtime.worker,
+                group_counts=info.group_counts,
+                load_time_ms=info.load_time_ms or 0,
+                queue_size=info.queue_size,
+                error=info.error or "",
+            )
+        others = await asyncio.gather(
+            *(
+                self._peer(w).Status(sc.StatusRequest(forwarded=True), timeout=10)
+                for w in self._others(request.forwarded)
+            )
+        )
+        for o in others:
+            out.partitions.extend(o.partitions)
+        out.partitions.sort(key=lambda p: p.partition)
+        return out
+
+    async def Ping(
+        self, request: sc.ShardPingRequest, context: grpc.aio.ServicerContext
+    ) -> sc.ShardPingResponse:
+        return sc.ShardPingResponse(
+            shard_id=self.runtime.shard_id, worker=self.runtime.worker, workers=self.runtime.workers
+        )
