@@ -22,21 +22,9 @@ from dataclasses import dataclass, replace
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
-from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
+from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.records.v1 import classic_group_pb2 as pb
-
-CLASSIC_GROUP_METADATA_TYPE_ID = 20
-CLASSIC_GROUP_MEMBER_TYPE_ID = 21
-CLASSIC_GROUP_PENDING_MEMBER_TYPE_ID = 22
-
-RECORD_TYPES.register(
-    CLASSIC_GROUP_METADATA_TYPE_ID, pb.ClassicGroupMetadataKey, pb.ClassicGroupMetadataValue
-)
-RECORD_TYPES.register(CLASSIC_GROUP_MEMBER_TYPE_ID, pb.ClassicGroupMemberKey, pb.ClassicGroupMemberValue)
-RECORD_TYPES.register(
-    CLASSIC_GROUP_PENDING_MEMBER_TYPE_ID, pb.ClassicGroupPendingMemberKey, pb.ClassicGroupPendingMemberValue
-)
 
 
 class ClassicGroupState(enum.Enum):
@@ -268,6 +256,20 @@ class ClassicGroup:
         if old is not None and old.group_instance_id != member.group_instance_id:
             self.remove_member(member_id)
         self.put_member(member)
+
+    def tombstone_records(self) -> list[CoordinatorRecord]:
+        """Records deleting the group: its members, pending members, then its metadata (its
+        offsets belong to the offset manager)."""
+        gid = self.group_id
+        out = [
+            CoordinatorRecord(pb.ClassicGroupMemberKey(group_id=gid, member_id=m), None) for m in self.members
+        ]
+        out += [
+            CoordinatorRecord(pb.ClassicGroupPendingMemberKey(group_id=gid, member_id=m), None)
+            for m in self.pending_members
+        ]
+        out.append(CoordinatorRecord(pb.ClassicGroupMetadataKey(group_id=gid), None))
+        return out
 
     def metadata_record(self) -> CoordinatorRecord:
         v = pb.ClassicGroupMetadataValue(

@@ -30,9 +30,6 @@ from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import (
-    CLASSIC_GROUP_MEMBER_TYPE_ID,
-    CLASSIC_GROUP_METADATA_TYPE_ID,
-    CLASSIC_GROUP_PENDING_MEMBER_TYPE_ID,
     ClassicGroup,
     ClassicGroupMember,
     ClassicGroupState,
@@ -41,7 +38,6 @@ from groupcoord.coordinator.core.classic_group import (
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     PENDING,
-    RECORD_TYPES,
     CoordinatorRecord,
     CoordinatorResult,
     Timer,
@@ -95,9 +91,6 @@ class Waiters:
             for token in self._parked.pop(key, ()):
                 out.append((token, response))
         return out
-
-    def parked(self, key: WaitKey) -> int:
-        return len(self._parked.get(key, ()))
 
     def clear(self) -> None:
         self._parked.clear()
@@ -201,34 +194,33 @@ class ClassicGroupManager:
         self.join_other_group = join_other_group
 
     # ------------------------------------------------------------------------------ replay
-    def replay(self, record: CoordinatorRecord) -> bool:
-        """Apply one classic-group record; False if the record is not a classic-group record."""
-        type_id = RECORD_TYPES.by_key(type(record.key)).type_id
-        key: Any = record.key
-        if type_id == CLASSIC_GROUP_METADATA_TYPE_ID:
-            if record.value is None:
-                self.groups.pop(key.group_id, None)
-            else:
-                self._group_for_replay(key.group_id).replay_metadata(record.value)  # type: ignore[arg-type]
-            return True
-        if type_id == CLASSIC_GROUP_MEMBER_TYPE_ID:
-            if record.value is None:
-                group = self.groups.get(key.group_id)
-                if isinstance(group, ClassicGroup):
-                    group.remove_member(key.member_id)
-            else:
-                self._group_for_replay(key.group_id).replay_member(key.member_id, record.value)  # type: ignore[arg-type]
-            return True
-        if type_id == CLASSIC_GROUP_PENDING_MEMBER_TYPE_ID:
-            if record.value is None:
-                group = self.groups.get(key.group_id)
-                if isinstance(group, ClassicGroup):
-                    group.pending_members.pop(key.member_id, None)
-            else:
-                group = self._group_for_replay(key.group_id)
-                group.pending_members[key.member_id] = record.value.session_timeout_ms  # type: ignore[attr-defined]
-            return True
-        return False
+    def replay_metadata(
+        self, key: rpb.ClassicGroupMetadataKey, value: rpb.ClassicGroupMetadataValue | None
+    ) -> None:
+        if value is None:
+            self.groups.pop(key.group_id, None)
+        else:
+            self._group_for_replay(key.group_id).replay_metadata(value)
+
+    def replay_member(
+        self, key: rpb.ClassicGroupMemberKey, value: rpb.ClassicGroupMemberValue | None
+    ) -> None:
+        if value is None:
+            group = self.groups.get(key.group_id)
+            if isinstance(group, ClassicGroup):
+                group.remove_member(key.member_id)
+        else:
+            self._group_for_replay(key.group_id).replay_member(key.member_id, value)
+
+    def replay_pending_member(
+        self, key: rpb.ClassicGroupPendingMemberKey, value: rpb.ClassicGroupPendingMemberValue | None
+    ) -> None:
+        if value is None:
+            group = self.groups.get(key.group_id)
+            if isinstance(group, ClassicGroup):
+                group.pending_members.pop(key.member_id, None)
+        else:
+            self._group_for_replay(key.group_id).pending_members[key.member_id] = value.session_timeout_ms
 
     def _group_for_replay(self, group_id: str) -> ClassicGroup:
         group = self.groups.get(group_id)
@@ -927,20 +919,6 @@ class ClassicGroupManager:
         return self._finish(change)
 
     # ------------------------------------------------------------------------------ admin
-    def delete_records(self, group: ClassicGroup) -> list[CoordinatorRecord]:
-        """Tombstones for a deleted group (its offsets are the offset manager's)."""
-        gid = group.group_id
-        out = [
-            CoordinatorRecord(rpb.ClassicGroupMemberKey(group_id=gid, member_id=m), None)
-            for m in group.members
-        ]
-        out += [
-            CoordinatorRecord(rpb.ClassicGroupPendingMemberKey(group_id=gid, member_id=m), None)
-            for m in group.pending_members
-        ]
-        out.append(CoordinatorRecord(rpb.ClassicGroupMetadataKey(group_id=gid), None))
-        return out
-
     def simple_group_records(self, group_id: str, now_ms: int) -> list[CoordinatorRecord]:
         """Records creating an empty classic group without protocol type (a "simple" group that
         only stores offsets: commits with generation -1 to a group that does not exist)."""

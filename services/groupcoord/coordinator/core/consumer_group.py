@@ -11,8 +11,8 @@ Follows Apache Kafka's ``ConsumerGroup`` / ``ConsumerGroupMember``:
   (waiting for the client to revoke) or ``UNRELEASED_PARTITIONS`` (waiting for another member
   to release a partition it is to get).
 
-State changes only by replaying records (type ids 0-5, ``proto/groupcoord/records/v1/
-consumer_group.proto``). Members are immutable values: a change replaces the member object,
+State changes only by replaying records (type ids 0-5 in ``groupcoord.common.records``,
+``proto/groupcoord/records/v1/consumer_group.proto``). Members are immutable values: a change replaces the member object,
 so handlers compute with them freely without mutating the group.
 """
 
@@ -22,56 +22,14 @@ import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import Message
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
+from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.records.v1 import consumer_group_pb2 as pb
-
-CONSUMER_GROUP_METADATA_TYPE_ID = 0
-CONSUMER_GROUP_MEMBER_METADATA_TYPE_ID = 1
-CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE_ID = 2
-CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_TYPE_ID = 3
-CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_TYPE_ID = 4
-CONSUMER_GROUP_REGULAR_EXPRESSION_TYPE_ID = 5
-
-RECORD_TYPES.register(
-    CONSUMER_GROUP_METADATA_TYPE_ID, pb.ConsumerGroupMetadataKey, pb.ConsumerGroupMetadataValue
-)
-RECORD_TYPES.register(
-    CONSUMER_GROUP_MEMBER_METADATA_TYPE_ID,
-    pb.ConsumerGroupMemberMetadataKey,
-    pb.ConsumerGroupMemberMetadataValue,
-)
-RECORD_TYPES.register(
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA_TYPE_ID,
-    pb.ConsumerGroupTargetAssignmentMetadataKey,
-    pb.ConsumerGroupTargetAssignmentMetadataValue,
-)
-RECORD_TYPES.register(
-    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER_TYPE_ID,
-    pb.ConsumerGroupTargetAssignmentMemberKey,
-    pb.ConsumerGroupTargetAssignmentMemberValue,
-)
-RECORD_TYPES.register(
-    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT_TYPE_ID,
-    pb.ConsumerGroupCurrentMemberAssignmentKey,
-    pb.ConsumerGroupCurrentMemberAssignmentValue,
-)
-RECORD_TYPES.register(
-    CONSUMER_GROUP_REGULAR_EXPRESSION_TYPE_ID,
-    pb.ConsumerGroupRegularExpressionKey,
-    pb.ConsumerGroupRegularExpressionValue,
-)
-
-CONSUMER_RECORD_KEYS = (
-    pb.ConsumerGroupMetadataKey,
-    pb.ConsumerGroupMemberMetadataKey,
-    pb.ConsumerGroupTargetAssignmentMetadataKey,
-    pb.ConsumerGroupTargetAssignmentMemberKey,
-    pb.ConsumerGroupCurrentMemberAssignmentKey,
-    pb.ConsumerGroupRegularExpressionKey,
-)
 
 # Special member epochs in ConsumerGroupHeartbeat.
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -132,9 +90,6 @@ class ConsumerGroupMember:
 
     def assigned_partitions(self) -> dict[bytes, frozenset[int]]:
         return {tid: frozenset(parts) for tid, parts in self.assigned.items() if parts}
-
-    def is_static(self) -> bool:
-        return self.instance_id is not None
 
     @property
     def uses_classic_protocol(self) -> bool:
@@ -494,53 +449,68 @@ class ConsumerGroup:
                 if not owners:
                     del self.partition_owner[tid]
 
-    def replay(self, record: CoordinatorRecord) -> None:
-        key = record.key
-        v = record.value
-        if isinstance(key, pb.ConsumerGroupMetadataKey):
-            if v is None:
-                return  # the group is deleted: the shard drops it from its map
-            self.group_epoch = v.epoch  # type: ignore[attr-defined]
-            self.metadata_hash = v.metadata_hash  # type: ignore[attr-defined]
-        elif isinstance(key, pb.ConsumerGroupMemberMetadataKey):
-            if v is None:
-                self.remove_member(key.member_id)
-            else:
-                old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-                self.put_member(old.with_metadata(v))  # type: ignore[arg-type]
-        elif isinstance(key, pb.ConsumerGroupTargetAssignmentMetadataKey):
-            if v is None:
-                self.assignment_epoch, self.assignment_timestamp_ms = 0, -1
-                return
-            self.assignment_epoch = v.assignment_epoch  # type: ignore[attr-defined]
-            self.assignment_timestamp_ms = v.assignment_timestamp_ms  # type: ignore[attr-defined]
-        elif isinstance(key, pb.ConsumerGroupTargetAssignmentMemberKey):
-            if v is None:
-                self.target.pop(key.member_id, None)
-            else:
-                self.target[key.member_id] = {
-                    tp.topic_id: frozenset(tp.partitions)
-                    for tp in v.topic_partitions  # type: ignore[attr-defined]
-                }
-        elif isinstance(key, pb.ConsumerGroupCurrentMemberAssignmentKey):
-            if v is None:
-                # the member's metadata tombstone follows; release its partitions now
-                old = self.members.get(key.member_id)
-                if old is not None:
-                    self.put_member(_replace(old, assigned={}, pending_revocation={}, member_epoch=0))
-            else:
-                old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
-                self.put_member(old.with_assignment(v))  # type: ignore[arg-type]
-        elif isinstance(key, pb.ConsumerGroupRegularExpressionKey):
-            if v is None:
-                self.resolved_regexes.pop(key.regular_expression, None)
-            else:
-                self.resolved_regexes[key.regular_expression] = ResolvedRegex(
-                    frozenset(v.topics),  # type: ignore[attr-defined]
-                    v.resolution_timestamp_ms,  # type: ignore[attr-defined]
-                )
+    # --- replay: one method per record type (CONSUMER_GROUP_REPLAY maps key types to them) ---
+    def replay_group_metadata(
+        self, key: pb.ConsumerGroupMetadataKey, v: pb.ConsumerGroupMetadataValue | None
+    ) -> None:
+        if v is None:
+            return  # the group is deleted: the manager drops it from the shard's map
+        self.group_epoch = v.epoch
+        self.metadata_hash = v.metadata_hash
+
+    def replay_member_metadata(
+        self, key: pb.ConsumerGroupMemberMetadataKey, v: pb.ConsumerGroupMemberMetadataValue | None
+    ) -> None:
+        if v is None:
+            self.remove_member(key.member_id)
         else:
-            raise ValueError(f"not a consumer group record: {type(key).__name__}")
+            old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            self.put_member(old.with_metadata(v))
+
+    def replay_target_metadata(
+        self,
+        key: pb.ConsumerGroupTargetAssignmentMetadataKey,
+        v: pb.ConsumerGroupTargetAssignmentMetadataValue | None,
+    ) -> None:
+        if v is None:
+            self.assignment_epoch, self.assignment_timestamp_ms = 0, -1
+            return
+        self.assignment_epoch = v.assignment_epoch
+        self.assignment_timestamp_ms = v.assignment_timestamp_ms
+
+    def replay_target_member(
+        self,
+        key: pb.ConsumerGroupTargetAssignmentMemberKey,
+        v: pb.ConsumerGroupTargetAssignmentMemberValue | None,
+    ) -> None:
+        if v is None:
+            self.target.pop(key.member_id, None)
+        else:
+            self.target[key.member_id] = {tp.topic_id: frozenset(tp.partitions) for tp in v.topic_partitions}
+
+    def replay_current_assignment(
+        self,
+        key: pb.ConsumerGroupCurrentMemberAssignmentKey,
+        v: pb.ConsumerGroupCurrentMemberAssignmentValue | None,
+    ) -> None:
+        if v is None:
+            # the member's metadata tombstone follows; release its partitions now
+            old = self.members.get(key.member_id)
+            if old is not None:
+                self.put_member(_replace(old, assigned={}, pending_revocation={}, member_epoch=0))
+        else:
+            old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
+            self.put_member(old.with_assignment(v))
+
+    def replay_regex(
+        self, key: pb.ConsumerGroupRegularExpressionKey, v: pb.ConsumerGroupRegularExpressionValue | None
+    ) -> None:
+        if v is None:
+            self.resolved_regexes.pop(key.regular_expression, None)
+        else:
+            self.resolved_regexes[key.regular_expression] = ResolvedRegex(
+                frozenset(v.topics), v.resolution_timestamp_ms
+            )
 
     # --- equality (replay == live) -------------------------------------------------------------
     def snapshot(self) -> tuple[object, ...]:
@@ -583,3 +553,17 @@ class ConsumerGroup:
         )
         out.append(CoordinatorRecord(pb.ConsumerGroupMetadataKey(group_id=self.group_id), None))
         return out
+
+
+ConsumerGroupReplay = Callable[[ConsumerGroup, Any, Any], None]
+
+CONSUMER_GROUP_REPLAY: dict[type[Message], ConsumerGroupReplay] = {
+    pb.ConsumerGroupMetadataKey: ConsumerGroup.replay_group_metadata,
+    pb.ConsumerGroupMemberMetadataKey: ConsumerGroup.replay_member_metadata,
+    pb.ConsumerGroupTargetAssignmentMetadataKey: ConsumerGroup.replay_target_metadata,
+    pb.ConsumerGroupTargetAssignmentMemberKey: ConsumerGroup.replay_target_member,
+    pb.ConsumerGroupCurrentMemberAssignmentKey: ConsumerGroup.replay_current_assignment,
+    pb.ConsumerGroupRegularExpressionKey: ConsumerGroup.replay_regex,
+}
+"""Consumer group record key type → the group's replay method. The coordinator shard's replay
+switch routes these through the consumer manager, which finds or creates the group."""

@@ -33,12 +33,13 @@ from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
 from groupcoord.coordinator.core.assignors.uniform_assignor import UniformAssignor
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import (
-    CONSUMER_RECORD_KEYS,
+    CONSUMER_GROUP_REPLAY,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
+    ConsumerGroupReplay,
     MemberState,
     current_assignment_record,
     group_metadata_record,
@@ -186,26 +187,32 @@ class ConsumerGroupManager:
         self.default_assignor = next(iter(self.assignors))
 
     # --- replay ------------------------------------------------------------------------------
-    def replay(self, record: CoordinatorRecord) -> bool:
-        if not isinstance(record.key, CONSUMER_RECORD_KEYS):
-            return False
-        group_id = record.key.group_id
-        group = self.groups.get(group_id)
-        if isinstance(record.key, rpb.ConsumerGroupMetadataKey) and record.value is None:
-            if isinstance(group, ConsumerGroup):
-                del self.groups[group_id]
-            return True
-        if not isinstance(group, ConsumerGroup):
-            if group is not None and not group.is_empty():
-                raise ValueError(
-                    f"consumer group record for the non-empty {group.group_type.value} group {group_id}"
-                )
-            if record.value is None:
-                return True  # tombstone of something already gone
-            group = self.new_group(group_id)
-            self.groups[group_id] = group
-        group.replay(record)
-        return True
+    def replayer(self, method: ConsumerGroupReplay) -> Callable[[Any, Any], None]:
+        """The coordinator shard's replay entry for one consumer group record type: find (or
+        create) the group, then let ``method`` apply the record; the group metadata's tombstone
+        drops the group."""
+        groups = self.groups
+        deletes_group = method is ConsumerGroup.replay_group_metadata
+
+        def replay(key: Any, value: Any) -> None:
+            group_id = key.group_id
+            group = groups.get(group_id)
+            if deletes_group and value is None:
+                if isinstance(group, ConsumerGroup):
+                    del groups[group_id]
+                return
+            if not isinstance(group, ConsumerGroup):
+                if group is not None and not group.is_empty():
+                    raise ValueError(
+                        f"consumer group record for the non-empty {group.group_type.value} group {group_id}"
+                    )
+                if value is None:
+                    return  # tombstone of something already gone
+                group = self.new_group(group_id)
+                groups[group_id] = group
+            method(group, key, value)
+
+        return replay
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
@@ -285,8 +292,9 @@ class ConsumerGroupManager:
                 records, finish = upgrade
                 group = self.new_group(r.group_id)
                 for record in records:
-                    if isinstance(record.key, CONSUMER_RECORD_KEYS):
-                        group.replay(record)
+                    replay = CONSUMER_GROUP_REPLAY.get(type(record.key))
+                    if replay is not None:
+                        replay(group, record.key, record.value)
                 return group, list(records), False, finish
         if existing is None or existing.is_empty():
             if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:

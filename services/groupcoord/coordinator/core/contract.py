@@ -8,8 +8,8 @@ state. No handler reads a clock; the runtime passes ``now_ms`` in.
 
 Records are protobuf messages (schemas under ``proto/groupcoord/records/v1``). A record is a
 (key, value) pair; a ``None`` value is a tombstone, so a compacted state topic keeps only the
-latest value per key. :data:`RECORD_TYPES` assigns each key message a stable numeric type id
-that prefixes the serialized key on the state topic.
+latest value per key. ``groupcoord.common.records.RECORD_TYPES`` (one table) assigns each key
+message a stable numeric type id that prefixes the serialized key on the state topic.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from google.protobuf.message import Message
+
+from groupcoord.common.records import RECORD_TYPES
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -136,6 +138,16 @@ def read_operation(
     return CoordinatorOperation(name, True, run)
 
 
+class ArmedTimers(Protocol):
+    """What a coordinator shard may know of its partition's timers: which keys are armed.
+
+    Handlers never schedule or cancel (they return :data:`TimerIntent` values); some decide by
+    whether a timer is already running (not re-arming a rebalance timeout on every heartbeat),
+    so the runtime hands them this read-only view of its :class:`Timer`."""
+
+    def is_scheduled(self, key: str) -> bool: ...
+
+
 class Timer(Protocol):
     """Timers owned by one state-topic partition's event loop.
 
@@ -149,42 +161,6 @@ class Timer(Protocol):
     def cancel(self, key: str) -> None: ...
 
     def is_scheduled(self, key: str) -> bool: ...
-
-
-# --- record type registry -----------------------------------------------------------------
-# Type ids are part of the on-disk format: never reuse or renumber one.
-# Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
-# 40-59 runtime (leadership/fencing markers).
-
-
-@dataclass(frozen=True, slots=True)
-class RecordType:
-    type_id: int
-    key_type: type[Message]
-    value_type: type[Message]
-
-
-class RecordTypeRegistry:
-    def __init__(self) -> None:
-        self._by_id: dict[int, RecordType] = {}
-        self._by_key: dict[type[Message], RecordType] = {}
-
-    def register(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
-        existing = self._by_id.get(type_id)
-        if existing is not None and existing.key_type is not key_type:
-            raise ValueError(f"record type id {type_id} already used by {existing.key_type.__name__}")
-        rt = RecordType(type_id, key_type, value_type)
-        self._by_id[type_id] = rt
-        self._by_key[key_type] = rt
-
-    def by_id(self, type_id: int) -> RecordType:
-        return self._by_id[type_id]
-
-    def by_key(self, key_type: type[Message]) -> RecordType:
-        return self._by_key[key_type]
-
-
-RECORD_TYPES = RecordTypeRegistry()
 
 
 def serialize_record(record: CoordinatorRecord) -> tuple[bytes, bytes | None]:
@@ -202,7 +178,8 @@ def deserialize_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
     return CoordinatorRecord(k, v)
 
 
-class Shard(Protocol):
-    """A state machine for one state-topic partition (all groups hashed to it)."""
+class CoordinatorShard(Protocol):
+    """A coordinator shard: the state machine for one state-topic partition (all groups hashed
+    to it), Kafka's ``CoordinatorShard``. Not a shard *process*, which hosts many of them."""
 
     def replay(self, record: CoordinatorRecord) -> None: ...

@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from typing import Protocol
 
+from groupcoord.coordinator.core.contract import CoordinatorRecord
+
 
 class GroupType(enum.Enum):
     CONSUMER = "consumer"
@@ -26,6 +28,11 @@ class Group(Protocol):
         ...
 
     def is_empty(self) -> bool: ...
+
+    def tombstone_records(self) -> list[CoordinatorRecord]:
+        """Records deleting the group itself (Kafka's createGroupTombstoneRecords); its
+        committed offsets are the offset manager's, since they outlive a change of type."""
+        ...
 
     def validate_offset_commit(
         self,

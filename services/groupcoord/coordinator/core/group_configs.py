@@ -13,12 +13,9 @@ from dataclasses import dataclass
 
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
-
-GROUP_CONFIG_TYPE_ID = 26
-RECORD_TYPES.register(GROUP_CONFIG_TYPE_ID, rpb.GroupConfigKey, rpb.GroupConfigValue)
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
@@ -73,14 +70,11 @@ class GroupConfigManager:
         self.config = config
         self.dynamic: dict[str, dict[str, int]] = {}  # group id -> name -> value
 
-    def replay(self, record: CoordinatorRecord) -> bool:
-        if not isinstance(record.key, rpb.GroupConfigKey):
-            return False
-        if record.value is None:
-            self.dynamic.pop(record.key.group_id, None)
+    def replay(self, key: rpb.GroupConfigKey, value: rpb.GroupConfigValue | None) -> None:
+        if value is None:
+            self.dynamic.pop(key.group_id, None)
         else:
-            self.dynamic[record.key.group_id] = {k: int(v) for k, v in record.value.configs.items()}  # type: ignore[attr-defined]
-        return True
+            self.dynamic[key.group_id] = {k: int(v) for k, v in value.configs.items()}
 
     def value(self, group_id: str, name: str) -> int:
         """The effective value of a config for a group (its override, else the default)."""

@@ -11,13 +11,15 @@ SyncGroup) also take the runtime's ``token`` for the waiting request (see contra
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from google.protobuf.message import Message
+
 from groupcoord.common.errors import ErrorCode
-from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup
+from groupcoord.coordinator.core.consumer_group import CONSUMER_GROUP_REPLAY, ConsumerGroup
 from groupcoord.coordinator.core.consumer_group_classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
@@ -28,6 +30,8 @@ from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
+from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
+from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
@@ -44,7 +48,7 @@ class GroupCoordinatorShard:
             self.groups,
             timer,
             self.config,
-            delete_other_group=lambda group: list(getattr(group, "tombstone_records", list)()),
+            delete_other_group=lambda group: group.tombstone_records(),
             join_other_group=self._join_consumer_group,
         )
         self.offsets = OffsetMetadataManager(
@@ -72,7 +76,7 @@ class GroupCoordinatorShard:
             session_timeout_ms=self.group_configs.session_timeout_ms,
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
-            delete_classic_group=self.delete_group_records_keeping_offsets,
+            delete_classic_group=lambda group: group.tombstone_records(),
             upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
             downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
                 group, member_id, now_ms, joining
@@ -81,17 +85,28 @@ class GroupCoordinatorShard:
         # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
         self.migration = OnlineMigration(self.classic, self.config, lambda: self.image)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
+        self._replay = self._replay_switch()
 
     # --- replay and loading ------------------------------------------------------------------
+    def _replay_switch(self) -> dict[type[Message], Callable[[Any, Any], None]]:
+        """Record key type → the replay method of the manager that owns it (Kafka's
+        GroupCoordinatorShard.replay switch). Every type of the production table in
+        groupcoord.common.records except the runtime's own (leadership markers)."""
+        switch: dict[type[Message], Callable[[Any, Any], None]] = {
+            key_type: self.consumer.replayer(method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
+        }
+        switch[classic_rpb.ClassicGroupMetadataKey] = self.classic.replay_metadata
+        switch[classic_rpb.ClassicGroupMemberKey] = self.classic.replay_member
+        switch[classic_rpb.ClassicGroupPendingMemberKey] = self.classic.replay_pending_member
+        switch[offsets_rpb.OffsetCommitKey] = self.offsets.replay
+        switch[offsets_rpb.GroupConfigKey] = self.group_configs.replay
+        return switch
+
     def replay(self, record: CoordinatorRecord) -> None:
-        if (
-            self.consumer.replay(record)
-            or self.classic.replay(record)
-            or self.offsets.replay(record)
-            or self.group_configs.replay(record)
-        ):
-            return
-        raise ValueError(f"no replay for record {type(record.key).__name__}")
+        replay = self._replay.get(type(record.key))
+        if replay is None:
+            raise ValueError(f"no replay for record {type(record.key).__name__}")
+        replay(record.key, record.value)
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: arm the timers replay does not."""
@@ -101,20 +116,7 @@ class GroupCoordinatorShard:
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
-        records = self.offsets.delete_all_records(group.group_id)
-        if isinstance(group, ClassicGroup):
-            return records + self.classic.delete_records(group)
-        tombstones = getattr(group, "tombstone_records", None)
-        if tombstones is None:
-            return []  # a group type that cannot be deleted yet
-        return records + list(tombstones())
-
-    def delete_group_records_keeping_offsets(self, group: Group) -> list[CoordinatorRecord]:
-        """Tombstones of an empty classic group that a new consumer group of the same id
-        replaces (its committed offsets stay: they belong to the group id)."""
-        if isinstance(group, ClassicGroup):
-            return self.classic.delete_records(group)
-        return []
+        return self.offsets.delete_all_records(group.group_id) + group.tombstone_records()
 
     # --- KIP-848 consumer groups -------------------------------------------------------------
     def consumer_group_heartbeat(

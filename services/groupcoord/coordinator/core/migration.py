@@ -121,7 +121,7 @@ def retire_for_upgrade(
 ) -> tuple[list[CoordinatorRecord], list[tuple[Any, Any]]]:
     """Tombstones of the classic group (to precede the consumer group's records) and answers
     for its waiting requests (:func:`release_for_upgrade`)."""
-    return manager.delete_records(group), release_for_upgrade(manager, group)
+    return group.tombstone_records(), release_for_upgrade(manager, group)
 
 
 def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> list[tuple[Any, Any]]:
@@ -228,7 +228,7 @@ class OnlineMigration:
         ):
             return None
         epoch, members = members_for_upgrade(group)
-        records = self.classic.delete_records(group)
+        records = group.tombstone_records()
         records += consumer_group_records_from_classic(group.group_id, epoch, members, self.image(), now_ms)
 
         return records, lambda: release_for_upgrade(self.classic, group)

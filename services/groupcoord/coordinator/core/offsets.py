@@ -22,7 +22,6 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
-    RECORD_TYPES,
     CoordinatorRecord,
     CoordinatorResult,
     Timer,
@@ -30,9 +29,6 @@ from groupcoord.coordinator.core.contract import (
 from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb
-
-OFFSET_COMMIT_TYPE_ID = 25
-RECORD_TYPES.register(OFFSET_COMMIT_TYPE_ID, rpb.OffsetCommitKey, rpb.OffsetCommitValue)
 
 EXPIRY_TIMER_KEY = "offsets-expiry"
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
@@ -105,11 +101,8 @@ class OffsetMetadataManager:
         self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
 
     # ------------------------------------------------------------------------------ replay
-    def replay(self, record: CoordinatorRecord) -> bool:
-        if not isinstance(record.key, rpb.OffsetCommitKey):
-            return False
-        k = record.key
-        if record.value is None:
+    def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
+        if value is None:
             topics = self.offsets.get(k.group_id)
             if topics is not None:
                 parts = topics.get(k.topic)
@@ -119,16 +112,13 @@ class OffsetMetadataManager:
                         del topics[k.topic]
                 if not topics:
                     del self.offsets[k.group_id]
-            return True
+            return
         self.offsets.setdefault(k.group_id, {}).setdefault(k.topic, {})[k.partition] = (
-            CommittedOffset.from_value(
-                record.value  # type: ignore[arg-type]
-            )
+            CommittedOffset.from_value(value)
         )
         # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
         if k.group_id not in self.groups:
             self.groups[k.group_id] = ClassicGroup(k.group_id)
-        return True
 
     def state(self) -> dict[str, dict[str, dict[int, CommittedOffset]]]:
         return self.offsets

@@ -36,16 +36,14 @@ import secrets
 import struct
 from dataclasses import dataclass
 
-from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord, serialize_record
+from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
+from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.records.v1 import runtime_pb2
 
 FENCE_HEADER = "gc.fence"
-LEADER_EPOCH_TYPE_ID = 40
 REGISTER_TYPE_ID = 41
 _MARKER_PREFIX = LEADER_EPOCH_TYPE_ID.to_bytes(2, "big")
 _TAG = struct.Struct(">iQ")
-
-RECORD_TYPES.register(LEADER_EPOCH_TYPE_ID, runtime_pb2.LeaderEpochKey, runtime_pb2.LeaderEpochValue)
 
 
 @dataclass(frozen=True, slots=True)

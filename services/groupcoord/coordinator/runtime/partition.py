@@ -1,7 +1,7 @@
 """One state-topic partition hosted by a shard: a single-writer event loop over a core.
 
 Every request, timer and load hook of a partition runs on one task (the partition's loop), in
-arrival order, against one :class:`~groupcoord.coordinator.core.contract.Shard`. A handler's
+arrival order, against one :class:`~groupcoord.coordinator.core.contract.CoordinatorShard`. A handler's
 records are replayed into the live state at once (so the next request sees them, as in
 Kafka's coordinator runtime) and queued for the log; the response is released only after
 the write is acknowledged (acks=all) *and confirmed* (see below). While one write is in
@@ -38,7 +38,7 @@ from groupcoord.coordinator.core.contract import (
     PENDING,
     CoordinatorOperation,
     CoordinatorResult,
-    Shard,
+    CoordinatorShard,
     Timer,
     apply_timer_intents,
     deserialize_record,
@@ -64,7 +64,7 @@ from groupcoord.observability.metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
-ShardFactory = Callable[[int, Timer], Shard]
+ShardFactory = Callable[[int, Timer], CoordinatorShard]
 """Builds the core for a partition: ``factory(partition, timer)``."""
 
 
@@ -183,7 +183,7 @@ class PartitionRuntime:
         self.state = PartitionState.STOPPED
         self.epoch = -1
         self.fence: Fence | None = None
-        self.shard: Shard | None = None
+        self.shard: CoordinatorShard | None = None
         self.load_time_ms: int | None = None
         self.records_loaded = 0
         self.records_read = 0

@@ -13,6 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.records.v1.classic_group_pb2 import ClassicGroupMetadataKey
+from groupcoord.records.v1.consumer_group_pb2 import ConsumerGroupMetadataKey
+from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey
 
 
 class RecordCounter:
@@ -24,15 +27,15 @@ class RecordCounter:
     def observe(self, metrics: Any, partition: int, records: Iterable[CoordinatorRecord]) -> None:
         commits = deletions = 0
         for record in records:
-            kind = type(record.key).__name__
-            if kind == "OffsetCommitKey":
+            kind = type(record.key)
+            if kind is OffsetCommitKey:
                 if record.value is None:
                     deletions += 1
                 else:
                     commits += 1
-            elif kind == "ConsumerGroupMetadataKey":
+            elif kind is ConsumerGroupMetadataKey:
                 self._rebalance(metrics, partition, "consumer", record, "epoch")
-            elif kind == "ClassicGroupMetadataKey":
+            elif kind is ClassicGroupMetadataKey:
                 self._rebalance(metrics, partition, "classic", record, "generation_id")
         if commits:
             metrics.record_offset_commits(commits, partition=partition)

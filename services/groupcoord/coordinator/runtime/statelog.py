@@ -31,7 +31,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
-from groupcoord.coordinator.core.contract import RECORD_TYPES, CoordinatorRecord
+from groupcoord.common.records import RECORD_TYPES
+from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import grpc
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     CoordinatorOperation,
-    Shard,
+    CoordinatorShard,
     Timer,
     read_operation,
     write_operation,
@@ -81,7 +81,7 @@ def add_coordinator_service(server: grpc.aio.Server, runtime: ShardRuntime) -> N
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime), server)
 
 
-def group_shard_factory(partition: int, timer: Timer) -> Shard:
+def group_shard_factory(partition: int, timer: Timer) -> CoordinatorShard:
     """The coordinator shard of one partition; group config from the ``GROUPCOORD_GROUP_*``
     environment (set by the operator from the resource's group-config defaults)."""
     return GroupCoordinatorShard(timer, GroupConfig.from_env(os.environ), partition=partition)

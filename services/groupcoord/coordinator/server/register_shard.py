@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from groupcoord.common.records import RECORD_TYPES
 from groupcoord.coordinator.core.contract import (
     PENDING,
-    RECORD_TYPES,
     CoordinatorOperation,
     CoordinatorRecord,
     CoordinatorResult,

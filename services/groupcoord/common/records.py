@@ -1,0 +1,88 @@
+"""The state topic's record types: every type id in one table.
+
+A record on the state topic is a (key, value) pair of protobuf messages (schemas under
+``proto/groupcoord/records/v1``); the serialized key starts with a 2-byte type id naming the
+message types, so the loader, the standby tail and the cores all decode a record the same
+way. The ids are part of the on-disk format, which is why they live in one table here rather
+than next to each model: a reader sees at once which ids are taken, and a collision is a
+failure at import, not a corrupted partition. Never reuse or renumber an id.
+
+Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
+40-59 the runtime (leadership/fencing markers; 41 is the runtime's register test core, which
+registers its own type: see ``RecordTypeRegistry.register``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from google.protobuf.message import Message
+
+from groupcoord.records.v1 import classic_group_pb2 as classic
+from groupcoord.records.v1 import consumer_group_pb2 as consumer
+from groupcoord.records.v1 import offsets_pb2 as offsets
+from groupcoord.records.v1 import runtime_pb2 as runtime
+
+
+@dataclass(frozen=True, slots=True)
+class RecordType:
+    type_id: int
+    key_type: type[Message]
+    value_type: type[Message]
+
+
+LEADER_EPOCH_TYPE_ID = 40
+
+STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
+    RecordType(0, consumer.ConsumerGroupMetadataKey, consumer.ConsumerGroupMetadataValue),
+    RecordType(1, consumer.ConsumerGroupMemberMetadataKey, consumer.ConsumerGroupMemberMetadataValue),
+    RecordType(
+        2,
+        consumer.ConsumerGroupTargetAssignmentMetadataKey,
+        consumer.ConsumerGroupTargetAssignmentMetadataValue,
+    ),
+    RecordType(
+        3, consumer.ConsumerGroupTargetAssignmentMemberKey, consumer.ConsumerGroupTargetAssignmentMemberValue
+    ),
+    RecordType(
+        4,
+        consumer.ConsumerGroupCurrentMemberAssignmentKey,
+        consumer.ConsumerGroupCurrentMemberAssignmentValue,
+    ),
+    RecordType(5, consumer.ConsumerGroupRegularExpressionKey, consumer.ConsumerGroupRegularExpressionValue),
+    RecordType(20, classic.ClassicGroupMetadataKey, classic.ClassicGroupMetadataValue),
+    RecordType(21, classic.ClassicGroupMemberKey, classic.ClassicGroupMemberValue),
+    RecordType(22, classic.ClassicGroupPendingMemberKey, classic.ClassicGroupPendingMemberValue),
+    RecordType(25, offsets.OffsetCommitKey, offsets.OffsetCommitValue),
+    RecordType(26, offsets.GroupConfigKey, offsets.GroupConfigValue),
+    RecordType(LEADER_EPOCH_TYPE_ID, runtime.LeaderEpochKey, runtime.LeaderEpochValue),
+)
+
+
+class RecordTypeRegistry:
+    """Type id ↔ (key type, value type), both ways."""
+
+    def __init__(self, types: Iterable[RecordType] = ()) -> None:
+        self._by_id: dict[int, RecordType] = {}
+        self._by_key: dict[type[Message], RecordType] = {}
+        for rt in types:
+            self.register(rt.type_id, rt.key_type, rt.value_type)
+
+    def register(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
+        """Add a type outside the production table (a test core's own record type)."""
+        existing = self._by_id.get(type_id)
+        if existing is not None and existing.key_type is not key_type:
+            raise ValueError(f"record type id {type_id} already used by {existing.key_type.__name__}")
+        rt = RecordType(type_id, key_type, value_type)
+        self._by_id[type_id] = rt
+        self._by_key[key_type] = rt
+
+    def by_id(self, type_id: int) -> RecordType:
+        return self._by_id[type_id]
+
+    def by_key(self, key_type: type[Message]) -> RecordType:
+        return self._by_key[key_type]
+
+
+RECORD_TYPES = RecordTypeRegistry(STATE_TOPIC_RECORD_TYPES)
