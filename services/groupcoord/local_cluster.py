@@ -124,7 +124,8 @@ class LocalCluster:
             await self.control.start()
         if args.metrics:
             from groupcoord.embedded_broker import free_port  # noqa: PLC0415
-            from groupcoord.observability.metrics import GatewayMetrics, serve_metrics  # noqa: PLC0415
+            from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415
+            from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
             self.gateway.metrics = GatewayMetrics()
             self.metrics_server, _ = serve_metrics(args.metrics_port or free_port(), addr=args.host)

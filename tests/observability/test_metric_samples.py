@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.observability.metric_samples import MetricSample, MetricSamplePublisher, collect_samples
-from groupcoord.observability.metrics import ShardMetrics
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 pytestmark = pytest.mark.broker
 

@@ -24,7 +24,9 @@ pytestmark = [
 # A shard "1" with two threads and four partitions, plus a gateway, in one exporter process.
 WORKLOAD = r"""
 import sys
-from groupcoord.observability.metrics import GatewayMetrics, ShardMetrics, serve_metrics
+from groupcoord.observability.gateway_metrics import GatewayMetrics
+from groupcoord.observability.metrics_endpoint import serve_metrics
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 shard = ShardMetrics("1", window_s=3600)
 gateway = GatewayMetrics()

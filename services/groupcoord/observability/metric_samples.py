@@ -53,7 +53,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
-from groupcoord.observability.metrics import PartitionSnapshot, ShardMetrics
+from groupcoord.observability.partition_activity import PartitionSnapshot
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 

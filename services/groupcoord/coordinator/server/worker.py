@@ -26,7 +26,8 @@ from groupcoord.coordinator.runtime.partition import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
-from groupcoord.observability.metrics import ShardMetrics, serve_metrics
+from groupcoord.observability.metrics_endpoint import serve_metrics
+from groupcoord.observability.shard_metrics import ShardMetrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 log = logging.getLogger(__name__)

@@ -1,20 +1,14 @@
-"""The metrics facade: after known calls, the exported families hold exactly the known values."""
+"""The shard workers' metrics facade: after known calls, the exported families hold exactly the
+known values, and drain() hands the interval's activity to the sample publisher."""
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
-from groupcoord.observability.metrics import (
-    MAX_APIS,
-    OTHER_API,
-    GatewayMetrics,
-    ShardMetrics,
-    serve_metrics,
-)
+from groupcoord.observability.shard_metrics import ShardMetrics
+
+from .exposition import value
 
 
 class Clock:
@@ -25,11 +19,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
-    v = registry.get_sample_value(name, labels)
-    return v
 
 
 def test_group_counts_are_summed_over_partitions_by_protocol_and_state() -> None:
@@ -73,46 +62,6 @@ def test_partition_states_and_queue_sizes() -> None:
     m.set_partition_states({0: "active", 1: "active"})
     assert value(r, "groupcoord_partition_count", shard="1", state="loading") == 0
     assert value(r, "groupcoord_event_queue_size", shard="1", partition="2") is None  # series removed
-
-
-def test_request_latency_at_shard_and_gateway_share_one_family() -> None:
-    r = CollectorRegistry()
-    shard = ShardMetrics("0", r)
-    gateway = GatewayMetrics(r)
-    for s in (0.002, 0.004, 0.3):
-        shard.observe_request("OffsetCommit", s, partition=1, group="g")
-    gateway.observe_request("OffsetCommit", 0.5, shard="0")
-    gateway.observe_request("Metadata", 0.01)
-    name = "groupcoord_request_latency_seconds"
-    assert value(r, f"{name}_count", component="shard", shard="0", api="OffsetCommit") == 3
-    assert value(r, f"{name}_sum", component="shard", shard="0", api="OffsetCommit") == pytest.approx(0.306)
-    assert value(r, f"{name}_bucket", component="shard", shard="0", api="OffsetCommit", le="0.005") == 2
-    assert value(r, f"{name}_count", component="gateway", shard="0", api="OffsetCommit") == 1
-    assert value(r, f"{name}_count", component="gateway", shard="", api="Metadata") == 1
-
-
-def test_api_label_is_capped() -> None:
-    r = CollectorRegistry()
-    g = GatewayMetrics(r)
-    for i in range(MAX_APIS + 10):
-        g.observe_request(f"Api{i}", 0.001)
-    apis = {
-        s.labels["api"]
-        for fam in text_string_to_metric_families(_exposition(r))
-        if fam.name == "groupcoord_request_latency_seconds"
-        for s in fam.samples
-    }
-    assert len(apis) == MAX_APIS + 1 and OTHER_API in apis
-    assert (
-        value(r, "groupcoord_request_latency_seconds_count", component="gateway", shard="", api=OTHER_API)
-        == 10
-    )
-
-
-def _exposition(r: CollectorRegistry) -> str:
-    from prometheus_client import generate_latest
-
-    return generate_latest(r).decode()
 
 
 def test_events_offsets_rebalances_and_state_writes() -> None:
@@ -180,35 +129,3 @@ def test_drain_hands_the_interval_to_the_sampler_and_resets_it() -> None:
     (again,) = m.drain()
     assert again.activity.events == 0 and not again.activity.requests
     assert again.consumer_groups == {"stable": 2}  # state persists, activity does not
-
-
-def test_serve_metrics_exposes_the_registry_over_http() -> None:
-    r = CollectorRegistry()
-    m = ShardMetrics("9", r)
-    m.record_offset_commits(42)
-    server, _ = serve_metrics(0, r, addr="127.0.0.1")
-    try:
-        body = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5).read()
-    finally:
-        server.shutdown()
-    assert 'groupcoord_offset_commit_total{shard="9"} 42.0' in body.decode()
-
-
-def test_grafana_dashboard_queries_only_metrics_we_export() -> None:
-    import json
-    import re
-    from pathlib import Path
-
-    r = CollectorRegistry()
-    m = ShardMetrics("0", r)
-    GatewayMetrics(r).observe_request("JoinGroup", 0.01)
-    m.observe_request("JoinGroup", 0.01)
-    m.observe_event(0.001, 0.001)
-    m.observe_partition_load(0, 1.0)
-    m.set_event_queue_size(0, 1)
-    m.observe_state_write(0, 0.01, 2)
-    exported = {s.name for fam in text_string_to_metric_families(_exposition(r)) for s in fam.samples}
-    dashboard = Path(__file__).parents[2] / "helm" / "dashboards" / "groupcoord.json"
-    exprs = [t["expr"] for p in json.loads(dashboard.read_text())["panels"] for t in p["targets"]]
-    used = {name for e in exprs for name in re.findall(r"groupcoord_[a-z_]+", e)}
-    assert used and used <= exported, used - exported

@@ -1,0 +1,198 @@
+"""The Prometheus metric families of the group coordinator, named after Apache Kafka's
+group-coordinator-metrics, and the vocabularies their labels may take.
+
+Every family is defined here, in one place, so names, labels and buckets cannot drift between
+the shard workers (:mod:`groupcoord.observability.shard_metrics`) and the gateway
+(:mod:`groupcoord.observability.gateway_metrics`); those facades are what processes call.
+
+Kafka name → Prometheus name (Kafka's ``-rate``/``-count`` pairs become one counter; Prometheus
+computes the rate with ``rate()``):
+
+=====================================  =====================================================
+group-count{protocol}                  ``groupcoord_group_count{shard,protocol}``
+consumer-group-count{state}            ``groupcoord_consumer_group_count{shard,state}``
+classic-group-count{state}             ``groupcoord_classic_group_count{shard,state}``
+num-partitions{state}                  ``groupcoord_partition_count{shard,state}``
+event-queue-size                       ``groupcoord_event_queue_size{shard,partition}``
+event-queue-time-ms                    ``groupcoord_event_queue_time_seconds{shard}`` (histogram)
+event-processing-time-ms               ``groupcoord_event_processing_time_seconds{shard}`` (histogram)
+partition-load-time-max/avg            ``groupcoord_partition_load_time_seconds_max/_avg{shard}``
+thread-idle-ratio-min/avg              ``groupcoord_thread_idle_ratio_min/_avg{shard}``
+consumer/classic-group-rebalance-*     ``groupcoord_rebalance_total{shard,protocol}``
+offset-commit-rate/count               ``groupcoord_offset_commit_total{shard}``
+offset-expiration-rate/count           ``groupcoord_offset_expiration_total{shard}``
+offset-deletion-rate/count             ``groupcoord_offset_deletion_total{shard}``
+batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{shard,partition}``
+(records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
+(per-API request latency)              ``groupcoord_request_latency_seconds{component,shard,api}``
+=====================================  =====================================================
+
+The windowed families (load time max/avg, thread idle ratio min/avg) are computed at scrape time
+by :class:`groupcoord.observability.windows.WindowedCollector`, registered with the others.
+
+Cardinality is bounded on purpose: labels are the shard, the state-topic partition (at most the
+configured partition count), a protocol/state from a fixed vocabulary (checked by
+:func:`check_label`), and the API name (capped by :class:`ApiLabel`). There is never a
+per-group or per-member label; the per-group view needed for capacity planning goes to the
+metrics topic as a bounded top-N (see :mod:`groupcoord.observability.metric_samples`).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from groupcoord.observability.windows import WindowedCollector
+
+GROUP_PROTOCOLS = ("consumer", "classic")
+CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
+CLASSIC_GROUP_STATES = ("empty", "preparing_rebalance", "completing_rebalance", "stable", "dead")
+# Kafka's three, plus the standby state our runtime has (hot standbys tailing a partition).
+PARTITION_STATES = ("loading", "active", "failed", "standby")
+MAX_APIS = 64
+OTHER_API = "other"
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+EVENT_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0)
+BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+class MetricFamilies:
+    """The metric families of one registry. Created once per registry by :func:`families_of`
+    and shared by every facade registered there, so a shard and a gateway in one process (a
+    test, the local cluster) export into the same families instead of clashing on names."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.group_count = Gauge(
+            "groupcoord_group_count", "Groups by protocol.", ["shard", "protocol"], registry=r
+        )
+        self.consumer_group_count = Gauge(
+            "groupcoord_consumer_group_count",
+            "Consumer-protocol (KIP-848) groups by state.",
+            ["shard", "state"],
+            registry=r,
+        )
+        self.classic_group_count = Gauge(
+            "groupcoord_classic_group_count",
+            "Classic-protocol groups by state.",
+            ["shard", "state"],
+            registry=r,
+        )
+        self.partition_count = Gauge(
+            "groupcoord_partition_count", "State-topic partitions by state.", ["shard", "state"], registry=r
+        )
+        self.event_queue_size = Gauge(
+            "groupcoord_event_queue_size",
+            "Events waiting on a partition's event loop.",
+            ["shard", "partition"],
+            registry=r,
+        )
+        self.event_queue_time = Histogram(
+            "groupcoord_event_queue_time_seconds",
+            "Time an event waited in its partition's queue before it ran.",
+            ["shard"],
+            buckets=EVENT_BUCKETS,
+            registry=r,
+        )
+        self.event_processing_time = Histogram(
+            "groupcoord_event_processing_time_seconds",
+            "Time an event ran on its partition's loop (handler, replay).",
+            ["shard"],
+            buckets=EVENT_BUCKETS,
+            registry=r,
+        )
+        self.event_loop_busy = Counter(
+            "groupcoord_event_loop_busy_seconds",
+            "Event-loop time spent running events; rate() of it is the busy ratio in cores.",
+            ["shard"],
+            registry=r,
+        )
+        self.partition_loads = Counter(
+            "groupcoord_partition_loads", "Completed state-topic partition loads.", ["shard"], registry=r
+        )
+        self.rebalances = Counter(
+            "groupcoord_rebalance",
+            "Group rebalances (new group epochs) by protocol.",
+            ["shard", "protocol"],
+            registry=r,
+        )
+        self.offset_commits = Counter(
+            "groupcoord_offset_commit",
+            "Committed offsets (one per partition committed).",
+            ["shard"],
+            registry=r,
+        )
+        self.offset_expirations = Counter(
+            "groupcoord_offset_expiration", "Offsets removed by retention expiry.", ["shard"], registry=r
+        )
+        self.offset_deletions = Counter(
+            "groupcoord_offset_deletion",
+            "Offsets removed by OffsetDelete/DeleteGroups.",
+            ["shard"],
+            registry=r,
+        )
+        self.state_write_latency = Histogram(
+            "groupcoord_state_write_latency_seconds",
+            "Time from sending a batch to the state topic to its acknowledgement (acks=all).",
+            ["shard", "partition"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_write_batch = Histogram(
+            "groupcoord_state_write_batch_records",
+            "Records per state-topic write (concurrent requests batch into one write).",
+            ["shard", "partition"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.request_latency = Histogram(
+            "groupcoord_request_latency_seconds",
+            "Request latency per API: at the gateway (shard = the shard that served it) and at the shard.",
+            ["component", "shard", "api"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.windowed = WindowedCollector()
+        r.register(self.windowed)
+
+
+_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, MetricFamilies] = weakref.WeakKeyDictionary()
+_FAMILIES_LOCK = threading.Lock()
+
+
+def families_of(registry: CollectorRegistry) -> MetricFamilies:
+    """The families of ``registry``, created on first use (registering a family twice raises)."""
+    with _FAMILIES_LOCK:
+        families = _FAMILIES.get(registry)
+        if families is None:
+            families = _FAMILIES[registry] = MetricFamilies(registry)
+        return families
+
+
+class ApiLabel:
+    """Caps the distinct values of the ``api`` label at ``limit`` (later ones become
+    :data:`OTHER_API`), so cardinality stays bounded even if a caller passes something
+    unexpected, such as a name built from input."""
+
+    def __init__(self, limit: int = MAX_APIS) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def __call__(self, api: str) -> str:
+        if api in self.seen:
+            return api
+        if len(self.seen) >= self.limit:
+            return OTHER_API
+        self.seen.add(api)
+        return api
+
+
+def check_label(value: str, allowed: tuple[str, ...], what: str) -> str:
+    """``value`` if it is one of the fixed vocabulary ``allowed``; a typo must fail loudly
+    rather than become a new series nobody's dashboard shows."""
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; known: {', '.join(allowed)}")
+    return value

@@ -1,0 +1,193 @@
+"""The metrics facade a shard worker calls: Prometheus families plus the per-partition activity
+that feeds the metrics topic.
+
+One :class:`ShardMetrics` per worker process (``ShardMetrics(shard_id)``), exported on the
+worker's own metrics port; every series carries the ``shard`` label, so Prometheus sums a
+shard's workers. The runtime calls it from its asyncio loop; the scrape thread only reads
+(prometheus-client's own locks cover the families).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from groupcoord.observability.families import (
+    CLASSIC_GROUP_STATES,
+    CONSUMER_GROUP_STATES,
+    GROUP_PROTOCOLS,
+    PARTITION_STATES,
+    ApiLabel,
+    check_label,
+    families_of,
+)
+from groupcoord.observability.partition_activity import PartitionActivity, PartitionSnapshot
+from groupcoord.observability.windows import WindowedStats
+
+
+class ShardMetrics:
+    """What a shard worker observes, turned into Prometheus series and interval counters.
+
+    ``partition`` arguments are state-topic partitions; ``thread`` names the event loop that did
+    the work (the worker index: each worker process runs one loop). ``group`` ids never become
+    labels: they are counted per sampling interval only, and only the top-N reach the metrics
+    topic.
+    """
+
+    def __init__(
+        self,
+        shard_id: str,
+        registry: CollectorRegistry | None = None,
+        *,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.shard_id = str(shard_id)
+        self.registry = REGISTRY if registry is None else registry
+        self._f = families_of(self.registry)
+        self._apis = ApiLabel()
+        self._windows = WindowedStats(self.shard_id, window_s, clock)
+        self._f.windowed.stats.add(self._windows)
+        self._partitions = PartitionActivity()
+        # Pre-create the fixed-vocabulary series so dashboards show zeros, not gaps.
+        for p in GROUP_PROTOCOLS:
+            self._f.group_count.labels(self.shard_id, p).set(0)
+            self._f.rebalances.labels(self.shard_id, p)
+        for s in CONSUMER_GROUP_STATES:
+            self._f.consumer_group_count.labels(self.shard_id, s).set(0)
+        for s in CLASSIC_GROUP_STATES:
+            self._f.classic_group_count.labels(self.shard_id, s).set(0)
+        for s in PARTITION_STATES:
+            self._f.partition_count.labels(self.shard_id, s).set(0)
+        for fam in (self._f.offset_commits, self._f.offset_expirations, self._f.offset_deletions):
+            fam.labels(self.shard_id)
+
+    # -- requests and events -------------------------------------------------------------------
+
+    def observe_request(
+        self, api: str, seconds: float, *, partition: int | None = None, group: str | None = None
+    ) -> None:
+        """A request answered by this shard (``seconds`` from arrival to answer, write included)."""
+        api = self._apis(api)
+        self._f.request_latency.labels("shard", self.shard_id, api).observe(seconds)
+        if partition is not None:
+            act = self._partitions.interval(partition)
+            act.requests[api] += 1
+            if group is not None:
+                act.group_requests[group] += 1
+
+    def observe_event(
+        self, queue_s: float, processing_s: float, *, partition: int | None = None, thread: str = "0"
+    ) -> None:
+        """An event ran on a partition's loop after waiting ``queue_s`` in its queue."""
+        self._f.event_queue_time.labels(self.shard_id).observe(queue_s)
+        self._f.event_processing_time.labels(self.shard_id).observe(processing_s)
+        self.record_thread_busy(thread, processing_s)
+        if partition is not None:
+            act = self._partitions.interval(partition)
+            act.busy_s += processing_s
+            act.events += 1
+
+    def record_thread_busy(self, thread: str, seconds: float) -> None:
+        """Busy time of an event loop outside :meth:`observe_event` (e.g. replay while
+        loading); feeds the thread idle ratio and the busy-seconds counter."""
+        self._windows.add_busy(str(thread), seconds)
+        self._f.event_loop_busy.labels(self.shard_id).inc(seconds)
+
+    def add_thread(self, thread: str) -> None:
+        """Declare an event loop, so an idle one counts as idle (ratio 1) from the start."""
+        self._windows.add_thread(str(thread))
+
+    # -- partition and group state --------------------------------------------------------------
+
+    def set_partition_states(self, states: Mapping[int, str]) -> None:
+        """The state of every partition this worker hosts (``loading|active|failed|standby``);
+        partitions missing from ``states`` are forgotten (their series removed)."""
+        for state in states.values():
+            check_label(state, PARTITION_STATES, "partition state")
+        counts = Counter(states.values())
+        for s in PARTITION_STATES:
+            self._f.partition_count.labels(self.shard_id, s).set(counts.get(s, 0))
+        gone = self._partitions.known_partitions() - set(states)
+        for partition in gone:
+            self._forget_partition(partition)
+        if gone:
+            self._publish_group_counts()
+        self._partitions.states = dict(states)
+
+    def _forget_partition(self, partition: int) -> None:
+        if partition in self._partitions.queue_sizes:
+            self._f.event_queue_size.remove(self.shard_id, str(partition))
+        for fam in (self._f.state_write_latency, self._f.state_write_batch):
+            with contextlib.suppress(KeyError):
+                fam.remove(self.shard_id, str(partition))
+        self._partitions.forget(partition)
+
+    def set_event_queue_size(self, partition: int, size: int) -> None:
+        self._partitions.queue_sizes[partition] = size
+        self._f.event_queue_size.labels(self.shard_id, str(partition)).set(size)
+
+    def set_group_counts(
+        self, partition: int, consumer: Mapping[str, int], classic: Mapping[str, int]
+    ) -> None:
+        """Groups of one partition by state; the exported gauges are the sums over partitions."""
+        for s in consumer:
+            check_label(s, CONSUMER_GROUP_STATES, "consumer group state")
+        for s in classic:
+            check_label(s, CLASSIC_GROUP_STATES, "classic group state")
+        self._partitions.set_group_counts(partition, consumer, classic)
+        self._publish_group_counts()
+
+    def _publish_group_counts(self) -> None:
+        consumer, classic = self._partitions.group_totals()
+        for s in CONSUMER_GROUP_STATES:
+            self._f.consumer_group_count.labels(self.shard_id, s).set(consumer.get(s, 0))
+        for s in CLASSIC_GROUP_STATES:
+            self._f.classic_group_count.labels(self.shard_id, s).set(classic.get(s, 0))
+        self._f.group_count.labels(self.shard_id, "consumer").set(sum(consumer.values()))
+        self._f.group_count.labels(self.shard_id, "classic").set(sum(classic.values()))
+
+    def observe_partition_load(self, partition: int, seconds: float) -> None:
+        """A partition finished loading (replaying the state topic) in ``seconds``."""
+        self._windows.load_times.add(seconds)
+        self._f.partition_loads.labels(self.shard_id).inc()
+
+    # -- group and offset activity --------------------------------------------------------------
+
+    def record_rebalance(self, protocol: str, *, partition: int | None = None) -> None:
+        self._f.rebalances.labels(self.shard_id, check_label(protocol, GROUP_PROTOCOLS, "protocol")).inc()
+        if partition is not None:
+            self._partitions.interval(partition).rebalances += 1
+
+    def record_offset_commits(self, n: int = 1, *, partition: int | None = None) -> None:
+        self._f.offset_commits.labels(self.shard_id).inc(n)
+        if partition is not None:
+            self._partitions.interval(partition).offset_commits += n
+
+    def record_offset_expirations(self, n: int = 1) -> None:
+        self._f.offset_expirations.labels(self.shard_id).inc(n)
+
+    def record_offset_deletions(self, n: int = 1) -> None:
+        self._f.offset_deletions.labels(self.shard_id).inc(n)
+
+    def observe_state_write(self, partition: int, seconds: float, records: int) -> None:
+        """One acknowledged write of ``records`` records to a state-topic partition."""
+        self._f.state_write_latency.labels(self.shard_id, str(partition)).observe(seconds)
+        self._f.state_write_batch.labels(self.shard_id, str(partition)).observe(records)
+
+    # -- sampling for the metrics topic ---------------------------------------------------------
+
+    @property
+    def threads(self) -> int:
+        """Event loops this facade has seen (at least 1): the capacity, in cores, its samples
+        are measured against."""
+        return max(1, self._windows.thread_count)
+
+    def drain(self) -> list[PartitionSnapshot]:
+        """Every known partition with its activity since the previous drain (which is reset).
+        Called by the sample publisher once per interval."""
+        return self._partitions.drain()
