@@ -123,7 +123,8 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
             name="leadership-watch",
         ).start()
     if args.metrics_port:
-        from groupcoord.observability.metrics import GatewayMetrics, serve_metrics  # noqa: PLC0415
+        from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415
+        from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
         gateway.metrics = GatewayMetrics()
         serve_metrics(args.metrics_port)

@@ -291,7 +291,7 @@ class Gateway:
     port: int = 9092
     advertised_host: str | None = None
     group_handler: GroupApiHandler | None = None
-    metrics: Any = None  # groupcoord.observability.metrics.GatewayMetrics, when exported
+    metrics: Any = None  # groupcoord.observability.gateway_metrics.GatewayMetrics, when exported
     listeners: dict[Address, Listener] = field(default_factory=dict)
     sessions: set[ClientSession] = field(default_factory=set)
     _upstream_versions: dict[int, tuple[int, int]] | None = None

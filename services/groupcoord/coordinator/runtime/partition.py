@@ -60,7 +60,7 @@ from groupcoord.coordinator.runtime.statelog import (
     StateLogWriter,
     fence_tag,
 )
-from groupcoord.observability.metrics import ShardMetrics
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 

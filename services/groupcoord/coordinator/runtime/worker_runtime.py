@@ -24,7 +24,7 @@ from groupcoord.coordinator.runtime.partition import (
     ShardFactory,
 )
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
-from groupcoord.observability.metrics import ShardMetrics
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
