@@ -7,12 +7,17 @@ replaying the written records rebuilds exactly the live state.
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
+from groupcoord.coordinator.core.testing import MockClock, MockTimer
+from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 
 G = "group"
 
@@ -369,3 +374,22 @@ def test_a_leader_that_never_syncs_is_removed_after_the_rebalance_timeout(ctx: S
     assert ctx.answer(rejoin).leader == follower.member_id
     assert leader.member_id not in group.members
     ctx.assert_replay_equals_live()
+
+
+def test_generated_member_ids_come_from_the_injected_uuid_source() -> None:
+    """Member ids the coordinator makes up are replayable: a classic member's (client id, a
+    dash, the uuid) and a ConsumerGroupHeartbeat v0 member's (the uuid, base64url)."""
+    ids = iter([uuid.UUID(int=1), uuid.UUID(int=2)])
+    shard = GroupCoordinatorShard(MockTimer(MockClock()), new_uuid=lambda: next(ids))
+    join = classic_pb.JoinGroupRequest(
+        api_version=9,
+        group_id="g",
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=30_000,
+        protocol_type="consumer",
+        protocols=[classic_pb.JoinGroupProtocol(name="range", metadata=b"")],
+        client_id="client",
+    )
+    response = shard.join_group(join, 0).response
+    assert response.member_id == "client-00000000-0000-0000-0000-000000000001"
+    assert shard.classic.new_uuid is shard.consumer.new_uuid

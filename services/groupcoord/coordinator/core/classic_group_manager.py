@@ -156,10 +156,10 @@ class _Change:
         return list(self.records)
 
 
-def new_member_id(client_id: str) -> str:
+def new_member_id(client_id: str, random_id: uuid.UUID) -> str:
     """The member id the coordinator gives a classic member joining without one (Kafka:
     client id, a dash, a random UUID)."""
-    return f"{client_id}-{uuid.uuid4()}"
+    return f"{client_id}-{random_id}"
 
 
 def _error_join(code: ErrorCode, member_id: str = "") -> pb.JoinGroupResponse:
@@ -181,8 +181,10 @@ class ClassicGroupManager:
         delete_other_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
         | None = None,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        """``delete_other_group(group)``: tombstones of an empty group of another type (a
+        """``new_uuid()`` is where new member ids come from (injected, so a test replays exactly
+        what a call returned); ``delete_other_group(group)``: tombstones of an empty group of another type (a
         consumer group) that a JoinGroup replaces with a classic group, as Kafka does;
         ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
         another type (a classic member inside a consumer group, online migration)."""
@@ -192,6 +194,7 @@ class ClassicGroupManager:
         self.waiters = Waiters()
         self.delete_other_group = delete_other_group or (lambda _group: [])
         self.join_other_group = join_other_group
+        self.new_uuid = new_uuid
 
     # ------------------------------------------------------------------------------ replay
     def replay_metadata(
@@ -373,7 +376,7 @@ class ClassicGroupManager:
         token: Any,
     ) -> CoordinatorResult[pb.JoinGroupResponse]:
         group = change.group
-        new_id = new_member_id(request.client_id)
+        new_id = new_member_id(request.client_id, self.new_uuid())
         if instance_id is not None:
             old_id = group.static_member_id(instance_id)
             if old_id is not None:

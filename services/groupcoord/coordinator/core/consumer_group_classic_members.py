@@ -76,7 +76,7 @@ class ClassicMembersOfConsumerGroups:
         member_id = request.member_id
         unknown = member_id == ""
         if unknown:
-            member_id = new_member_id(request.client_id)
+            member_id = new_member_id(request.client_id, self.manager.new_uuid())
         try:
             return self._join(group, request, member_id, unknown, now_ms)
         except CoordinatorError as e:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
@@ -164,6 +164,7 @@ class ConsumerGroupManager:
         assignors: Mapping[str, PartitionAssignor] | None = None,
         upgrade_classic_group: UpgradeClassicGroup | None = None,
         downgrade_to_classic: DowngradeToClassic | None = None,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
         self.groups = groups
         self.timer = timer
@@ -179,6 +180,7 @@ class ConsumerGroupManager:
         self.delete_classic_group = delete_classic_group or (lambda _g: [])
         self.upgrade_classic_group = upgrade_classic_group
         self.downgrade_to_classic = downgrade_to_classic
+        self.new_uuid = new_uuid  # member ids of v0 joins (injected: tests replay exactly)
         if assignors is None:
             assignors = {name: BUILTIN_ASSIGNORS[name]() for name in config.consumer_group_assignors}
         if not assignors:
@@ -319,7 +321,7 @@ class ConsumerGroupManager:
         replaced: ConsumerGroupMember | None = None  # a static member's previous incarnation
         member_id = r.member_id
         if r.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not member_id:
-            member_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()  # v0
+            member_id = base64.urlsafe_b64encode(self.new_uuid().bytes).rstrip(b"=").decode()  # v0
 
         if instance_id is None:
             member = group.members.get(member_id)
@@ -462,7 +464,8 @@ class ConsumerGroupManager:
         group_epoch = group.group_epoch
         metadata_hash = group.metadata_hash
         if subscription_changed or regex_changed or group_is_new:
-            names = self._subscribed_names(group, member if not is_new else None, updated, replaced, resolved)
+            old = member if not is_new and member.member_id in group.members else None
+            names, _ = subscribed_topics(group, resolved, gone=(old, replaced), joining=updated)
             metadata_hash = image.metadata_hash(names)
             group_epoch += 1
             records.append(group_metadata_record(gid, group_epoch, metadata_hash))
@@ -538,32 +541,6 @@ class ConsumerGroupManager:
         ):
             records.append(current_assignment_record(gid, reconciled))
         return reconciled
-
-    def _subscribed_names(
-        self,
-        group: ConsumerGroup,
-        old: ConsumerGroupMember | None,
-        new: ConsumerGroupMember | None,
-        replaced: ConsumerGroupMember | None,
-        resolved: Mapping[str, frozenset[str]],
-    ) -> set[str]:
-        """Every topic name subscribed once ``old`` (and ``replaced``) become ``new``."""
-        counts = Counter(group.subscribed_names)
-        regexes = Counter(group.regex_count)
-        for gone in (old if old is not None and old.member_id in group.members else None, replaced):
-            if gone is not None:
-                counts.subtract(gone.subscribed_topic_names)
-                if gone.subscribed_topic_regex is not None:
-                    regexes[gone.subscribed_topic_regex] -= 1
-        if new is not None:
-            counts.update(new.subscribed_topic_names)
-            if new.subscribed_topic_regex is not None:
-                regexes[new.subscribed_topic_regex] += 1
-        names = {n for n, c in counts.items() if c > 0}
-        for regex, c in regexes.items():
-            if c > 0:
-                names |= resolved.get(regex, frozenset())
-        return names
 
     def _assignor(
         self, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember
@@ -661,19 +638,13 @@ class ConsumerGroupManager:
         the regexes only they used, and one group epoch bump."""
         gid = group.group_id
         records: list[CoordinatorRecord] = []
-        counts = Counter(group.subscribed_names)
-        regexes = Counter(group.regex_count)
         for member in members:
             records += member_tombstones(gid, member.member_id)
-            counts.subtract(member.subscribed_topic_names)
-            if member.subscribed_topic_regex is not None:
-                regexes[member.subscribed_topic_regex] -= 1
             self.cancel_member_timers(gid, member.member_id)
-        names = {n for n, c in counts.items() if c > 0}
-        for regex, resolved in group.resolved_regexes.items():
-            if regexes.get(regex, 0) > 0:
-                names |= resolved.topics
-            else:
+        resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
+        names, regexes = subscribed_topics(group, resolved, gone=members)
+        for regex in group.resolved_regexes:
+            if regexes.get(regex, 0) <= 0:
                 records.append(regex_record(gid, regex, None))
         records.append(group_metadata_record(gid, group.group_epoch + 1, self.image().metadata_hash(names)))
         return records
@@ -800,13 +771,39 @@ class ConsumerGroupManager:
                     resolved[regex] = topics
                     records.append(regex_record(group.group_id, regex, topics, now_ms))
                     regex_changed = True
-            names = set(group.subscribed_names)
-            for regex in group.regex_count:
-                names |= resolved.get(regex, frozenset())
+            names, _ = subscribed_topics(group, resolved)
             metadata_hash = image.metadata_hash(names)
             if regex_changed or metadata_hash != group.metadata_hash:
                 records.append(group_metadata_record(group.group_id, group.group_epoch + 1, metadata_hash))
         return CoordinatorResult(records=records)
+
+
+def subscribed_topics(
+    group: ConsumerGroup,
+    resolved: Mapping[str, frozenset[str]],
+    gone: Iterable[ConsumerGroupMember | None] = (),
+    joining: ConsumerGroupMember | None = None,
+) -> tuple[set[str], Counter[str]]:
+    """Every topic name the group subscribes to once the ``gone`` members have left and
+    ``joining`` has (re)joined — by name, or through a regex (``resolved``: regex → topics) —
+    and how many members then use each regex. The one count behind a heartbeat's group epoch
+    bump, a removal's metadata hash and a topic change's re-hash."""
+    counts = Counter(group.subscribed_names)
+    regexes = Counter(group.regex_count)
+    for member in gone:
+        if member is not None:
+            counts.subtract(member.subscribed_topic_names)
+            if member.subscribed_topic_regex is not None:
+                regexes[member.subscribed_topic_regex] -= 1
+    if joining is not None:
+        counts.update(joining.subscribed_topic_names)
+        if joining.subscribed_topic_regex is not None:
+            regexes[joining.subscribed_topic_regex] += 1
+    names = {n for n, c in counts.items() if c > 0}
+    for regex, c in regexes.items():
+        if c > 0:
+            names |= resolved.get(regex, frozenset())
+    return names, regexes
 
 
 def static_takeover(static: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:

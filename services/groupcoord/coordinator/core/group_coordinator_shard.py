@@ -11,6 +11,7 @@ SyncGroup) also take the runtime's ``token`` for the waiting request (see contra
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,16 @@ from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 
 
 class GroupCoordinatorShard:
-    def __init__(self, timer: Timer, config: GroupConfig | None = None, partition: int = 0) -> None:
+    def __init__(
+        self,
+        timer: Timer,
+        config: GroupConfig | None = None,
+        partition: int = 0,
+        new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+    ) -> None:
+        """``new_uuid()`` gives the random part of the member ids the coordinator generates
+        (classic members joining without one, ConsumerGroupHeartbeat v0): an injected source,
+        so a test can replay exactly what a call returned."""
         self.partition = partition
         self.timer = timer
         self.config = config or GroupConfig()
@@ -50,6 +60,7 @@ class GroupCoordinatorShard:
             self.config,
             delete_other_group=lambda group: group.tombstone_records(),
             join_other_group=self._join_consumer_group,
+            new_uuid=new_uuid,
         )
         self.offsets = OffsetMetadataManager(
             self.groups,
@@ -81,6 +92,7 @@ class GroupCoordinatorShard:
             downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
                 group, member_id, now_ms, joining
             ),
+            new_uuid=new_uuid,
         )
         # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
         self.migration = OnlineMigration(self.classic, self.config, lambda: self.image)
