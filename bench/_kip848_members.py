@@ -29,7 +29,7 @@ class Connection:
         self.cid = 0
 
     async def open(self) -> Connection:
-        from groupcoord.gateway.protocol import ClientConnection  # noqa: PLC0415
+        from groupcoord.common.kafka_wire.framing import ClientConnection  # noqa: PLC0415
 
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         self.conn = ClientConnection()
@@ -42,8 +42,8 @@ class Connection:
         )
         from kio.static.primitive import i32, i32Timedelta  # noqa: PLC0415
 
-        from groupcoord.gateway import codec  # noqa: PLC0415
-        from groupcoord.gateway.protocol import frame_bytes  # noqa: PLC0415
+        from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
+        from groupcoord.common.kafka_wire.framing import frame_bytes  # noqa: PLC0415
 
         req = ConsumerGroupHeartbeatRequest(
             group_id=member.group_id,

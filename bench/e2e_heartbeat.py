@@ -45,8 +45,8 @@ async def scenario(
     from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest  # noqa: PLC0415
     from kio.static.primitive import i32, i32Timedelta  # noqa: PLC0415
 
-    from groupcoord.gateway import codec  # noqa: PLC0415
-    from groupcoord.gateway.protocol import ClientConnection, frame_bytes  # noqa: PLC0415
+    from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
+    from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes  # noqa: PLC0415
 
     host, port = bootstrap.rsplit(":", 1)
     port_i = int(port)

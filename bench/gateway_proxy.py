@@ -115,8 +115,8 @@ def _fetch_request(topic: str) -> object:
 
 def round_trips(bootstrap: str, request: object, rounds: int) -> list[float]:
     """Latency of one request at a time on one connection (ms), after 10 warm-up rounds."""
-    from groupcoord.gateway import codec  # noqa: PLC0415
-    from groupcoord.gateway.protocol import ClientConnection, frame_bytes  # noqa: PLC0415
+    from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
+    from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes  # noqa: PLC0415
 
     host, port = bootstrap.rsplit(":", 1)
     samples = []

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i32
 
-from groupcoord.gateway import codec
+from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway.api_versions import advertised_versions, api_versions_response
 
 

@@ -6,15 +6,9 @@ import struct
 
 import pytest
 
-from groupcoord.gateway import codec
-from groupcoord.gateway.protocol import (
-    ClientConnection,
-    ProtocolViolation,
-    Request,
-    ServerConnection,
-    frame_bytes,
-    produce_expects_response,
-)
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
+from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
 
 
 def request_frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:

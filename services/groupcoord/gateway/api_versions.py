@@ -10,15 +10,29 @@ Kafka does, so it can retry with a version we know.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta
 
-from groupcoord.gateway import codec
+from groupcoord.common.kafka_wire import codec
 
 VersionRanges = Mapping[int, tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedApi:
+    """An API the gateway answers itself: the versions it serves and the handler serving them.
+
+    Tables of these (api key -> ServedApi) are the one place a served API is declared: the
+    gateway routes by them and ApiVersions advertises from them.
+    """
+
+    versions: tuple[int, int]
+    handler: Callable[..., Awaitable[Any]]
+
 
 # Every API that names a group. When our coordinator serves groups, the ones it does not
 # handle must not reach the upstream cluster either: its coordinator knows nothing of our

@@ -13,44 +13,30 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
 
-from groupcoord.gateway import codec
+from groupcoord.common.kafka_wire import codec
+from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
 from groupcoord.gateway.wire_translation import from_proto, to_proto
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
-from groupcoord.rpc.v1 import consumer_group_pb2
+from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
+from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
 Address = tuple[str, int]
 GROUP_RESOURCE = 16  # ConfigResource.Type.GROUP
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY = 0  # FindCoordinator key type (1: transaction coordinators, upstream)
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
-
-# api key -> versions served by the gateway itself (intersected with kio's by the gateway).
-VERSIONS: dict[int, tuple[int, int]] = {
-    8: (2, 10),  # OffsetCommit
-    9: (1, 10),  # OffsetFetch
-    10: (0, 6),  # FindCoordinator
-    11: (0, 9),  # JoinGroup
-    12: (0, 4),  # Heartbeat
-    13: (0, 5),  # LeaveGroup
-    14: (0, 5),  # SyncGroup
-    15: (0, 6),  # DescribeGroups
-    16: (0, 5),  # ListGroups
-    32: (1, 4),  # DescribeConfigs (GROUP resources; the rest go upstream)
-    42: (0, 2),  # DeleteGroups
-    44: (0, 1),  # IncrementalAlterConfigs (GROUP resources; the rest go upstream)
-    47: (0, 0),  # OffsetDelete
-}
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +57,12 @@ def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
 
 
 class GroupApis:
-    """Implements the gateway's ``GroupApiHandler`` on top of the coordinator shards."""
+    """Implements the gateway's ``GroupApiHandler`` on top of the coordinator shards.
+
+    Each handler builds the typed coordinator request for its API and sends it in an
+    :class:`Envelope` whose oneof field names that API, the one place the API is named on its
+    way to the shard (whose ``OPERATIONS`` table maps the same field to the operation).
+    """
 
     def __init__(
         self,
@@ -84,56 +75,55 @@ class GroupApis:
         self.shards = shards
         self.upstream = upstream
         self.coordinator_node = coordinator_node
-        self.versions = dict(VERSIONS)
-        self._handlers: dict[int, Callable[[CallContext, Any], Awaitable[Any]]] = {
-            8: self.offset_commit,
-            9: self.offset_fetch,
-            10: self.find_coordinator,
-            11: self.join_group,
-            12: self.heartbeat,
-            13: self.leave_group,
-            14: self.sync_group,
-            15: self.describe_groups,
-            16: self.list_groups,
-            32: self.describe_configs,
-            42: self.delete_groups,
-            44: self.incremental_alter_configs,
-            47: self.offset_delete,
-        }
-
-        self._register_consumer_group_apis()
-
-    def _register_consumer_group_apis(self) -> None:
-        """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69), the KIP-848 APIs."""
-        self._cg = consumer_group_pb2
-        self.register(68, (0, 1), self.consumer_group_heartbeat)
-        self.register(69, (0, 1), self.consumer_group_describe)
-
-    def register(
-        self, api_key: int, versions: tuple[int, int], handler: Callable[[CallContext, Any], Awaitable[Any]]
-    ) -> None:
-        """Add an API (used for the KIP-848 APIs)."""
-        self.versions[api_key] = versions
-        self._handlers[api_key] = handler
+        self.apis = GROUP_APIS
 
     async def handle(self, header: Any, request: Any, listener: Address, client_host: str = "") -> Any:
         ctx = CallContext(header, int(header.request_api_version), listener, client_host)
-        return await self._handlers[int(header.request_api_key)](ctx, request)
+        return await GROUP_APIS[int(header.request_api_key)].handler(self, ctx, request)
 
     # --- plumbing ---------------------------------------------------------------------
 
-    async def call(self, group_id: str, api: str, message: Message) -> ShardReply:
-        partition = self.leadership.partition_of(group_id)
-        return await self.call_partition(partition, api, message)
+    async def call(self, group_id: str, request: Envelope) -> ShardReply:
+        return await self.call_partition(self.leadership.partition_of(group_id), request)
 
-    async def call_partition(self, partition: int, api: str, message: Message) -> ShardReply:
+    async def call_partition(self, partition: int, request: Envelope) -> ShardReply:
         address = self.leadership.address_of(partition)
         if address is None:
             return failed(ErrorCode.coordinator_not_available, f"no leader for state partition {partition}")
-        return await self.shards.call(address, partition, api, message)
+        request.partition = partition
+        return await self.shards.call(address, request)
 
-    def response(self, ctx: CallContext, api_key: int, message: Message, **overrides: Any) -> Any:
-        return from_proto(message, codec.response_type(api_key, ctx.version), **overrides)
+    async def per_group(
+        self,
+        group_ids: Sequence[str],
+        request: Callable[[list[str]], Envelope],
+        answers: Callable[[Any], Iterable[tuple[str, T]]],
+        failed: Callable[[str, ShardReply], T],
+    ) -> list[T]:
+        """One answer per entry of ``group_ids``, in request order, for a request naming several
+        groups: split by state partition, one call per partition (in parallel), merged back.
+
+        ``request(ids)`` is the request for the groups of one partition (in request order);
+        ``answers(response)`` yields (group id, answer) from a partition's response;
+        ``failed(group_id, reply)`` answers for a group whose partition returned a
+        request-level error (not leading, loading, no leader known).
+        """
+        by_partition: dict[int, list[str]] = {}
+        for gid in group_ids:
+            by_partition.setdefault(self.leadership.partition_of(gid), []).append(gid)
+        replies = await asyncio.gather(
+            *(self.call_partition(p, request(ids)) for p, ids in by_partition.items())
+        )
+        found: dict[str, T] = {}
+        for ids, reply in zip(by_partition.values(), replies, strict=True):
+            if reply.response is not None:
+                found.update(answers(reply.response))
+            else:
+                found.update((gid, failed(gid, reply)) for gid in ids)
+        return [found[gid] for gid in group_ids]
+
+    def response(self, ctx: CallContext, api_key: int, message: Message) -> Any:
+        return from_proto(message, codec.response_type(api_key, ctx.version))
 
     # --- classic protocol -------------------------------------------------------------
 
@@ -143,37 +133,34 @@ class GroupApis:
         msg.client_host = ctx.client_host
         if ctx.version == 0:  # v0 has no rebalance timeout: Kafka uses the session timeout
             msg.rebalance_timeout_ms = msg.session_timeout_ms
-        reply = await self.call(req.group_id, "join_group", msg)
+        reply = await self.call(req.group_id, Envelope(join_group=msg))
         resp = reply.response or cg.JoinGroupResponse(
             error_code=reply.error_code, generation_id=-1, member_id=req.member_id
         )
         return self.response(ctx, 11, resp)
 
     async def sync_group(self, ctx: CallContext, req: Any) -> Any:
-        reply = await self.call(
-            req.group_id, "sync_group", to_proto(req, cg.SyncGroupRequest(api_version=ctx.version))
-        )
+        msg = to_proto(req, cg.SyncGroupRequest(api_version=ctx.version))
+        reply = await self.call(req.group_id, Envelope(sync_group=msg))
         return self.response(ctx, 14, reply.response or cg.SyncGroupResponse(error_code=reply.error_code))
 
     async def heartbeat(self, ctx: CallContext, req: Any) -> Any:
-        reply = await self.call(
-            req.group_id, "heartbeat", to_proto(req, cg.HeartbeatRequest(api_version=ctx.version))
-        )
+        msg = to_proto(req, cg.HeartbeatRequest(api_version=ctx.version))
+        reply = await self.call(req.group_id, Envelope(heartbeat=msg))
         return self.response(ctx, 12, reply.response or cg.HeartbeatResponse(error_code=reply.error_code))
 
     async def leave_group(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cg.LeaveGroupRequest(api_version=ctx.version))
         if ctx.version <= 2:
             msg.members.add(member_id=req.member_id)
-        reply = await self.call(req.group_id, "leave_group", msg)
+        reply = await self.call(req.group_id, Envelope(leave_group=msg))
         return self.response(ctx, 13, reply.response or cg.LeaveGroupResponse(error_code=reply.error_code))
 
     # --- offsets ----------------------------------------------------------------------
 
     async def offset_commit(self, ctx: CallContext, req: Any) -> Any:
-        reply = await self.call(
-            req.group_id, "offset_commit", to_proto(req, op.OffsetCommitRequest(api_version=ctx.version))
-        )
+        msg = to_proto(req, op.OffsetCommitRequest(api_version=ctx.version))
+        reply = await self.call(req.group_id, Envelope(offset_commit=msg))
         resp = reply.response
         if resp is None:  # every partition carries the request-level error
             resp = op.OffsetCommitResponse(
@@ -205,26 +192,22 @@ class GroupApis:
             for g in req.groups:
                 group = to_proto(g, msg.groups.add())
                 group.all_topics = g.topics is None
-        replies = await self._per_partition(
+
+        def sub(ids: list[str]) -> Envelope:
+            chosen = set(ids)
+            groups = [g for g in msg.groups if g.group_id in chosen]
+            return Envelope(
+                offset_fetch=op.OffsetFetchRequest(
+                    api_version=msg.api_version, require_stable=msg.require_stable, groups=groups
+                )
+            )
+
+        ordered = await self.per_group(
             [g.group_id for g in msg.groups],
-            lambda ids: op.OffsetFetchRequest(
-                api_version=msg.api_version,
-                require_stable=msg.require_stable,
-                groups=[g for g in msg.groups if g.group_id in ids],
-            ),
-            "offset_fetch",
+            sub,
+            lambda resp: ((g.group_id, g) for g in resp.groups),
+            lambda gid, reply: op.OffsetFetchResponseGroup(group_id=gid, error_code=reply.error_code),
         )
-        groups: dict[str, op.OffsetFetchResponseGroup] = {}
-        for sub, reply in replies:
-            if reply.response is not None:
-                for g in reply.response.groups:
-                    groups[g.group_id] = g
-            else:
-                for g in sub.groups:
-                    groups[g.group_id] = op.OffsetFetchResponseGroup(
-                        group_id=g.group_id, error_code=reply.error_code
-                    )
-        ordered = [groups[g.group_id] for g in msg.groups]
         if ctx.version <= 7:
             only = ordered[0]
             body_type = codec.response_type(9, ctx.version)
@@ -243,67 +226,46 @@ class GroupApis:
         return self.response(ctx, 9, op.OffsetFetchResponse(groups=ordered))
 
     async def offset_delete(self, ctx: CallContext, req: Any) -> Any:
-        reply = await self.call(
-            req.group_id, "offset_delete", to_proto(req, op.OffsetDeleteRequest(api_version=ctx.version))
-        )
+        msg = to_proto(req, op.OffsetDeleteRequest(api_version=ctx.version))
+        reply = await self.call(req.group_id, Envelope(offset_delete=msg))
         return self.response(ctx, 47, reply.response or op.OffsetDeleteResponse(error_code=reply.error_code))
 
     # --- KIP-848 consumer groups ------------------------------------------------------------
 
     async def consumer_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, self._cg.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
+        msg = to_proto(req, cgh.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
         msg.client_id = ctx.header.client_id or ""
         msg.client_host = ctx.client_host
-        reply = await self.call(req.group_id, "consumer_group_heartbeat", msg)
-        resp = reply.response or self._cg.ConsumerGroupHeartbeatResponse(
+        reply = await self.call(req.group_id, Envelope(consumer_group_heartbeat=msg))
+        resp = reply.response or cgh.ConsumerGroupHeartbeatResponse(
             error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1
         )
         return self.response(ctx, 68, resp)
 
     async def consumer_group_describe(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, self._cg.ConsumerGroupDescribeRequest(api_version=ctx.version))
-        ids = list(msg.group_ids)
-        replies = await self._per_partition(
-            ids,
-            lambda chosen: self._cg.ConsumerGroupDescribeRequest(
-                api_version=msg.api_version,
-                group_ids=[g for g in ids if g in chosen],
-                include_authorized_operations=msg.include_authorized_operations,
+        msg = to_proto(req, cgh.ConsumerGroupDescribeRequest(api_version=ctx.version))
+        groups = await self.per_group(
+            list(msg.group_ids),
+            lambda ids: Envelope(
+                consumer_group_describe=cgh.ConsumerGroupDescribeRequest(
+                    api_version=msg.api_version,
+                    group_ids=ids,
+                    include_authorized_operations=msg.include_authorized_operations,
+                )
             ),
-            "consumer_group_describe",
+            lambda resp: ((g.group_id, g) for g in resp.groups),
+            lambda gid, reply: cgh.ConsumerGroupDescribeGroup(
+                group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
+            ),
         )
-        found: dict[str, Any] = {}
-        for sub, reply in replies:
-            if reply.response is not None:
-                found.update((g.group_id, g) for g in reply.response.groups)
-            else:
-                for gid in sub.group_ids:
-                    group = self._cg.ConsumerGroupDescribeResponse().groups.add()
-                    group.group_id, group.error_code = gid, reply.error_code
-                    if reply.error_message:
-                        group.error_message = reply.error_message
-                    found[gid] = group
-        out = self._cg.ConsumerGroupDescribeResponse()
-        out.groups.extend(found[g] for g in ids)
-        return self.response(ctx, 69, out)
+        return self.response(ctx, 69, cgh.ConsumerGroupDescribeResponse(groups=groups))
 
     # --- admin --------------------------------------------------------------------------
-
-    async def _per_partition(
-        self, group_ids: list[str], build: Callable[[set[str]], Message], api: str
-    ) -> list[tuple[Any, ShardReply]]:
-        """Split ``group_ids`` by state partition, call each partition once, in parallel."""
-        by_partition: dict[int, set[str]] = {}
-        for gid in group_ids:
-            by_partition.setdefault(self.leadership.partition_of(gid), set()).add(gid)
-        subs = {p: build(ids) for p, ids in by_partition.items()}
-        replies = await asyncio.gather(*(self.call_partition(p, api, m) for p, m in subs.items()))
-        return list(zip(subs.values(), replies, strict=True))
 
     async def list_groups(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, ga.ListGroupsRequest(api_version=ctx.version))
         replies = await asyncio.gather(
-            *(self.call_partition(p, "list_groups", msg) for p in range(self.leadership.partitions))
+            *(self.call_partition(p, Envelope(list_groups=msg)) for p in range(self.leadership.partitions))
         )
         out = ga.ListGroupsResponse()
         for reply in replies:
@@ -317,50 +279,32 @@ class GroupApis:
 
     async def describe_groups(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, ga.DescribeGroupsRequest(api_version=ctx.version))
-        replies = await self._per_partition(
+        groups = await self.per_group(
             list(msg.groups),
-            lambda ids: ga.DescribeGroupsRequest(
-                api_version=msg.api_version,
-                groups=[g for g in msg.groups if g in ids],
-                include_authorized_operations=msg.include_authorized_operations,
-            ),
-            "describe_groups",
-        )
-        found: dict[str, ga.DescribedGroup] = {}
-        for sub, reply in replies:
-            if reply.response is not None:
-                found.update((g.group_id, g) for g in reply.response.groups)
-            else:
-                found.update(
-                    (
-                        gid,
-                        ga.DescribedGroup(
-                            group_id=gid, error_code=reply.error_code, error_message=reply.error_message
-                        ),
-                    )
-                    for gid in sub.groups
+            lambda ids: Envelope(
+                describe_groups=ga.DescribeGroupsRequest(
+                    api_version=msg.api_version,
+                    groups=ids,
+                    include_authorized_operations=msg.include_authorized_operations,
                 )
-        return self.response(ctx, 15, ga.DescribeGroupsResponse(groups=[found[g] for g in msg.groups]))
+            ),
+            lambda resp: ((g.group_id, g) for g in resp.groups),
+            lambda gid, reply: ga.DescribedGroup(
+                group_id=gid, error_code=reply.error_code, error_message=reply.error_message
+            ),
+        )
+        return self.response(ctx, 15, ga.DescribeGroupsResponse(groups=groups))
 
     async def delete_groups(self, ctx: CallContext, req: Any) -> Any:
-        names = list(req.groups_names)
-        replies = await self._per_partition(
-            names,
-            lambda ids: ga.DeleteGroupsRequest(
-                api_version=ctx.version, groups_names=[g for g in names if g in ids]
+        results = await self.per_group(
+            list(req.groups_names),
+            lambda ids: Envelope(
+                delete_groups=ga.DeleteGroupsRequest(api_version=ctx.version, groups_names=ids)
             ),
-            "delete_groups",
+            lambda resp: ((r.group_id, r) for r in resp.results),
+            lambda gid, reply: ga.DeletableGroupResult(group_id=gid, error_code=reply.error_code),
         )
-        results: dict[str, ga.DeletableGroupResult] = {}
-        for sub, reply in replies:
-            if reply.response is not None:
-                results.update((r.group_id, r) for r in reply.response.results)
-            else:
-                results.update(
-                    (gid, ga.DeletableGroupResult(group_id=gid, error_code=reply.error_code))
-                    for gid in sub.groups_names
-                )
-        return self.response(ctx, 42, ga.DeleteGroupsResponse(results=[results[g] for g in names]))
+        return self.response(ctx, 42, ga.DeleteGroupsResponse(results=results))
 
     async def find_coordinator(self, ctx: CallContext, req: Any) -> Any:
         body_type = codec.response_type(10, ctx.version)
@@ -427,7 +371,7 @@ class GroupApis:
                 include_synonyms=bool(getattr(req, "include_synonyms", False)),
                 include_documentation=bool(getattr(req, "include_documentation", False)),
             )
-            reply = await self.call(resource.resource_name, "describe_group_configs", msg)
+            reply = await self.call(resource.resource_name, Envelope(describe_group_configs=msg))
             resp = reply.response or ga.DescribeGroupConfigsResponse(
                 error_code=reply.error_code, error_message=reply.error_message
             )
@@ -461,7 +405,7 @@ class GroupApis:
             )
             for c in resource.configs:
                 to_proto(c, msg.configs.add())
-            reply = await self.call(resource.resource_name, "alter_group_configs", msg)
+            reply = await self.call(resource.resource_name, Envelope(alter_group_configs=msg))
             resp = reply.response or ga.AlterGroupConfigsResponse(
                 error_code=reply.error_code, error_message=reply.error_message
             )
@@ -474,3 +418,24 @@ class GroupApis:
 
         responses = await self._per_resource(req, one, "responses")
         return body_type(throttle_time=NO_THROTTLE, responses=responses)
+
+
+GROUP_APIS: dict[int, ServedApi] = {
+    8: ServedApi((2, 10), GroupApis.offset_commit),
+    9: ServedApi((1, 10), GroupApis.offset_fetch),
+    10: ServedApi((0, 6), GroupApis.find_coordinator),
+    11: ServedApi((0, 9), GroupApis.join_group),
+    12: ServedApi((0, 4), GroupApis.heartbeat),
+    13: ServedApi((0, 5), GroupApis.leave_group),
+    14: ServedApi((0, 5), GroupApis.sync_group),
+    15: ServedApi((0, 6), GroupApis.describe_groups),
+    16: ServedApi((0, 5), GroupApis.list_groups),
+    32: ServedApi((1, 4), GroupApis.describe_configs),  # GROUP resources; the others go upstream
+    42: ServedApi((0, 2), GroupApis.delete_groups),
+    44: ServedApi((0, 1), GroupApis.incremental_alter_configs),  # GROUP resources, as 32
+    47: ServedApi((0, 0), GroupApis.offset_delete),
+    68: ServedApi((0, 1), GroupApis.consumer_group_heartbeat),  # KIP-848
+    69: ServedApi((0, 1), GroupApis.consumer_group_describe),  # KIP-848
+}
+"""The group APIs the gateway serves: api key -> the versions it handles (advertised
+intersected with kio's) and the :class:`GroupApis` method handling them."""

@@ -1,9 +1,10 @@
-"""Sans-IO Kafka connection state: bytes in, events out; responses in, bytes out.
+"""Sans-IO state of a client's connection to the gateway: bytes in, events out; responses in,
+bytes out.
 
-Like h11, nothing here touches a socket or a clock. The asyncio transport feeds received bytes
-to :meth:`ServerConnection.receive_data` and writes whatever :meth:`ServerConnection.respond`
-returns. The connection owns framing (4-byte size prefix), header validation and response
-ordering: Kafka clients expect responses on a connection in request order, so a response that
+Like h11, nothing here touches a socket or a clock. The asyncio transport
+(:mod:`.client_session`) feeds received bytes to :meth:`ServerConnection.receive_data` and
+writes whatever :meth:`ServerConnection.respond` returns. The connection owns framing
+(:mod:`groupcoord.common.kafka_wire.framing`), header validation and response ordering: Kafka clients expect responses on a connection in request order, so a response that
 completes early is held until every earlier one has been sent.
 """
 
@@ -12,11 +13,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from groupcoord.gateway import codec
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, frame_bytes
 
-SIZE = struct.Struct(">i")
-# Kafka's socket.request.max.bytes default; anything larger is treated as garbage.
-DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 # api key + api version + correlation id + client id length: the smallest possible request.
 MIN_REQUEST_FRAME = 10
 
@@ -40,35 +39,6 @@ class ProtocolViolation:
 
 
 Event = Request | ProtocolViolation
-
-
-class FrameBuffer:
-    """Splits a byte stream into size-prefixed frames."""
-
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, min_frame: int = 0) -> None:
-        self.max_frame = max_frame
-        self.min_frame = min_frame
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> None:
-        self._buf += data
-
-    def next_frame(self) -> bytes | None:
-        """The next complete frame, or None. Raises ValueError on an impossible size."""
-        if len(self._buf) < 4:
-            return None
-        (size,) = SIZE.unpack_from(self._buf, 0)
-        if size < self.min_frame or size > self.max_frame:
-            raise ValueError(f"impossible frame size {size}")
-        if len(self._buf) < 4 + size:
-            return None
-        frame = bytes(self._buf[4 : 4 + size])
-        del self._buf[: 4 + size]
-        return frame
-
-
-def frame_bytes(payload: bytes) -> bytes:
-    return SIZE.pack(len(payload)) + payload
 
 
 @dataclass
@@ -130,26 +100,6 @@ class ServerConnection:
     def pending(self) -> int:
         """Requests received but not yet answered."""
         return self._next_seq - self._next_to_send
-
-
-@dataclass
-class ClientConnection:
-    """The gateway's connection to an upstream broker: frames out, responses matched in order."""
-
-    max_frame: int = DEFAULT_MAX_FRAME
-    _frames: FrameBuffer = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._frames = FrameBuffer(self.max_frame, 4)
-
-    def receive_data(self, data: bytes) -> list[tuple[int, bytes]]:
-        """(correlation id, payload) for each complete response frame."""
-        self._frames.feed(data)
-        out: list[tuple[int, bytes]] = []
-        while (frame := self._frames.next_frame()) is not None:
-            (correlation_id,) = SIZE.unpack_from(frame, 0)
-            out.append((correlation_id, frame))
-        return out
 
 
 def produce_expects_response(frame: bytes, api_version: int, body_offset: int) -> bool:

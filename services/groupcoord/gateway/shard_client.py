@@ -30,7 +30,8 @@ Address = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class ShardReply:
-    """A shard's answer: the response message, or a request-level Kafka error code."""
+    """A shard's answer: the response message (the reply's ``response`` oneof, the same API as
+    the request's), or a request-level Kafka error code."""
 
     error_code: int
     error_message: str
@@ -108,7 +109,7 @@ class _Stream:
 
 
 class ShardClient:
-    """Routes (address, partition, api, message) calls over shared streams."""
+    """Sends coordinator envelopes to shard workers over shared streams."""
 
     def __init__(self, timeout_s: float = 60.0, streams_per_worker: int = 4) -> None:
         self.timeout_s = timeout_s
@@ -116,15 +117,16 @@ class ShardClient:
         self._streams: dict[tuple[Address, int], _Stream] = {}
         self._ids = itertools.count(1)
 
-    async def call(self, address: Address, partition: int, api: str, message: Message) -> ShardReply:
+    async def call(self, address: Address, envelope: pb.CoordinatorEnvelope) -> ShardReply:
+        """Send ``envelope`` (its request and partition set; the correlation id is set here) to
+        the worker at ``address`` and wait for the reply."""
         # A partition always uses the same stream (its requests stay in order); partitions
         # spread over a few streams because one Python gRPC stream is latency-bound.
-        key = (address, partition % self.streams_per_worker)
+        key = (address, envelope.partition % self.streams_per_worker)
         stream = self._streams.get(key)
         if stream is None or stream.broken:
             stream = self._streams[key] = _Stream(address)
-        envelope = pb.CoordinatorEnvelope(correlation_id=next(self._ids), partition=partition)
-        getattr(envelope, api).CopyFrom(message)
+        envelope.correlation_id = next(self._ids)
         try:
             return await asyncio.wait_for(stream.send(envelope), self.timeout_s)
         except TimeoutError:

@@ -2,7 +2,7 @@
 
 Kafka skips tagged fields it does not know (that is how newer clients add optional data
 without a version bump); kio 0.6 raises ``KeyError: Unknown tagged field tag`` instead. Until
-kio skips them itself, the gateway walks the message with kio's own schema metadata and copies
+kio skips them itself, the codec walks the message with kio's own schema metadata and copies
 it without the unknown tags. Only used on the error path, so it favours clarity over speed.
 """
 

@@ -3,8 +3,8 @@
 kio (generated from Apache Kafka's message JSON) does the encoding and decoding; this module
 only picks the right kio entity for an (api key, version) and caches readers/writers. kio
 rejects unknown tagged fields (``KeyError: Unknown tagged field tag``) where Kafka skips them;
-:func:`decode` falls back to :mod:`groupcoord.gateway.tagged_fields`, which drops unknown tags
-so newer clients are not cut off.
+:func:`decode` falls back to :mod:`.tagged_fields`, which drops unknown tags so newer clients
+are not cut off.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
-from kio.static.constants import EntityType
 
-from groupcoord.gateway.tagged_fields import UnknownTagError, strip_unknown_tags
+from groupcoord.common.kafka_wire.tagged_fields import UnknownTagError, strip_unknown_tags
 
 API_NAMES: dict[int, str] = dict(api_key_map)
 
@@ -149,7 +148,6 @@ __all__ = [
     "API_VERSIONS_KEY",
     "CODEC_VERSIONS",
     "DecodeError",
-    "EntityType",
     "decode",
     "decode_request",
     "decode_request_header",

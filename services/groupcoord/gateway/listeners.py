@@ -1,0 +1,120 @@
+"""One gateway listener per upstream broker, and broker addresses rewritten to name them.
+
+Clients that follow Metadata must stay on the gateway: every broker a response names
+(Metadata, FindCoordinator, DescribeCluster) gets a gateway listener standing in for it, opened
+the first time it is named (the bootstrap listener stands in for the bootstrap broker), and the
+response names that listener instead. Each listener remembers the node id of the broker it
+stands for, so the gateway can name itself group coordinator under that id and clients reuse
+the connection they already have. What to rewrite is decided by the pure functions of
+:mod:`.broker_addresses`; this module owns the sockets and the mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.common.kafka_wire import codec
+from groupcoord.gateway import broker_addresses
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+READ_SIZE = 256 * 1024
+
+
+@dataclass
+class Listener:
+    """A gateway listener standing in for one upstream broker."""
+
+    upstream: Address
+    address: Address
+    server: asyncio.Server | None = None
+
+
+OnConnect = Callable[[Listener, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+class BrokerListeners:
+    """The gateway's listeners, keyed by the upstream broker each stands for.
+
+    The bootstrap listener binds ``port`` (0: any free port); the listener of the n-th broker
+    named later binds ``port + n`` when that is free, else any free port.
+    """
+
+    def __init__(
+        self, listen_host: str, port: int, advertised_host: str | None, on_connect: OnConnect
+    ) -> None:
+        self.listen_host = listen_host
+        self.port = port
+        self.advertised_host = advertised_host
+        self.on_connect = on_connect
+        self.listeners: dict[Address, Listener] = {}
+        # gateway listener address -> the upstream node id it stands for (learned from responses)
+        self.node_ids: dict[Address, int] = {}
+        self._lock = asyncio.Lock()
+        self._next_port = port + 1 if port else 0
+
+    async def open_bootstrap(self, upstream: Address) -> Listener:
+        return await self._open(upstream, self.port)
+
+    async def listener_for(self, upstream: Address) -> Listener:
+        listener = self.listeners.get(upstream)
+        if listener is not None:
+            return listener
+        async with self._lock:
+            listener = self.listeners.get(upstream)
+            if listener is None:
+                port = self._next_port
+                if port:
+                    self._next_port += 1
+                listener = await self._open(upstream, port)
+            return listener
+
+    async def _open(self, upstream: Address, port: int) -> Listener:
+        listener = Listener(upstream=upstream, address=(self.listen_host, port))
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self.on_connect(listener, reader, writer)
+
+        try:
+            server = await asyncio.start_server(on_connect, self.listen_host, port, limit=READ_SIZE)
+        except OSError:
+            if port == self.port:
+                raise
+            server = await asyncio.start_server(on_connect, self.listen_host, 0, limit=READ_SIZE)
+        bound = server.sockets[0].getsockname()[1]
+        listener.server = server
+        listener.address = (self.advertised_host or self.listen_host, bound)
+        self.listeners[upstream] = listener
+        log.info("gateway listener %s:%s -> upstream %s:%s", *listener.address, *upstream)
+        return listener
+
+    async def rewrite(self, api_key: int, body: Any) -> Any:
+        """The response ``body`` of ``api_key`` naming gateway listeners instead of brokers."""
+        mapping: dict[int, Address] = {}
+        for node_id, host, port in broker_addresses.upstream_brokers(api_key, body):
+            mapping[node_id] = (await self.listener_for((host, port))).address
+            self.node_ids[mapping[node_id]] = node_id
+        return broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
+
+    async def rewrite_payload(self, api_key: int, api_version: int, payload: bytes) -> bytes:
+        """:meth:`rewrite` on an encoded response payload (header + body)."""
+        correlation_id, body = codec.decode_response(api_key, api_version, payload)
+        return codec.encode_response(correlation_id, await self.rewrite(api_key, body))
+
+    def close(self) -> None:
+        """Stop accepting connections (see :meth:`wait_closed`)."""
+        for listener in self.listeners.values():
+            if listener.server is not None:
+                listener.server.close()
+
+    async def wait_closed(self, timeout_s: float) -> None:
+        for listener in self.listeners.values():
+            if listener.server is not None:
+                with contextlib.suppress(Exception):  # shutting down: a slow listener is no error
+                    await asyncio.wait_for(listener.server.wait_closed(), timeout_s)

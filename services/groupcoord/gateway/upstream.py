@@ -1,0 +1,136 @@
+"""The gateway's connections to the upstream Kafka cluster (asyncio).
+
+A client connection forwards what the gateway does not serve itself to the upstream broker
+behind its listener over an :class:`UpstreamLink` of its own, which keeps Kafka's
+per-connection ordering and correlation ids intact. The few requests the gateway itself sends
+upstream (ApiVersions, Metadata, the upstream's share of group-API requests) each go on a
+connection of their own through :func:`ask_upstream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
+from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
+from groupcoord.gateway.protocol import Request
+
+Address = tuple[str, int]
+READ_SIZE = 256 * 1024
+CLIENT_ID = "groupcoord-gateway"
+TIMEOUT_S = 10.0
+
+
+class UpstreamUnavailable(ConnectionError):
+    """The upstream broker cannot be reached or did not answer properly."""
+
+
+async def ask_upstream(address: Address, body: Any, timeout_s: float = TIMEOUT_S) -> Any:
+    """The upstream broker's response to the kio request ``body``, on a connection of its own."""
+    try:
+        return await exchange(address, body, CLIENT_ID, timeout_s)
+    except ExchangeFailed as exc:
+        raise UpstreamUnavailable(f"upstream {exc}") from exc
+
+
+async def fetch_upstream_versions(address: Address, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
+    """Which API versions the upstream broker at ``address`` supports."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
+
+    body = await ask_upstream(
+        address,
+        ApiVersionsRequest(client_software_name=CLIENT_ID, client_software_version="0.1.0"),
+        timeout_s,
+    )
+    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+
+
+@dataclass
+class _Pending:
+    seq: int
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+Deliver = Callable[[int, bytes], None]
+Rewrite = Callable[[int, int, bytes], Awaitable[bytes]]
+
+
+class UpstreamLink:
+    """One client connection's connection to one upstream broker (FIFO of pending requests).
+
+    Responses go back through ``deliver(seq, payload)``, after ``rewrite(api_key, version,
+    payload)`` for the APIs in ``rewritten`` (those naming brokers); any upstream failure ends
+    the client connection through ``fail(reason)``.
+    """
+
+    def __init__(
+        self,
+        address: Address,
+        deliver: Deliver,
+        fail: Callable[[str], None],
+        rewritten: frozenset[int],
+        rewrite: Rewrite,
+    ) -> None:
+        self.address = address
+        self.deliver = deliver
+        self.fail = fail
+        self.rewritten = rewritten
+        self.rewrite = rewrite
+        self.pending: deque[_Pending] = deque()
+        self.writer: asyncio.StreamWriter | None = None
+        self.reader_task: asyncio.Task[None] | None = None
+        self._connecting: asyncio.Lock = asyncio.Lock()
+
+    async def send(self, request: Request, expects_response: bool) -> None:
+        if self.writer is None:
+            async with self._connecting:
+                if self.writer is None:
+                    try:
+                        reader, writer = await asyncio.open_connection(*self.address)
+                    except OSError as exc:
+                        raise UpstreamUnavailable(
+                            f"upstream {self.address[0]}:{self.address[1]}: {exc}"
+                        ) from exc
+                    self.writer = writer
+                    self.reader_task = asyncio.create_task(self._read_loop(reader))
+        if expects_response:
+            self.pending.append(
+                _Pending(request.seq, request.api_key, request.api_version, request.correlation_id)
+            )
+        self.writer.write(frame_bytes(request.frame))
+        await self.writer.drain()
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        conn = ClientConnection()
+        try:
+            while True:
+                data = await reader.read(READ_SIZE)
+                if not data:
+                    raise ConnectionError("upstream closed the connection")
+                for correlation_id, payload in conn.receive_data(data):
+                    if not self.pending:
+                        raise ConnectionError(f"unsolicited upstream response {correlation_id}")
+                    p = self.pending.popleft()
+                    if p.correlation_id != correlation_id:
+                        raise ConnectionError(
+                            f"upstream answered {correlation_id}, expected {p.correlation_id}"
+                        )
+                    if p.api_key in self.rewritten:
+                        payload = await self.rewrite(p.api_key, p.api_version, payload)
+                    self.deliver(p.seq, payload)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any upstream failure ends this client connection
+            self.fail(f"upstream {self.address[0]}:{self.address[1]}: {exc}")
+
+    def close(self) -> None:
+        if self.reader_task is not None:
+            self.reader_task.cancel()
+        if self.writer is not None:
+            self.writer.close()
