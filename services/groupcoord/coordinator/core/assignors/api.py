@@ -49,10 +49,6 @@ class GroupSpec:
         return SubscriptionType.HOMOGENEOUS
 
 
-class PartitionAssignorError(Exception):
-    """The assignor cannot assign (the group keeps its previous target)."""
-
-
 class PartitionAssignor(Protocol):
     name: str
 
