@@ -1,10 +1,9 @@
 """Takeover time: load a state-topic partition holding N groups and M committed offsets.
 
 Figures: a cold takeover (write the epoch marker, read the whole partition, filter by fence,
-compact in memory, replay) for two hosted cores — one that decodes every record into protobuf
-messages (``replay``), one that takes the records serialized (``replay_serialized``, decoding
-on read) — and a warm takeover from a hot standby that has been tailing the partition (only
-the tail is read). Those use the runtime's register-shard records, sized like offset commits
+compact in memory, decode, replay into the live and the committed replica) and a warm takeover
+from a hot standby that has been tailing the partition (only the tail is read). Those use the
+register test core's records (tests/coordinator/runtime/register_core.py), sized like offset commits
 (key ~ group/topic/partition, value ~ offset + metadata) and like group metadata for the
 groups, written under a previous leader's epoch as a real log would be. A last figure loads
 the same number of real ``OffsetCommit`` records into the real group cores
@@ -15,18 +14,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.coordinator.runtime.fencing import Fence
-from groupcoord.coordinator.runtime.partition import ShardFactory
 from groupcoord.coordinator.runtime.statelog import StateLogWriter, ensure_topic
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
-from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard, SerializedRegisterShard
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
+
+REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "tests" / "coordinator" / "runtime"
+sys.path.insert(0, str(REGISTER_CORE_DIR))
+from register_core import OPERATIONS, RegisterShard  # noqa: E402 - a test core, found on the path above
 
 NAME = "takeover"
 DESCRIPTION = "time to take over a partition with N groups / M offsets: full reload vs hot standby"
@@ -82,17 +85,10 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
     written = await populate(bootstrap, topic, groups, offsets)
     populate_s = time.perf_counter() - t0
 
-    def runtime(shard_id: str, factory: ShardFactory = RegisterShard) -> ShardRuntime:
-        return ShardRuntime(
-            bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=factory, shard_id=shard_id
+    def runtime(shard_id: str) -> WorkerRuntime:
+        return WorkerRuntime(
+            bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=RegisterShard, shard_id=shard_id
         )
-
-    serialized = runtime("cold-serialized", SerializedRegisterShard)
-    await serialized.start()
-    t0 = time.perf_counter()
-    await serialized.become_leader(0, 2)
-    serialized_s = time.perf_counter() - t0
-    await serialized.close()
 
     cold = runtime("cold")
     await cold.start()
@@ -128,18 +124,14 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
         "log_records": written,
         "records_replayed": records_loaded,
         "populate_s": round(populate_s, 2),
-        "cold_takeover_serialized_core_s": round(serialized_s, 3),
         "cold_takeover_decoding_core_s": round(cold_s, 3),
         "cold_decoding_records_per_s": round(records_loaded / cold_s),
         "warm_takeover_tail_records": tail,
         "warm_takeover_s": round(warm_s, 3),
         "speedup_warm_vs_cold_decoding": round(cold_s / warm_s, 1),
         "target": "cold takeover of 10,000 groups + 1,000,000 offsets <= 5 s",
-        "target_met_serialized_core": serialized_s <= 5.0
-        if (groups, offsets) == (10_000, 1_000_000)
-        else None,
         "target_met_decoding_core": cold_s <= 5.0 if (groups, offsets) == (10_000, 1_000_000) else None,
-        "note": "register-shard records sized like offset commits/group metadata; "
+        "note": "register-core records sized like offset commits/group metadata; "
         "group_core_offsets: the real GroupCoordinatorShard loading real OffsetCommit records",
     }
 
@@ -170,7 +162,7 @@ async def measure_group_core(bootstrap: str, groups: int, offsets: int) -> dict[
     t0 = time.perf_counter()
     written = await _write_log(bootstrap, topic, records())
     populate_s = time.perf_counter() - t0
-    rt = ShardRuntime(bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=group_shard_factory)
+    rt = WorkerRuntime(bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=group_shard_factory)
     await rt.start()
     t0 = time.perf_counter()
     await rt.become_leader(0, 2)

@@ -1,6 +1,7 @@
 """Throughput of one shard with ``--threads 1`` vs ``--threads 2`` (worker processes).
 
-A real ``groupcoord shard`` process (register core) leads 4 state-topic partitions on the
+A real ``groupcoord shard`` process (the register test core, loaded with ``--core
+register_core:core`` from tests/coordinator/runtime) leads 4 state-topic partitions on the
 embedded broker. The same two client processes drive it in both runs, each over gRPC
 envelope streams to the worker that owns each partition (port = base + partition % threads),
 so the only difference between the runs is the number of worker processes. Two workloads:
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -35,6 +37,8 @@ from groupcoord.embedded_broker import EmbeddedBroker, free_port
 from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
+
+REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "tests" / "coordinator" / "runtime"
 
 NAME = "threads"
 DESCRIPTION = "shard throughput with 1 vs 2 worker processes (--threads), read-only and write requests"
@@ -169,7 +173,7 @@ def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str
                 "WARNING",
                 "shard",
                 "--core",
-                "register",
+                "register_core:core",
             ),
             *("--threads", str(workers), "--kafka", bootstrap, "--partitions", str(PARTITIONS)),
             *(
@@ -183,6 +187,10 @@ def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str
             *("--metrics-port", "0"),
         ],
         start_new_session=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(REGISTER_CORE_DIR), os.environ.get("PYTHONPATH", "")]),
+        },
     )
     try:
         asyncio.run(_lead_all(base, workers))

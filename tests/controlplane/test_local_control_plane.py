@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -30,14 +31,23 @@ async def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
         await asyncio.sleep(0.1)
 
 
-async def test_a_killed_shard_fails_over_and_gets_its_share_back(broker: EmbeddedBroker, tmp_path) -> None:
+REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "coordinator" / "runtime"
+
+
+async def test_a_killed_shard_fails_over_and_gets_its_share_back(
+    broker: EmbeddedBroker, tmp_path, monkeypatch
+) -> None:
+    # The shard processes load the register core by import path (it lives with the tests).
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(REGISTER_CORE_DIR), os.environ.get("PYTHONPATH", "")])
+    )
     published: list[dict] = []
     cp = LocalControlPlane(
         kafka=broker.bootstrap,
         shards=2,
         partitions=6,
         state_topic="__cp_test_state",
-        core="register",
+        core="register_core:core",
         metrics=False,
         log_dir=tmp_path,
         state_file=tmp_path / "state.json",

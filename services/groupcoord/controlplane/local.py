@@ -96,7 +96,7 @@ class LocalControlPlane:
     state_file: Path | None = None
     ping_interval_s: float = 0.5
     misses_before_failover: int = 3
-    core: str = "group"  # the state machine the shards host ("register": the runtime's self-test)
+    core: str = "group"  # the shard processes' --core: "group", or module:function (a test core)
     on_placement: PlacementListener | None = None
     placement: dict[int, Assignment] = field(default_factory=dict)
     processes: dict[int, ShardProcess] = field(default_factory=dict)

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+from register_core import RegisterShard
 
 from groupcoord.common.partitioning import worker_for
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
-from groupcoord.coordinator.server.register_shard import RegisterShard
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 PARTITIONS = 4
 WORKERS = 2
+HERE = os.path.dirname(os.path.abspath(__file__))  # register_core.py, for the worker processes
 
 
 def consecutive_free_ports(n: int) -> int:
@@ -51,10 +52,11 @@ def shard(broker: EmbeddedBroker) -> Iterator[tuple[subprocess.Popen[bytes], int
         [
             *(sys.executable, "-m", "groupcoord.cli", "shard"),
             *("--shard-id", "7", "--threads", str(WORKERS), "--kafka", broker.bootstrap),
-            *("--state-topic", topic, "--partitions", str(PARTITIONS), "--core", "register"),
+            *("--state-topic", topic, "--partitions", str(PARTITIONS), "--core", "register_core:core"),
             *("--grpc-port", str(grpc_port), "--grpc-host", "127.0.0.1", "--metrics-port", str(metrics_port)),
         ],
         start_new_session=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])},
     )
     try:
         yield proc, grpc_port, metrics_port, topic
@@ -144,7 +146,7 @@ async def test_shard_process_serves_its_partitions_from_two_workers(shard, broke
     assert await asyncio.to_thread(proc.wait, 30) == 0
 
     # What the shard acknowledged is on the state topic: another shard takes partition 3 over.
-    rt = ShardRuntime(
+    rt = WorkerRuntime(
         bootstrap=broker.bootstrap, topic=topic, partitions=PARTITIONS, shard_factory=RegisterShard
     )
     await rt.start()

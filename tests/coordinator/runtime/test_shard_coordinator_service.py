@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from register_core import RegisterShard
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
 from groupcoord.coordinator.runtime.statelog import ensure_topic
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.coordinator_service import add_coordinator_service
-from groupcoord.coordinator.server.register_shard import RegisterShard
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc, offsets_pb2
@@ -63,7 +63,7 @@ class OffsetsShard(RegisterShard):
 async def stub(broker: EmbeddedBroker) -> AsyncIterator[coordinator_pb2_grpc.CoordinatorStub]:
     topic = f"state-{uuid.uuid4().hex[:8]}"
     await ensure_topic(broker.bootstrap, topic, 2)
-    runtime = ShardRuntime(bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=OffsetsShard)
+    runtime = WorkerRuntime(bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=OffsetsShard)
     await runtime.start()
     await runtime.become_leader(0, 1)
     server = grpc.aio.server()
@@ -153,7 +153,7 @@ async def test_the_group_cores_commit_and_reload_offsets_through_the_service(bro
     fetch_env.offset_fetch.groups[0].member_epoch = -1
     fetched = []
     for epoch, envelopes in ((1, [commit_env, fetch_env]), (2, [fetch_env])):
-        runtime = ShardRuntime(
+        runtime = WorkerRuntime(
             bootstrap=broker.bootstrap, topic=topic, partitions=1, shard_factory=group_shard_factory
         )
         await runtime.start()

@@ -1,7 +1,7 @@
-"""The shard runtime against a real broker: writes, loads, takeovers and fencing.
+"""The worker runtime against a real broker: writes, committed reads, loads, takeovers, fencing.
 
 Each test uses its own state topic. The hosted core is the register shard (a real core with
-its own records), so these tests do not depend on the group cores.
+its own records, :mod:`register_core`), so these tests do not depend on the group cores.
 """
 
 from __future__ import annotations
@@ -11,14 +11,16 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from register_core import OPERATIONS, RegisterShard
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
-from groupcoord.coordinator.runtime.fencing import ReplayFilter, is_marker, parse_marker
-from groupcoord.coordinator.runtime.partition import Fenced, PartitionState, ShardFactory
-from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter, ensure_topic, fence_tag
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
-from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard, SerializedRegisterShard
+from groupcoord.coordinator.runtime.fencing import ReplayFilter, fence_tag, is_marker, parse_marker
+from groupcoord.coordinator.runtime.partition_loop import PartitionState
+from groupcoord.coordinator.runtime.replicas import ShardFactory
+from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter, ensure_topic
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
+from groupcoord.coordinator.runtime.write_pipeline import Fenced
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1.register_pb2 import RegisterGetRequest, RegisterPutRequest
@@ -28,12 +30,12 @@ pytestmark = pytest.mark.broker
 P = 0  # every test works on partition 0 of its own topic
 
 
-def submit(rt: ShardRuntime, api: str, request: object) -> asyncio.Future[object]:
+def submit(rt: WorkerRuntime, api: str, request: object) -> asyncio.Future[object]:
     """The register service's ``api`` on partition P, as the gRPC dispatcher submits it."""
     return rt.submit(P, OPERATIONS[api](request))
 
 
-async def call(rt: ShardRuntime, api: str, request: object) -> object:
+async def call(rt: WorkerRuntime, api: str, request: object) -> object:
     return await submit(rt, api, request)
 
 
@@ -61,12 +63,12 @@ async def topic(broker: EmbeddedBroker) -> str:
 
 
 @pytest.fixture
-async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable[..., ShardRuntime]]:
+async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable[..., WorkerRuntime]]:
     """Factory of started runtimes ("shards") on the test's topic; all closed at the end."""
-    made: list[ShardRuntime] = []
+    made: list[WorkerRuntime] = []
 
-    def make(shard_id: str, factory: ShardFactory = RegisterShard) -> ShardRuntime:
-        rt = ShardRuntime(
+    def make(shard_id: str, factory: ShardFactory = RegisterShard) -> WorkerRuntime:
+        rt = WorkerRuntime(
             bootstrap=broker.bootstrap,
             topic=topic,
             partitions=2,
@@ -83,16 +85,16 @@ async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable
 
 
 async def started(
-    make: Callable[..., ShardRuntime], shard_id: str, factory: ShardFactory = RegisterShard
-) -> ShardRuntime:
+    make: Callable[..., WorkerRuntime], shard_id: str, factory: ShardFactory = RegisterShard
+) -> WorkerRuntime:
     rt = make(shard_id, factory)
     await rt.start()
     return rt
 
 
-def registers(rt: ShardRuntime) -> dict[str, int]:
+def registers(rt: WorkerRuntime) -> dict[str, int]:
     part = rt.partition(P)
-    assert part is not None and isinstance(part.shard, RegisterShard | SerializedRegisterShard)
+    assert part is not None and isinstance(part.shard, RegisterShard)
     return dict(part.shard.values)
 
 
@@ -125,15 +127,18 @@ async def test_a_write_larger_than_one_batch_is_split_and_confirmed(runtimes) ->
     assert registers(b) == {f"big{i}": i for i in range(30)}
 
 
-async def test_read_only_requests_do_not_wait_for_writes(runtimes) -> None:
+async def test_read_only_requests_do_not_wait_for_writes_and_see_the_committed_state(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
     pending_put = submit(a, "put", put("k", 7))
     got = await submit(a, "get", RegisterGetRequest(name="k"))
-    # The read is answered from the loop's state while the write is still unacknowledged.
-    assert got.found and got.value == 7
+    # The read is answered while the write is still unacknowledged, from the state as of the
+    # last committed write: it does not see the record in flight (Kafka's committed offset).
     assert not pending_put.done()
+    assert not got.found
     assert (await pending_put).previous == 0
+    got = await submit(a, "get", RegisterGetRequest(name="k"))
+    assert got.found and got.value == 7  # committed now
 
 
 async def test_requests_while_loading_or_not_leading_get_retriable_errors(runtimes) -> None:
@@ -318,23 +323,6 @@ async def test_delayed_responses_are_released_with_the_completing_write(runtimes
     assert err.value.code == ErrorCode.not_coordinator
 
 
-async def test_a_shard_may_take_records_serialized_on_load(runtimes) -> None:
-    a = await started(runtimes, "a")
-    await a.become_leader(P, 1)
-    await asyncio.gather(*(call(a, "put", put(f"s{i}", i)) for i in range(50)))
-    await call(a, "put", put("s0", 100))
-    standby = await started(runtimes, "standby", SerializedRegisterShard)
-    await standby.start_standby(P)  # streams the log through replay_serialized
-    cold = await started(runtimes, "cold", SerializedRegisterShard)
-    await cold.become_leader(P, 2)  # compacts, then replay_serialized
-    expected = {**{f"s{i}": i for i in range(50)}, "s0": 100}
-    assert registers(cold) == expected
-    assert (await call(cold, "get", RegisterGetRequest(name="s0"))).value == 100
-    await call(cold, "put", put("s1", 11))  # live records go through replay(record)
-    await standby.become_leader(P, 3)
-    assert registers(standby) == {**expected, "s1": 11}
-
-
 async def test_a_standby_that_streamed_a_fenced_record_repairs_it_on_takeover(
     runtimes, broker, topic
 ) -> None:
@@ -354,7 +342,7 @@ async def test_a_standby_that_streamed_a_fenced_record_repairs_it_on_takeover(
     finally:
         await stray.stop()
     part = standby.partition(P)
-    while part._reader.position <= stray_offset:  # the standby has streamed past it
+    while part._loader.reader.position <= stray_offset:  # the standby has streamed past it
         await asyncio.sleep(0.02)
     await standby.become_leader(P, 3)  # x=1 lies in the streamed part: a full reload finds it
     assert registers(standby) == {"x": 1}
@@ -365,3 +353,115 @@ async def test_a_standby_that_streamed_a_fenced_record_repairs_it_on_takeover(
             break
         await asyncio.sleep(0.05)
     assert await replay_compacted(broker, topic) == {"x": 1}
+
+
+async def test_a_standby_streams_the_log_and_takes_over_warm(runtimes) -> None:
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    await asyncio.gather(*(call(a, "put", put(f"s{i}", i)) for i in range(50)))
+    standby = await started(runtimes, "standby")
+    await standby.start_standby(P)
+    await call(a, "put", put("s0", 100))  # streamed by the standby as it is written
+    part = standby.partition(P)
+    while part.lag is None or part.lag > 0:
+        await asyncio.sleep(0.02)
+    await a.resign(P)
+    await standby.become_leader(P, 2)
+    expected = {**{f"s{i}": i for i in range(50)}, "s0": 100}
+    assert registers(standby) == expected
+    assert standby.partition(P).committed_shard.values == expected  # both replicas streamed
+    await call(standby, "put", put("s1", 11))
+    assert (await call(standby, "get", RegisterGetRequest(name="s1"))).value == 11
+
+
+class FailingWriter(CountingWriter):
+    """The real writer; ``fail`` makes the next append raise, before sending (``land=False``)
+    or after its records were written and acknowledged (``land=True``: "maybe written")."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)
+        self.fail: bool = False
+        self.land: bool = False
+
+    async def append(self, partition, entries, tag):  # type: ignore[no-untyped-def]
+        if self.fail and tag is not None:
+            self.fail = False
+            if self.land:
+                await super().append(partition, entries, tag)
+            raise OSError("injected write failure")
+        return await super().append(partition, entries, tag)
+
+
+async def test_a_failed_write_reverts_to_the_committed_state_without_a_reload(broker, topic) -> None:
+    writer = FailingWriter(broker.bootstrap, topic)
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=RegisterShard, writer=writer
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        await call(rt, "put", put("k", 1))
+        part = rt.partition(P)
+        loaded = (part.records_read, part.records_loaded, part.load_time_ms)
+
+        writer.fail = True
+        first = submit(rt, "put", put("k", 2))  # in flight when the append fails
+        later = submit(rt, "put", put("j", 3))  # handled in the same turn: same write
+        waiting = submit(rt, "wait", RegisterGetRequest(name="never"))  # a delayed response
+        outcomes = await asyncio.gather(first, later, waiting, return_exceptions=True)
+        assert all(isinstance(o, CoordinatorError) and o.code == ErrorCode.not_coordinator for o in outcomes)
+
+        # Reads and later writes see the committed state: k=1 and no j, as if the failed write
+        # never happened; the partition kept serving and was not reloaded from the log.
+        got = await call(rt, "get", RegisterGetRequest(name="k"))
+        assert (got.found, got.value) == (True, 1)
+        assert not (await call(rt, "get", RegisterGetRequest(name="j"))).found
+        assert (await call(rt, "put", put("k", 5))).previous == 1  # the live replica reverted too
+        assert registers(rt) == {"k": 5}
+        assert part.state is PartitionState.ACTIVE and rt.partition(P) is part
+        assert (part.records_read, part.records_loaded, part.load_time_ms) == loaded
+        assert part.writes_reverted == 1
+    finally:
+        await rt.close()
+
+    # The log agrees: a new leader loads k=5 and nothing of the failed write.
+    b = WorkerRuntime(bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=RegisterShard)
+    await b.start()
+    try:
+        await b.become_leader(P, 2)
+        assert registers(b) == {"k": 5}
+    finally:
+        await b.close()
+
+
+async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(broker, topic) -> None:
+    writer = FailingWriter(broker.bootstrap, topic)
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        partitions=2,
+        shard_factory=RegisterShard,
+        writer=writer,
+        retry_backoff_s=0.05,
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        await call(rt, "put", put("x", 1))
+        writer.fail, writer.land = True, True
+        with pytest.raises(CoordinatorError):
+            await call(rt, "put", put("x", 2))  # written, but reported failed: reverted to x=1
+        assert (await call(rt, "get", RegisterGetRequest(name="x"))).value == 1
+        # The next write's gap check finds the landed record: memory no longer matches the
+        # log, so the partition fails and is reloaded (at the same epoch) instead of serving.
+        with pytest.raises(CoordinatorError):
+            await call(rt, "put", put("y", 3))
+        for _ in range(200):
+            part = rt.partition(P)
+            if part is not None and part.state is PartitionState.ACTIVE and "x" in registers(rt):
+                break
+            await asyncio.sleep(0.05)
+        assert registers(rt)["x"] == 2  # what the log says
+        assert (await call(rt, "get", RegisterGetRequest(name="x"))).value == 2
+    finally:
+        await rt.close()

@@ -21,7 +21,8 @@ The scheme:
   keeps compacted logs replaying like uncompacted ones.
 
 The writer-side half (never acknowledge a write that a new marker precedes) lives in
-:mod:`groupcoord.coordinator.runtime.partition`, as does the compaction repair: a fenced
+:mod:`groupcoord.coordinator.runtime.write_pipeline`, the compaction repair in
+:mod:`groupcoord.coordinator.runtime.loader` and the partition loop: a fenced
 writer's record that lands after a valid record of the same key would, once Kafka compacts
 the log (last record per key wins), erase the valid value. A loader that finds a key whose
 *last* record is stale rewrites the key's valid value (or a tombstone) under its own fence
@@ -34,14 +35,15 @@ from __future__ import annotations
 
 import secrets
 import struct
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.records.v1 import runtime_pb2
 
 FENCE_HEADER = "gc.fence"
-REGISTER_TYPE_ID = 41
 _MARKER_PREFIX = LEADER_EPOCH_TYPE_ID.to_bytes(2, "big")
 _TAG = struct.Struct(">iQ")
 
@@ -75,9 +77,6 @@ class Fence:
         )
 
 
-MARKER_PREFIX = _MARKER_PREFIX
-
-
 def is_marker(key: bytes | None) -> bool:
     return key is not None and key[:2] == _MARKER_PREFIX
 
@@ -85,6 +84,14 @@ def is_marker(key: bytes | None) -> bool:
 def parse_marker(value: bytes) -> Fence:
     v = runtime_pb2.LeaderEpochValue.FromString(value)
     return Fence(v.epoch, v.nonce)
+
+
+def fence_tag(headers: Sequence[tuple[str, bytes]]) -> bytes | None:
+    """The writer's fence tag of a record (None if it carries none)."""
+    for key, value in headers:
+        if key == FENCE_HEADER:
+            return value
+    return None
 
 
 class ReplayFilter:
@@ -115,3 +122,33 @@ class ReplayFilter:
     def supersedes(self, fence: Fence) -> bool:
         """Whether the current marker fences a writer holding ``fence``."""
         return self.current is not None and self.current != fence and self.current.epoch >= fence.epoch
+
+    def scan(
+        self,
+        chunk: Sequence[Any],
+        admit: Callable[[bytes, bytes | None], None],
+        reject: Callable[[bytes], None],
+    ) -> None:
+        """Walk log records in order: markers move ``current``; each data record goes to
+        ``admit(key, value)`` or, if a marker before it fences its writer, ``reject(key)``.
+
+        The one fence scan of the runtime: the loader, the standby tail and the writer's gap
+        check differ only in what they do with admitted and rejected records. Loading runs it
+        over millions of records, hence the fast path for the common case of a record of the
+        current writer whose fence header comes first.
+        """
+        prefix = _MARKER_PREFIX
+        for e in chunk:
+            key = e.key
+            if key is None:
+                continue
+            if key[:2] == prefix:
+                if e.value is not None:
+                    self.see_marker(parse_marker(e.value))
+                continue
+            headers = e.headers
+            tag = headers[0][1] if headers and headers[0][0] == FENCE_HEADER else fence_tag(headers)
+            if tag == self.current_tag or self.admits(tag):
+                admit(key, e.value)
+            else:
+                reject(key)

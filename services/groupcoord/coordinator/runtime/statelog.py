@@ -31,8 +31,6 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
-from groupcoord.common.records import RECORD_TYPES
-from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)
@@ -214,7 +212,7 @@ class PartitionReader:
 
     async def read(self, timeout_ms: int = 1000) -> list[Any]:
         """The next records (none if nothing came within ``timeout_ms``). Each record has
-        ``offset``, ``key``, ``value`` and ``headers``; see :func:`fence_tag`."""
+        ``offset``, ``key``, ``value`` and ``headers`` (see :func:`.fencing.fence_tag`)."""
         if self._prefetch is not None:
             task, self._prefetch = self._prefetch, None
             position, records = await task
@@ -243,38 +241,3 @@ class PartitionReader:
                 yield records
             elif loop.time() > deadline:
                 raise TimeoutError(f"{self.tp}: at {self.position}, wanted {end}")
-
-
-def fence_tag(headers: Sequence[tuple[str, bytes]]) -> bytes | None:
-    """The writer's fence tag of a record (None if it carries none)."""
-    for key, value in headers:
-        if key == FENCE_HEADER:
-            return value
-    return None
-
-
-class RecordDecoder:
-    """``deserialize_record`` for the load path, about twice as fast.
-
-    A reload replays up to millions of records, and building a frozen dataclass through its
-    ``__init__`` (``object.__setattr__`` per field) costs as much as parsing a protobuf. This
-    caches each type id's parsers and fills the slots of :class:`CoordinatorRecord` through its
-    slot descriptors; the result is the same immutable record.
-    """
-
-    def __init__(self) -> None:
-        self._parsers: dict[bytes, tuple[Any, Any]] = {}
-        self._new = object.__new__
-        self._set_key = CoordinatorRecord.key.__set__  # type: ignore[attr-defined]
-        self._set_value = CoordinatorRecord.value.__set__  # type: ignore[attr-defined]
-
-    def __call__(self, key: bytes, value: bytes | None) -> CoordinatorRecord:
-        prefix = key[:2]
-        parsers = self._parsers.get(prefix)
-        if parsers is None:
-            rt = RECORD_TYPES.by_id(int.from_bytes(prefix, "big"))
-            parsers = self._parsers[prefix] = (rt.key_type.FromString, rt.value_type.FromString)
-        record = self._new(CoordinatorRecord)
-        self._set_key(record, parsers[0](key[2:]))
-        self._set_value(record, None if value is None else parsers[1](value))
-        return record  # type: ignore[no-any-return]

@@ -2,10 +2,10 @@
 
 KIP-848 assignment needs each subscribed topic's id, partition count and partition racks, and
 rebalances when any of them change (partitions added, topic deleted or recreated with a new
-id). The shard worker polls the cluster's Metadata (v12, which carries topic ids) every few
-seconds — and at once when asked, e.g. when a member subscribes to a topic the image does not
-know — and hands every active partition the new image through its event loop
-(``on_metadata_update``), so the change is processed like any request: records first.
+id). Each worker process polls the cluster's Metadata (v12, which carries topic ids) every few
+seconds and hands every partition it leads the new image through the partition's loop
+(``on_metadata_update``, a write operation), so the change is processed like any request:
+records first.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.gateway import codec
-from groupcoord.gateway.protocol import frame_bytes
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.framing import frame_bytes
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,7 @@ class TopicMetadataRefresher:
         self._descriptions: list[TopicDescription] | None = None
         self._version = 0
         self._sent: dict[int, tuple[int, int]] = {}  # partition -> (leader epoch, image version)
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-
-    def refresh_now(self) -> None:
-        """Ask for a fetch at once (e.g. a subscription names an unknown topic)."""
-        self._wake.set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
@@ -132,28 +127,22 @@ class TopicMetadataRefresher:
         loop = asyncio.get_running_loop()
         next_fetch = 0.0
         while True:
-            if loop.time() >= next_fetch or self._wake.is_set():
-                self._wake.clear()
+            if loop.time() >= next_fetch:
                 try:
                     await self.refresh()
                 except Exception as exc:  # noqa: BLE001 - keep the last image; retry next tick
                     log.warning("topic metadata refresh failed: %s", exc)
                 next_fetch = loop.time() + self.interval_s
             self.push()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.tick_s)
+            await asyncio.sleep(self.tick_s)
 
 
 def follow_topics(
     runtime: Any, build_image: Callable[[list[TopicDescription]], Any]
 ) -> TopicMetadataRefresher:
-    """A refresher feeding ``on_metadata_update`` to every active partition of ``runtime``
-    (a :class:`~groupcoord.coordinator.runtime.worker_runtime.ShardRuntime`); call ``start()`` on it."""
+    """A refresher feeding ``on_metadata_update`` to every partition ``runtime`` leads (a
+    :class:`~groupcoord.coordinator.runtime.worker_runtime.WorkerRuntime`); call ``start()`` on it."""
     from groupcoord.coordinator.core.contract import write_operation  # noqa: PLC0415
-    from groupcoord.coordinator.runtime.partition import PartitionState  # noqa: PLC0415
-
-    def active() -> list[tuple[int, int]]:
-        return [(i.partition, i.epoch) for i in runtime.status() if i.state is PartitionState.ACTIVE]
 
     def deliver(partition: int, image: Any) -> None:
         update = write_operation(
@@ -162,4 +151,4 @@ def follow_topics(
         fut = runtime.submit(partition, update)
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors: retried on the next change
 
-    return TopicMetadataRefresher(runtime.bootstrap, build_image, active, deliver)
+    return TopicMetadataRefresher(runtime.bootstrap, build_image, runtime.active_partitions, deliver)

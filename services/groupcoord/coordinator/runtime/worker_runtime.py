@@ -1,7 +1,11 @@
 """The partitions one worker process hosts, and how leadership is applied to them.
 
+A shard process (``groupcoord shard``) runs ``--threads`` worker processes; each hosts the
+state-topic partitions ``p`` with ``p % workers == worker`` in one :class:`WorkerRuntime`, one
+:class:`~.partition_loop.PartitionRuntime` (and so one coordinator shard) per partition.
+
 A control plane states the *desired* role of each partition (leader at epoch E, hot standby, or
-nothing); :class:`ShardRuntime` drives every partition towards it, one transition at a time per
+nothing); :class:`WorkerRuntime` drives every partition towards it, one transition at a time per
 partition (a lock each), loads in the background, and retries a failed partition while it is
 still wanted. A partition fenced by a newer leader is not retried under the same or an older
 epoch: that would depose the rightful leader in turn (same epoch) or fail again (older).
@@ -10,6 +14,7 @@ epoch: that would depose the rightful leader in turn (same epoch) or fail again 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -17,23 +22,34 @@ from typing import Any
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.core.contract import CoordinatorOperation
-from groupcoord.coordinator.runtime.partition import (
-    Fenced,
-    PartitionRuntime,
-    PartitionState,
-    ShardFactory,
-)
+from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime, PartitionState
+from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
+from groupcoord.coordinator.runtime.write_pipeline import Fenced
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
 
+class RoleKind(enum.Enum):
+    LEADER = "leader"
+    STANDBY = "standby"
+
+
 @dataclass(frozen=True, slots=True)
 class Role:
-    """Desired role of a partition: ``epoch`` ≥ 0 means leader at that epoch, None standby."""
+    """Desired role of a partition: leader at ``epoch``, or hot standby (no epoch)."""
 
-    epoch: int | None
+    kind: RoleKind
+    epoch: int = -1
+
+    @classmethod
+    def leader(cls, epoch: int) -> Role:
+        return cls(RoleKind.LEADER, epoch)
+
+    @classmethod
+    def standby(cls) -> Role:
+        return cls(RoleKind.STANDBY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +64,12 @@ class PartitionInfo:
     error: str | None
 
 
-class ShardRuntime:
-    """State-topic partitions of one worker (``partition % workers == worker``)."""
+class WorkerRuntime:
+    """The state-topic partitions of one worker process (``partition % workers == worker``).
+
+    ``shard_id`` is the id of the shard process the worker belongs to (written into its epoch
+    markers); it is not a coordinator shard, of which the worker hosts one per partition.
+    """
 
     def __init__(
         self,
@@ -116,12 +136,12 @@ class ShardRuntime:
     async def become_leader(self, partition: int, epoch: int) -> None:
         """Lead ``partition`` at ``epoch``; returns once loaded (raises if fenced or failed)."""
         self._check_owned(partition)
-        self._desired[partition] = Role(epoch)
+        self._desired[partition] = Role.leader(epoch)
         await self._reconcile(partition, raise_errors=True)
 
     async def start_standby(self, partition: int) -> None:
         self._check_owned(partition)
-        self._desired[partition] = Role(None)
+        self._desired[partition] = Role.standby()
         await self._reconcile(partition, raise_errors=True)
 
     async def resign(self, partition: int) -> None:
@@ -134,8 +154,8 @@ class ShardRuntime:
 
         Resignations and loads run in the background; ``status()`` shows progress.
         """
-        wanted: dict[int, Role] = {p: Role(None) for p in standbys if self.owns(p)}
-        wanted.update({p: Role(e) for p, e in leaders.items() if self.owns(p)})
+        wanted: dict[int, Role] = {p: Role.standby() for p in standbys if self.owns(p)}
+        wanted.update({p: Role.leader(e) for p, e in leaders.items() if self.owns(p)})
         touched = set(self._desired) | set(self._parts) | set(wanted)
         self._desired = wanted
         for p in touched:
@@ -150,7 +170,9 @@ class ShardRuntime:
         out = []
         for p in sorted(self._parts):
             part = self._parts[p]
-            counts_of = getattr(part.shard, "group_counts", None) or _totals_of(part.shard)
+            counts_of = getattr(part.committed_shard, "group_counts", None) or _totals_of(
+                part.committed_shard
+            )
             out.append(
                 PartitionInfo(
                     partition=p,
@@ -177,7 +199,7 @@ class ShardRuntime:
                 continue
             states[p] = part.state.value
             m.set_event_queue_size(p, part.queue_size)
-            by_state = getattr(part.shard, "group_state_counts", None)
+            by_state = getattr(part.committed_shard, "group_state_counts", None)
             if by_state is not None and part.state is PartitionState.ACTIVE:
                 consumer, classic = by_state()
                 m.set_group_counts(p, consumer, classic)
@@ -230,7 +252,7 @@ class ShardRuntime:
                     if part is not None:
                         await part.stop()
                         del self._parts[partition]
-                elif role.epoch is None:
+                elif role.kind is RoleKind.STANDBY:
                     if part is None or part.state is not PartitionState.STANDBY:
                         await self._part(partition).start_standby()
                 else:
@@ -243,7 +265,7 @@ class ShardRuntime:
                         return
                     await self._part(partition).become_leader(role.epoch)
             except Fenced:
-                self._fenced_at[partition] = role.epoch if role and role.epoch is not None else -1
+                self._fenced_at[partition] = role.epoch if role is not None else -1
                 if raise_errors:
                     raise
             except Exception:

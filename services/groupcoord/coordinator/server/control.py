@@ -1,7 +1,7 @@
 """ShardControl on a worker: leadership pushed by a control plane, status, and ping.
 
 Worker 0 of a shard process is the one address a control plane knows; it fans leadership and
-status requests out to the shard's other workers (``base port + worker index``).
+status requests out to the shard process's other workers (``base port + worker index``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import asyncio
 
 import grpc
 
-from groupcoord.coordinator.runtime.partition import PartitionState
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.runtime.partition_loop import PartitionState
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -27,7 +27,7 @@ _STATES = {
 class ShardControlServicer(sc_grpc.ShardControlServicer):
     """Leadership pushed by a control plane. Worker 0 fans out to the other workers."""
 
-    def __init__(self, runtime: ShardRuntime, host: str, base_port: int) -> None:
+    def __init__(self, runtime: WorkerRuntime, host: str, base_port: int) -> None:
         self.runtime = runtime
         self.host = host
         self.base_port = base_port

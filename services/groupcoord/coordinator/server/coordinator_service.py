@@ -23,7 +23,7 @@ from groupcoord.coordinator.core.contract import (
     write_operation,
 )
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
@@ -62,7 +62,7 @@ a write."""
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
-    def __init__(self, runtime: ShardRuntime) -> None:
+    def __init__(self, runtime: WorkerRuntime) -> None:
         self.dispatcher = EnvelopeDispatcher(runtime, coordinator_pb2.CoordinatorReply, OPERATIONS)
 
     async def Stream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
@@ -77,7 +77,7 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             yield reply
 
 
-def add_coordinator_service(server: grpc.aio.Server, runtime: ShardRuntime) -> None:
+def add_coordinator_service(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime), server)
 
 
@@ -94,7 +94,7 @@ def group_core() -> Any:
     return Core(group_shard_factory, add_coordinator_service, background=(follow_topic_metadata,))
 
 
-async def follow_topic_metadata(runtime: ShardRuntime) -> None:
+async def follow_topic_metadata(runtime: WorkerRuntime) -> None:
     """Worker-lifetime task: keep every active partition on the upstream cluster's topics
     (ids, partition counts, racks), so KIP-848 groups rebalance when their topics change."""
     from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415

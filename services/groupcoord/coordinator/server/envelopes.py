@@ -1,9 +1,11 @@
 """Envelope streams into a worker's runtime (the transport of the Coordinator service).
 
-A client (the gateway) keeps one bidirectional stream per worker and sends
-``{correlation_id, partition, oneof request}`` envelopes without waiting; each runs on its
-partition's loop and the reply ``{correlation_id, error_code, oneof response}`` goes back when
-its write is confirmed, out of order. Measured here, unary Python gRPC does ~1.3–3.6k calls/s
+A client keeps bidirectional streams to a worker (the gateway: a few ``Coordinator.Batches``
+streams per worker, each partition always on the same one) and sends
+``{correlation_id, partition, oneof request}`` envelopes without waiting, many per message on a
+``Batches`` stream; each runs on its partition's loop and the reply
+``{correlation_id, error_code, oneof response}`` goes back when its write is committed (a read:
+at once), out of order. Measured here, unary Python gRPC does ~1.3–3.6k calls/s
 while a stream with many messages in flight does 7–10k/s, hence streams. A service shaped
 this way brings one table from its oneof field names to typed operations on the coordinator
 shard (the Coordinator service's ``OPERATIONS``); the dispatcher itself knows no API.
@@ -22,7 +24,7 @@ from google.protobuf.message import Message
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorOperation
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ class EnvelopeDispatcher:
 
     def __init__(
         self,
-        runtime: ShardRuntime,
+        runtime: WorkerRuntime,
         reply_type: type[Message],
         operations: Mapping[str, Callable[[Any], CoordinatorOperation[Any, Any]]],
         *,

@@ -1,9 +1,13 @@
-"""``groupcoord shard``: one coordinator shard — a supervisor and ``--threads`` worker processes.
+"""``groupcoord shard``: one shard process — a supervisor and ``--threads`` worker processes.
+
+A shard process hosts the coordinator shards (one per state-topic partition) that the control
+plane places on it; ``--threads`` keeps the custom resource's word, but each "thread" is a
+worker process (see :mod:`.worker`).
 
 The supervisor creates the state topic if missing, spawns the workers (see
 :mod:`.worker` for why they are processes) and watches them. A worker that dies takes the
 shard down (exit 1): its partitions' loops are gone, and a restarted pod with a clean slate is
-what the control plane expects to fail partitions over from; a half-alive shard would keep
+what the control plane expects to fail partitions over from; a half-alive one would keep
 answering for partitions it no longer serves.
 """
 
@@ -19,15 +23,17 @@ from types import FrameType
 
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
-from groupcoord.coordinator.server.worker import CORES, WorkerConfig, worker_main
+from groupcoord.coordinator.server.worker import GROUP_CORE, WorkerConfig, worker_main
 
-HELP = "run a coordinator shard: worker processes hosting state-topic partitions"
+HELP = "run a shard process: worker processes hosting the coordinator shards of state-topic partitions"
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shard-id", default="0", help="this shard's id in the placement (default 0)")
+    parser.add_argument(
+        "--shard-id", default="0", help="this shard process's id in the placement (default 0)"
+    )
     parser.add_argument(
         "--threads", type=int, default=1, help="worker processes; partition p runs on worker p %% threads"
     )
@@ -48,7 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
     )
     parser.add_argument(
-        "--core", choices=CORES, default="group", help="state machine to host (register: self-test)"
+        "--core",
+        default=GROUP_CORE,
+        help="coordinator shards to host: 'group' (default) or module:function returning a worker Core",
     )
 
 
@@ -95,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
     for p in procs:
         p.start()
     log.info(
-        "shard %s: %d worker(s), gRPC ports %d..%d",
+        "shard process %s: %d worker(s), gRPC ports %d..%d",
         args.shard_id,
         len(procs),
         args.grpc_port,
@@ -108,7 +116,7 @@ def main(args: argparse.Namespace) -> int:
         for p in [p for p in alive if not p.is_alive()]:
             alive.remove(p)
             if not stopping:
-                log.error("%s exited with %s; stopping the shard", p.name, p.exitcode)
+                log.error("%s exited with %s; stopping the shard process", p.name, p.exitcode)
                 failed = True
                 stop(signal.SIGTERM, None)
     for p in procs:

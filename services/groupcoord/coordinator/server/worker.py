@@ -1,9 +1,10 @@
-"""One worker process of a shard: an asyncio loop, a runtime, a gRPC server, metrics.
+"""One worker process of a shard process: an asyncio loop, a runtime, a gRPC server, metrics.
 
-Why processes: the work of a shard (handlers, replay, protobuf, Kafka record parsing) is
-Python code holding the GIL, so threads in one interpreter would take turns on one core.
-``--threads N`` therefore starts N worker *processes*; partitions are split between them by
-``partition % N`` (:func:`~.partitioning.worker_for`) and never shared, so the workers need no
+Why processes: the work of a shard process (handlers, replay, protobuf, Kafka record parsing)
+is Python code holding the GIL, so threads in one interpreter would take turns on one core.
+``--threads N`` (the word the custom resource uses) therefore starts N worker *processes*;
+partitions are split between them by ``partition % N``
+(:func:`~groupcoord.common.partitioning.worker_for`) and never shared, so the workers need no
 coordination at all. Each serves gRPC on ``base port + worker index``: the gateway computes
 the owning worker and talks to it directly, with no forwarding hop through a front process.
 """
@@ -22,17 +23,16 @@ from typing import Any
 import grpc
 
 from groupcoord.common.event_loop import new_event_loop
-from groupcoord.coordinator.runtime.partition import ShardFactory
-from groupcoord.coordinator.runtime.worker_runtime import ShardRuntime
+from groupcoord.coordinator.runtime.replicas import ShardFactory
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
-from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.observability.metrics_endpoint import serve_metrics
 from groupcoord.observability.shard_metrics import ShardMetrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 log = logging.getLogger(__name__)
 
-CORES = ("group", "register")
+GROUP_CORE = "group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,45 +47,36 @@ class WorkerConfig:
     bind_host: str = "0.0.0.0"
     peer_host: str = "127.0.0.1"
     metrics_port: int = 0
-    core: str = "group"
+    core: str = GROUP_CORE
     leadership: str = "local"
     log_level: str = "INFO"
 
 
 @dataclass(frozen=True, slots=True)
 class Core:
-    """What a core brings: how to build a partition's shard, and how to serve it over gRPC."""
+    """What a core brings: how to build a partition's coordinator shard, and how to serve it
+    over gRPC."""
 
     factory: ShardFactory
-    add_services: Callable[[grpc.aio.Server, ShardRuntime], None]
+    add_services: Callable[[grpc.aio.Server, WorkerRuntime], None]
     # Worker-lifetime tasks of the core (e.g. the topic-metadata refresher feeding partitions
     # through ``runtime.submit``); each is started after the runtime and cancelled at exit.
-    background: tuple[Callable[[ShardRuntime], Coroutine[Any, Any, None]], ...] = ()
+    background: tuple[Callable[[WorkerRuntime], Coroutine[Any, Any, None]], ...] = ()
 
 
-def load_core(name: str) -> Core:
-    if name == "register":
-        from groupcoord.coordinator.server.register_shard import OPERATIONS, RegisterShard  # noqa: PLC0415
-        from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc  # noqa: PLC0415
-
-        def add(server: grpc.aio.Server, runtime: ShardRuntime) -> None:
-            dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, OPERATIONS)
-
-            class Servicer(register_pb2_grpc.RegisterServicer):
-                async def Stream(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802
-                    async for reply in dispatcher.stream(request_iterator, context):
-                        yield reply
-
-            register_pb2_grpc.add_RegisterServicer_to_server(Servicer(), server)
-
-        return Core(RegisterShard, add)
-    if name == "group":
+def load_core(spec: str) -> Core:
+    """``group`` (the group coordinator), or ``module:function`` naming a function that returns
+    a :class:`Core` (how tests run worker processes with a test core of their own)."""
+    if spec == GROUP_CORE:
         module = importlib.import_module("groupcoord.coordinator.server.coordinator_service")
         return module.group_core()  # type: ignore[no-any-return]
-    raise ValueError(f"unknown core {name!r}; known: {', '.join(CORES)}")
+    module_name, colon, function = spec.partition(":")
+    if not colon or not module_name or not function:
+        raise ValueError(f"unknown core {spec!r}: '{GROUP_CORE}' or 'module:function'")
+    return getattr(importlib.import_module(module_name), function)()  # type: ignore[no-any-return]
 
 
-async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
+async def _watch_leadership(spec: str, runtime: WorkerRuntime) -> None:
     """``kubernetes:<ns>/<name>``: leadership read from the GroupCoordinator resource's status
     (``groupcoord.controlplane.kubernetes_leadership``, a blocking watch run on a thread).
     Each placement is applied whole: this shard's leaders at their epochs, and its standbys."""
@@ -110,7 +101,7 @@ async def _watch_leadership(spec: str, runtime: ShardRuntime) -> None:
         stop.set()
 
 
-async def _publish_metrics(runtime: ShardRuntime, every_s: float = 1.0) -> None:
+async def _publish_metrics(runtime: WorkerRuntime, every_s: float = 1.0) -> None:
     while True:
         runtime.publish_metrics()
         await asyncio.sleep(every_s)
@@ -120,7 +111,7 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     """Run one worker until SIGTERM/SIGINT (or cancellation)."""
     core = load_core(config.core)
     metrics = ShardMetrics(config.shard_id) if config.metrics_port else None
-    runtime = ShardRuntime(
+    runtime = WorkerRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
         partitions=config.partitions,
@@ -153,7 +144,13 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    log.info("shard %s worker %d/%d serving on port %d", config.shard_id, config.worker, config.workers, port)
+    log.info(
+        "shard process %s worker %d/%d serving on port %d",
+        config.shard_id,
+        config.worker,
+        config.workers,
+        port,
+    )
     if ready is not None:
         ready()
     try:

@@ -1,4 +1,8 @@
-"""The register shard: a small, real core for exercising the shard runtime on its own.
+"""The register core: a small, real coordinator shard for exercising the runtime on its own.
+
+A test core, so it lives with the tests: the runtime's tests and benchmarks import it (the
+benchmarks put this directory on ``sys.path``), and shard processes load it with
+``groupcoord shard --core register_core:core`` when this directory is on ``PYTHONPATH``.
 
 It follows the core contract exactly (handlers return records and never mutate; ``replay`` is
 the only mutation; timers return records), so the runtime's tests and benchmarks run against
@@ -21,15 +25,13 @@ from groupcoord.coordinator.core.contract import (
     ScheduleTimer,
     Timer,
     TimerIntent,
-    deserialize_record,
     read_operation,
-    serialize_record,
     write_operation,
 )
-from groupcoord.coordinator.runtime.fencing import REGISTER_TYPE_ID
 from groupcoord.records.v1 import runtime_pb2
-from groupcoord.rpc.v1 import register_pb2
+from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 
+REGISTER_TYPE_ID = 41
 RECORD_TYPES.register(REGISTER_TYPE_ID, runtime_pb2.RegisterKey, runtime_pb2.RegisterValue)
 
 
@@ -115,61 +117,31 @@ def _busy(iterations: int) -> int:
     return acc
 
 
-class SerializedRegisterShard:
-    """The register shard keeping values as state-topic bytes, decoded only when read.
-
-    It implements the runtime's optional ``replay_serialized`` hook, so a load replays a record
-    with one dict store instead of two protobuf parses: the way a core holding a million
-    committed offsets (most of them never fetched between failovers) can load in seconds.
-    """
-
-    def __init__(self, partition: int, timer: Timer) -> None:
-        self.partition = partition
-        self._raw: dict[bytes, bytes] = {}
-
-    def replay_serialized(self, key: bytes, value: bytes | None) -> None:
-        if value is None:
-            self._raw.pop(key, None)
-        else:
-            self._raw[key] = value
-
-    def replay(self, record: CoordinatorRecord) -> None:
-        self.replay_serialized(*serialize_record(record))
-
-    @property
-    def values(self) -> dict[str, int]:
-        out = {}
-        for key, value in self._raw.items():
-            out[deserialize_record(key, value).key.name] = runtime_pb2.RegisterValue.FromString(value).value  # type: ignore[attr-defined]
-        return out
-
-    def put(
-        self, request: register_pb2.RegisterPutRequest, now_ms: int
-    ) -> CoordinatorResult[register_pb2.RegisterPutResponse]:
-        key = runtime_pb2.RegisterKey(name=request.name)
-        previous = self._lookup(key)
-        record = CoordinatorRecord(
-            key, runtime_pb2.RegisterValue(value=request.value, padding=request.padding)
-        )
-        return CoordinatorResult([record], register_pb2.RegisterPutResponse(previous=previous or 0))
-
-    def get(
-        self, request: register_pb2.RegisterGetRequest, now_ms: int
-    ) -> CoordinatorResult[register_pb2.RegisterGetResponse]:
-        value = self._lookup(runtime_pb2.RegisterKey(name=request.name))
-        return CoordinatorResult(
-            [], register_pb2.RegisterGetResponse(found=value is not None, value=value or 0)
-        )
-
-    def _lookup(self, key: runtime_pb2.RegisterKey) -> int | None:
-        raw_key, _ = serialize_record(CoordinatorRecord(key, None))
-        raw = self._raw.get(raw_key)
-        return None if raw is None else runtime_pb2.RegisterValue.FromString(raw).value
-
-
 OPERATIONS: dict[str, Callable[[Any], CoordinatorOperation[Any, Any]]] = {
     "put": lambda r: write_operation("put", lambda shard, now, _: shard.put(r, now)),
     "wait": lambda r: write_operation("wait", lambda shard, now, token: shard.wait(r, now, token)),
     "get": lambda r: read_operation("get", lambda shard, now, _: shard.get(r, now)),
 }
 """The Register service's oneof field → the operation serving it."""
+
+
+def core() -> Any:
+    """The worker binding of ``--core register_core:core``: the register shard behind the
+    Register gRPC service (proto/groupcoord/rpc/v1/register.proto)."""
+    import grpc  # noqa: PLC0415
+
+    from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime  # noqa: PLC0415
+    from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher  # noqa: PLC0415
+    from groupcoord.coordinator.server.worker import Core  # noqa: PLC0415
+
+    def add(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
+        dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, OPERATIONS)
+
+        class Servicer(register_pb2_grpc.RegisterServicer):
+            async def Stream(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802
+                async for reply in dispatcher.stream(request_iterator, context):
+                    yield reply
+
+        register_pb2_grpc.add_RegisterServicer_to_server(Servicer(), server)
+
+    return Core(RegisterShard, add)

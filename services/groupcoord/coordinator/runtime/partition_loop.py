@@ -1,0 +1,474 @@
+"""One state-topic partition in a worker process: leader, hot standby or nothing.
+
+As leader, every request, timer and load hook of the partition runs on one task (the
+partition's loop), in arrival order, against the partition's coordinator shard, kept as two
+replicas (:mod:`.replicas`):
+
+* A write operation runs against the live replica. Its records are replayed into it at once
+  (the next request sees them, as in Kafka's coordinator runtime) and queued on the
+  :mod:`.write_pipeline`; its response is released once the write is acknowledged, confirmed
+  and committed. A write that produces no records still waits for the newest unconfirmed write
+  (its answer may depend on state that write created).
+* A read-only operation runs against the committed replica and is answered at once: it sees
+  the state as of the last committed write, never a record whose write is still in flight.
+* A write that fails reverts the live replica to the committed one without a reload; its
+  callers and those of every later unconfirmed write get NOT_COORDINATOR (clients retry).
+
+A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
+tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.contract import (
+    PENDING,
+    CoordinatorOperation,
+    CoordinatorResult,
+    CoordinatorShard,
+    apply_timer_intents,
+    serialize_record,
+)
+from groupcoord.coordinator.runtime.fencing import Fence
+from groupcoord.coordinator.runtime.loader import PartitionLoader
+from groupcoord.coordinator.runtime.record_metrics import RecordCounter
+from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
+from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
+from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
+from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
+from groupcoord.observability.shard_metrics import ShardMetrics
+
+log = logging.getLogger(__name__)
+
+
+class PartitionState(enum.Enum):
+    STOPPED = "stopped"
+    STANDBY = "standby"
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True)
+class _Request:
+    operation: CoordinatorOperation[Any, Any]
+    future: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Call:
+    """An internal operation on the loop (the post-load hook, a repair)."""
+
+    operation: Callable[[], CoordinatorResult[Any]]
+    what: str
+
+
+def _error(code: ErrorCode, why: str) -> CoordinatorError:
+    return CoordinatorError(code, why)
+
+
+class PartitionRuntime:
+    """Leader, standby or nothing for one partition; see the module docstring."""
+
+    def __init__(
+        self,
+        partition: int,
+        *,
+        bootstrap: str,
+        topic: str,
+        writer: StateLogWriter,
+        shard_factory: ShardFactory,
+        shard_id: str,
+        on_failure: Callable[[PartitionRuntime, BaseException], None] | None = None,
+        metrics: ShardMetrics | None = None,
+        thread: str = "0",
+    ) -> None:
+        self.partition = partition
+        self.state = PartitionState.STOPPED
+        self.epoch = -1
+        self.fence: Fence | None = None
+        self.load_time_ms: int | None = None
+        self.error: str | None = None
+        self.keys_repaired = 0
+        self.writes_reverted = 0
+        self._bootstrap = bootstrap
+        self._topic = topic
+        self._writer = writer
+        self._factory = shard_factory
+        self._shard_id = shard_id
+        self._on_failure = on_failure
+        self._metrics = metrics
+        self._record_counter = RecordCounter()
+        self._thread = thread
+        self._queue: asyncio.Queue[tuple[float, object]] = asyncio.Queue()
+        self._timer = LoopTimer(self._put)
+        self._replicas: ShardReplicas | None = None
+        self._loader: PartitionLoader | None = None
+        self._pipeline: WritePipeline | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._waiting: set[asyncio.Future[Any]] = set()
+        self._stale_keys_seen = 0
+
+    # --- observation ------------------------------------------------------------------------
+
+    @property
+    def shard(self) -> CoordinatorShard | None:
+        """The live replica of the coordinator shard (None when stopped)."""
+        return self._replicas.live if self._replicas is not None else None
+
+    @property
+    def committed_shard(self) -> CoordinatorShard | None:
+        """The committed replica: what reads see (None when stopped)."""
+        return self._replicas.committed if self._replicas is not None else None
+
+    @property
+    def records_read(self) -> int:
+        return self._loader.records_read if self._loader is not None else 0
+
+    @property
+    def records_loaded(self) -> int:
+        return self._loader.records_loaded if self._loader is not None else 0
+
+    @property
+    def stale_keys_seen(self) -> int:
+        """Fenced writers' records read back behind our own writes (across leaderships)."""
+        current = self._pipeline.stale_keys_seen if self._pipeline is not None else 0
+        return self._stale_keys_seen + current
+
+    @property
+    def lag(self) -> int | None:
+        """How far a standby's tail is behind the high watermark (None until known)."""
+        reader = self._loader.reader if self._loader is not None else None
+        if reader is None or reader.highwater is None:
+            return None
+        return max(reader.highwater - reader.position, 0)
+
+    @property
+    def queue_size(self) -> int:
+        return self._queue.qsize()
+
+    # --- submission -------------------------------------------------------------------------
+
+    def _put(self, ev: object) -> None:
+        self._queue.put_nowait((time.perf_counter(), ev))
+
+    def submit(self, operation: CoordinatorOperation[Any, Any]) -> asyncio.Future[Any]:
+        """Queue ``operation`` on the loop; the future gets the response or a CoordinatorError
+        (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if self.state is PartitionState.ACTIVE:
+            self._put(_Request(operation, fut))
+        elif self.state is PartitionState.LOADING:
+            fut.set_exception(
+                _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
+            )
+        else:
+            fut.set_exception(_error(ErrorCode.not_coordinator, f"partition {self.partition} not led here"))
+        return fut
+
+    # --- leadership -------------------------------------------------------------------------
+
+    async def start_standby(self) -> None:
+        """Tail the partition continuously so that a takeover only needs the tail."""
+        await self.stop()
+        loader = self._fresh_state()
+        self.state = PartitionState.STANDBY
+        self._tasks = [asyncio.create_task(self._guard(loader.tail), name=f"standby-{self.partition}")]
+
+    async def become_leader(self, epoch: int) -> None:
+        """Write our marker, load up to it, then serve. Raises Fenced if a newer leader
+        already wrote its marker before ours."""
+        warm = self.state is PartitionState.STANDBY and self._loader is not None
+        if warm:
+            await self._cancel_tasks()  # keep the replicas, the filter and the reader position
+            assert self._loader is not None
+            loader = self._loader
+        else:
+            await self.stop()
+            loader = self._fresh_state()
+        self.state = PartitionState.LOADING
+        self.epoch = epoch
+        self.error = None
+        started = time.monotonic()
+        fence = Fence.new(epoch)
+        try:
+            [(marker_offset, _)] = await self._writer.append(
+                self.partition, [fence.marker(self._shard_id)], None
+            )
+            repair, busy = await loader.load_to(marker_offset + 1)
+            if repair and warm:
+                # The valid values of keys shadowed by fenced records may lie in the part the
+                # standby streamed (and did not keep): find them with a full load instead.
+                log.info("partition %d: fenced records seen while standing by: full reload", self.partition)
+                await loader.reader.stop()
+                loader = self._fresh_state()
+                repair, busy = await loader.load_to(marker_offset + 1)
+            if loader.filter.current != fence:
+                raise Fenced(
+                    f"partition {self.partition}: a newer leader ({loader.filter.current}) precedes epoch {epoch}"
+                )
+        except BaseException as exc:
+            await self._fail(exc, notify=False)
+            raise
+        self.fence = fence
+        self.load_time_ms = int((time.monotonic() - started) * 1000)
+        if self._metrics is not None:
+            self._metrics.record_thread_busy(self._thread, busy)
+            self._metrics.observe_partition_load(self.partition, time.monotonic() - started)
+        self._pipeline = WritePipeline(
+            self.partition,
+            writer=self._writer,
+            reader=loader.reader,
+            replay_filter=loader.filter,
+            fence=fence,
+            next_offset=marker_offset + 1,
+            commit=self._commit,
+            on_failed=self._write_failed,
+            metrics=self._metrics,
+        )
+        self.state = PartitionState.ACTIVE
+        self._tasks = [
+            asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
+            asyncio.create_task(self._guard(self._pipeline.run), name=f"writer-{self.partition}"),
+        ]
+        if repair:
+            # Log compaction keeps only a key's last record: a fenced writer's stale record
+            # after the valid one would make compaction drop the valid value. Rewriting each
+            # such key's valid value (or a tombstone) under our fence makes ours the last.
+            log.warning(
+                "partition %d: rewriting %d key(s) shadowed by fenced records", self.partition, len(repair)
+            )
+            self._put(_Call(lambda: CoordinatorResult(repair), "repair"))
+            self.keys_repaired += len(repair)
+        self._after_load()
+        log.info(
+            "partition %d: leader at epoch %d after loading %d records in %d ms (%s)",
+            self.partition,
+            epoch,
+            self.records_loaded,
+            self.load_time_ms,
+            "warm" if warm else "cold",
+        )
+
+    async def stop(self) -> None:
+        """Resign: stop writing at once; everything pending is answered NOT_COORDINATOR."""
+        self.state = PartitionState.STOPPED
+        await self._cancel_tasks()
+        self._abandon(_error(ErrorCode.not_coordinator, f"partition {self.partition} resigned"))
+        self._timer.cancel_all()
+        self._replicas = None
+        self.fence = None
+        if self._pipeline is not None:
+            self._stale_keys_seen += self._pipeline.stale_keys_seen
+            self._pipeline = None
+        if self._loader is not None:
+            reader = self._loader.reader
+            self._loader = None
+            await reader.stop()
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _fresh_state(self) -> PartitionLoader:
+        self._timer = LoopTimer(self._put)
+        self._replicas = ShardReplicas(self._factory, self.partition, self._timer)
+        reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+        self._loader = PartitionLoader(reader, self._replicas)
+        return self._loader
+
+    def _after_load(self) -> None:
+        """Queue the core's post-load hook (re-arm timers, recheck metadata) on the loop."""
+        assert self._replicas is not None
+        on_loaded = getattr(self._replicas.live, "on_loaded", None)
+        if on_loaded is not None:
+            self._put(_Call(lambda: on_loaded(now_ms()), "load hook"))
+
+    async def _cancel_tasks(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        current = asyncio.current_task()
+        for t in tasks:
+            if t is not current:
+                t.cancel()
+        for t in tasks:
+            if t is not current:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    def _abandon(self, error: CoordinatorError) -> None:
+        waiters = self._pipeline.abandon() if self._pipeline is not None else []
+        self._fail_waiters(waiters, error)
+        while not self._queue.empty():
+            _, ev = self._queue.get_nowait()
+            if isinstance(ev, _Request) and not ev.future.done():
+                ev.future.set_exception(error)
+
+    def _fail_waiters(self, waiters: list[Waiter], error: CoordinatorError) -> None:
+        """Fail the given callers and every request waiting for a delayed response (whose
+        tokens the live replica holds: they do not survive a stop or a revert)."""
+        for fut, _ in waiters:
+            if not fut.done():
+                fut.set_exception(error)
+        for fut in list(self._waiting):
+            if not fut.done():
+                fut.set_exception(error)
+        self._waiting.clear()
+
+    async def _guard(self, job: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a partition task; its failure fails the partition."""
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._fail(exc)
+
+    async def _fail(self, exc: BaseException, notify: bool = True) -> None:
+        fenced = isinstance(exc, Fenced)
+        log.warning("partition %d: %s: %s", self.partition, "fenced" if fenced else "failed", exc)
+        # Tell the owner before the first await, so that whoever learns of the failure (a
+        # caller answered NOT_COORDINATOR) finds the retry already scheduled.
+        if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):
+            self._on_failure(self, exc)
+        await self.stop()
+        self.state = PartitionState.STOPPED if fenced else PartitionState.FAILED
+        self.error = f"{type(exc).__name__}: {exc}"
+
+    def _commit(self, records: list[Any]) -> None:
+        assert self._replicas is not None
+        self._replicas.commit(records)
+
+    def _write_failed(self, exc: BaseException, waiters: list[Waiter]) -> None:
+        """A write failed: back to the committed state, without a reload (see .replicas)."""
+        assert self._replicas is not None
+        log.warning("partition %d: write failed, reverting to the committed state: %s", self.partition, exc)
+        try:
+            self._replicas.revert()
+        except Exception as copy_error:  # noqa: BLE001 - cannot copy the state: reload it
+            log.exception("partition %d: cannot revert", self.partition)
+            self._fail_waiters(waiters, _error(ErrorCode.not_coordinator, "partition failed"))
+            asyncio.get_running_loop().create_task(self._fail(copy_error))
+            return
+        self.writes_reverted += 1
+        self._fail_waiters(waiters, _error(ErrorCode.not_coordinator, f"write failed: {exc}"))
+        self._timer.cancel_all()  # their operations close over the replaced live replica
+        self._after_load()
+
+    async def _loop(self) -> None:
+        assert self._pipeline is not None
+        pipeline = self._pipeline
+        while True:
+            self._run(await self._queue.get())
+            while not self._queue.empty():
+                self._run(self._queue.get_nowait())
+            pipeline.flush()
+            await asyncio.sleep(0)  # let the writer and the network run between bursts
+
+    def _run(self, item: tuple[float, object]) -> None:
+        enqueued, ev = item
+        if self._metrics is None:
+            self._handle(ev)
+            return
+        started = time.perf_counter()
+        self._handle(ev)
+        self._metrics.observe_event(
+            started - enqueued, time.perf_counter() - started, partition=self.partition, thread=self._thread
+        )
+
+    def _handle(self, ev: object) -> None:
+        replicas = self._replicas
+        assert replicas is not None
+        if isinstance(ev, _Request):
+            if ev.future.done():
+                return
+            op = ev.operation
+            try:
+                if op.read_only:
+                    ev.future.set_result(self._read(op, replicas.committed, ev.future))
+                    return
+                result = op.run(replicas.live, now_ms(), ev.future)
+            except CoordinatorError as exc:
+                ev.future.set_exception(exc)
+                return
+            except Exception as exc:
+                log.exception("partition %d: %s failed", self.partition, op.name)
+                ev.future.set_exception(exc)
+                return
+            self._apply(result, ev.future)
+        elif isinstance(ev, TimerEvent):
+            operation = self._timer.take(ev)
+            if operation is not None:
+                self._run_internal(operation, f"timer {ev.key}")
+        elif isinstance(ev, _Call):
+            self._run_internal(ev.operation, ev.what)
+
+    def _read(self, op: CoordinatorOperation[Any, Any], committed: CoordinatorShard, token: Any) -> Any:
+        result = op.run(committed, now_ms(), token)
+        if result.records or result.timers or result.completions or result.response is PENDING:
+            # A read runs on the committed replica: effects there would be lost or misapplied.
+            raise RuntimeError(f"read-only operation {op.name} returned records, timers or completions")
+        return result.response
+
+    def _run_internal(self, op: Callable[[], CoordinatorResult[Any]], what: str) -> None:
+        try:
+            result = op()
+        except Exception:
+            log.exception("partition %d: %s failed", self.partition, what)
+            return
+        self._apply(result, None)
+
+    def _apply(self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None) -> None:
+        if result.timers:
+            apply_timer_intents(self._timer, result.timers)
+        records = result.records
+        pipeline = self._pipeline
+        assert pipeline is not None and self._replicas is not None
+        if fut is not None and result.response is PENDING:
+            # Answered later by a completion in some other result; until then it waits here.
+            self._waiting.add(fut)
+            fut.add_done_callback(self._waiting.discard)
+            fut = None
+        waiters = _completion_pairs(result.completions)
+        if fut is not None:
+            waiters.append((fut, result.response))
+        if not records:
+            w = pipeline.newest_unconfirmed
+            if w is None:
+                for f, response in waiters:
+                    if not f.done():
+                        f.set_result(response)
+            else:
+                w.waiters.extend(waiters)
+            return
+        entries = [serialize_record(r) for r in records]
+        if self._metrics is not None:
+            self._record_counter.observe(self._metrics, self.partition, records)
+        try:
+            self._replicas.replay_live(records)
+        except Exception as exc:  # a core bug; the live replica may be half-applied
+            log.exception("partition %d: replay of live records failed", self.partition)
+            if fut is not None:
+                fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
+            asyncio.get_running_loop().create_task(self._fail(exc))
+            return
+        pipeline.add(records, entries, waiters)
+
+
+def _completion_pairs(completions: Any) -> list[Waiter]:
+    """Responses to *other* waiting requests (delayed classic JoinGroup/SyncGroup answers).
+
+    A completion is a pair (token, response); the token is the future the runtime passed to the
+    handler that answered PENDING. Released with this result's write; foreign tokens are ignored.
+    """
+    return [(t, r) for t, r in completions if isinstance(t, asyncio.Future)]

@@ -1,0 +1,70 @@
+"""Reads at the committed offset: a partition's coordinator shard kept as two replicas.
+
+Kafka's CoordinatorRuntime lets a write's records change the state at once (the next request
+sees them) while reads see the state as of the last committed offset, and a failed write
+reverts to that offset; the shards' timeline collections and ``SnapshotRegistry`` make both
+possible. The cores here are plain Python objects with no snapshots, and the runtime hosts any
+core (the group cores, a test core), so the runtime keeps two replicas of the coordinator shard
+instead:
+
+* ``live`` — every record is replayed into it as soon as a handler returns it. Writes, timers
+  and the load hook run against it; its timers are the partition's timers.
+* ``committed`` — only acknowledged (written and confirmed) records are replayed into it, in
+  log order. Read-only operations run against it, so a read never sees a record whose write is
+  still in flight, and never waits.
+
+A failed write reverts without a reload from Kafka: ``live`` becomes a deep copy of
+``committed`` (the callers of every unacknowledged write learn NOT_COORDINATOR; the timers are
+re-armed by the core's ``on_loaded`` as after a load).
+
+Why this design and not an undo log per write: an undo log built on the compaction invariant
+(state = f(last record per key)) would have to keep the previous record of every key a write
+touches, i.e. the last record of *every* key of the partition, and replay the old values out
+of log order, which the cores do not promise to accept (a member record replayed after its
+group's tombstone). Two replicas need nothing from the cores beyond ``replay``. Costs: a
+second ``replay`` per record (the decoded records are shared: records are values, and replay
+must not mutate them) and twice the memory of the state; a load decodes each record once and
+replays it into both. A revert costs a deep copy of the state, once per failed write.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterable
+
+from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorShard, Timer
+from groupcoord.coordinator.runtime.timers import CommittedTimerView, LoopTimer
+
+ShardFactory = Callable[[int, Timer], CoordinatorShard]
+"""Builds the coordinator shard of a partition: ``factory(partition, timer)``."""
+
+
+class ShardReplicas:
+    """The live and the committed replica of one partition's coordinator shard."""
+
+    def __init__(self, factory: ShardFactory, partition: int, timer: LoopTimer) -> None:
+        self._timer = timer
+        self._committed_timer = CommittedTimerView(timer)
+        self.live: CoordinatorShard = factory(partition, timer)
+        self.committed: CoordinatorShard = factory(partition, self._committed_timer)
+
+    def replay_live(self, records: Iterable[CoordinatorRecord]) -> None:
+        replay = self.live.replay
+        for record in records:
+            replay(record)
+
+    def commit(self, records: Iterable[CoordinatorRecord]) -> None:
+        """Records acknowledged in the log: reads see them from now on."""
+        replay = self.committed.replay
+        for record in records:
+            replay(record)
+
+    def revert(self) -> None:
+        """Make the live replica the committed state again (a write failed).
+
+        The copy gets the live timers where the committed replica holds its timer view, so
+        the new live replica schedules as the old one did. Raises if the state cannot be
+        copied; the caller then reloads the partition instead.
+        """
+        memo = {id(self._committed_timer): self._timer}
+        self.live = copy.deepcopy(self.committed, memo)

@@ -1,0 +1,92 @@
+"""The timers of one partition: armed on the partition's loop, owned by its live replica.
+
+A coordinator shard's timers (session and rebalance timeouts, offset expiry) are effects of the
+*live* replica (see :mod:`.replicas`): they are scheduled from its results and their operations
+close over it. The committed replica only replays what was acknowledged; it gets a
+:class:`CommittedTimerView`, which answers ``is_scheduled`` from the live timers (a read may ask
+whether a timeout is running) and drops schedule/cancel, since the live replica already had
+those effects when the records were first replayed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from groupcoord.coordinator.core.contract import CoordinatorResult
+
+TimerOperation = Callable[[], CoordinatorResult[Any]]
+
+
+@dataclass(slots=True)
+class TimerEvent:
+    """A fired timer, queued on the partition's loop like a request."""
+
+    key: str
+    token: object
+
+
+class LoopTimer:
+    """The :class:`~groupcoord.coordinator.core.contract.Timer` of one partition.
+
+    Expiry only enqueues a :class:`TimerEvent`; the operation runs on the partition's loop like
+    a request, so it never races a handler. A token per schedule makes a replaced or cancelled
+    timer whose event was already queued a no-op.
+    """
+
+    def __init__(self, enqueue: Callable[[TimerEvent], None]) -> None:
+        self._enqueue = enqueue
+        self._timers: dict[str, tuple[object, asyncio.TimerHandle, TimerOperation]] = {}
+
+    def schedule(self, key: str, delay_ms: int, operation: TimerOperation) -> None:
+        self.cancel(key)
+        token = object()
+        handle = asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, self._expired, key, token)
+        self._timers[key] = (token, handle, operation)
+
+    def cancel(self, key: str) -> None:
+        entry = self._timers.pop(key, None)
+        if entry is not None:
+            entry[1].cancel()
+
+    def is_scheduled(self, key: str) -> bool:
+        return key in self._timers
+
+    def cancel_all(self) -> None:
+        for _, handle, _ in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+
+    def __len__(self) -> int:
+        return len(self._timers)
+
+    def _expired(self, key: str, token: object) -> None:
+        self._enqueue(TimerEvent(key, token))
+
+    def take(self, event: TimerEvent) -> TimerOperation | None:
+        """The operation of a fired timer if it is still the armed one (and forget it)."""
+        entry = self._timers.get(event.key)
+        if entry is None or entry[0] is not event.token:
+            return None
+        del self._timers[event.key]
+        return entry[2]
+
+
+class CommittedTimerView:
+    """The timer a committed replica is built with; see the module docstring."""
+
+    __slots__ = ("_live",)
+
+    def __init__(self, live: LoopTimer) -> None:
+        self._live = live
+
+    def schedule(self, key: str, delay_ms: int, operation: TimerOperation) -> None:
+        pass
+
+    def cancel(self, key: str) -> None:
+        pass
+
+    def is_scheduled(self, key: str) -> bool:
+        return self._live.is_scheduled(key)

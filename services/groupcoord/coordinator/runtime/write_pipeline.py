@@ -1,0 +1,174 @@
+"""A partition's writes: batching, the acks=all append, confirmation, then release.
+
+One write is in flight at a time. The records of every request handled meanwhile accumulate
+in the *open* write, so a busy partition writes in batches without any linger delay. A write's
+callers are answered only after it is acknowledged *and confirmed* and its records are
+committed (replayed into the committed replica, :mod:`.replicas`).
+
+Confirmation (the writer half of :mod:`.fencing`): a write counts only if no marker of a newer
+leader precedes it. The produce response gives each batch's offsets; if a batch starts right
+after the end of our previous write (or our marker), nothing foreign lies between and it is
+confirmed at once. Otherwise the gap is read back with the one fence scan: a superseding
+marker means we were deposed (:class:`Fenced`); a fenced writer's record means a key needs a
+repair (:class:`NeedsRepair`, after this write is released); a record of our own means a write
+that failed did land after all, so the live state no longer matches the log
+(:class:`NeedsReload`).
+
+A failed append (the writer raised: "maybe written") is not fatal: the pipeline drops the
+failed and the open write and hands their callers to ``on_failed``, which reverts the live
+replica. If the records did land, the next write's gap check finds them (NeedsReload).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.runtime.fencing import Fence, ReplayFilter
+from groupcoord.coordinator.runtime.statelog import Entry, PartitionReader, StateLogWriter
+from groupcoord.observability.shard_metrics import ShardMetrics
+
+Waiter = tuple[asyncio.Future[Any], Any]
+"""A caller's future and the response it gets once the write is committed."""
+
+
+class Fenced(Exception):
+    """A newer leader's marker precedes our write: this process is no longer the writer."""
+
+
+class NeedsRepair(Exception):
+    """A fenced writer's records landed after our marker; a reload rewrites their keys."""
+
+
+class NeedsReload(Exception):
+    """Records of a write reported failed are in the log: only a reload matches the log again."""
+
+
+@dataclass(slots=True)
+class Write:
+    """The records of one or more requests, written as one append."""
+
+    records: list[CoordinatorRecord] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    waiters: list[Waiter] = field(default_factory=list)
+
+
+class WritePipeline:
+    """The writes of one partition under one fence; see the module docstring."""
+
+    def __init__(
+        self,
+        partition: int,
+        *,
+        writer: StateLogWriter,
+        reader: PartitionReader,
+        replay_filter: ReplayFilter,
+        fence: Fence,
+        next_offset: int,
+        commit: Callable[[list[CoordinatorRecord]], None],
+        on_failed: Callable[[BaseException, list[Waiter]], None],
+        metrics: ShardMetrics | None = None,
+    ) -> None:
+        self.partition = partition
+        self.stale_keys_seen = 0
+        self.newest_unconfirmed: Write | None = None
+        self._writer = writer
+        self._reader = reader
+        self._filter = replay_filter
+        self._fence = fence
+        self._next_expected = next_offset
+        self._commit = commit
+        self._on_failed = on_failed
+        self._metrics = metrics
+        self._open: Write | None = None
+        self._inflight: Write | None = None
+        self._ready = asyncio.Event()
+        self._repair_needed = False
+
+    def add(self, records: list[CoordinatorRecord], entries: list[Entry], waiters: list[Waiter]) -> None:
+        """Queue records (already replayed into the live replica) and their callers."""
+        w = self._open
+        if w is None:
+            w = self._open = Write()
+        w.records.extend(records)
+        w.entries.extend(entries)
+        w.waiters.extend(waiters)
+        self.newest_unconfirmed = w
+
+    def flush(self) -> None:
+        """End of a loop turn: send the open write once the one in flight is done."""
+        if self._open is not None:
+            self._ready.set()
+
+    def abandon(self) -> list[Waiter]:
+        """Forget every unconfirmed write; returns their callers (to be failed)."""
+        waiters = [wt for w in (self._inflight, self._open) if w is not None for wt in w.waiters]
+        self._inflight = self._open = self.newest_unconfirmed = None
+        return waiters
+
+    async def run(self) -> None:
+        """Write for ever; raises Fenced, NeedsRepair, NeedsReload (or a bug)."""
+        tag = self._fence.tag()
+        while True:
+            await self._ready.wait()
+            self._ready.clear()
+            w, self._open = self._open, None
+            if w is None:
+                continue
+            self._inflight = w
+            started = time.perf_counter()
+            try:
+                spans = await self._writer.append(self.partition, w.entries, tag)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
+                self._on_failed(exc, self.abandon())
+                continue
+            for first, last in spans:
+                await self._confirm(first, last)
+            if self._metrics is not None:
+                self._metrics.observe_state_write(
+                    self.partition, time.perf_counter() - started, len(w.entries)
+                )
+            self._inflight = None
+            if self.newest_unconfirmed is w:
+                self.newest_unconfirmed = None
+            self._commit(w.records)
+            for fut, response in w.waiters:
+                if not fut.done():
+                    fut.set_result(response)
+            if self._repair_needed:
+                raise NeedsRepair(f"partition {self.partition}: a fenced writer's records follow our marker")
+            if self._open is not None:
+                self._ready.set()
+
+    async def _confirm(self, first: int, last: int) -> None:
+        if first < self._next_expected:
+            raise RuntimeError(
+                f"partition {self.partition}: write acked at {first}, expected >= {self._next_expected}"
+            )
+        if first > self._next_expected:
+            ours = 0
+
+            def admit(key: bytes, value: bytes | None) -> None:
+                nonlocal ours
+                ours += 1
+
+            def reject(key: bytes) -> None:
+                self.stale_keys_seen += 1
+                self._repair_needed = True
+
+            self._reader.seek(self._next_expected)
+            async for chunk in self._reader.chunks_until(first):
+                self._filter.scan(chunk, admit, reject)
+                if self._filter.supersedes(self._fence):
+                    raise Fenced(f"partition {self.partition}: marker {self._filter.current} before {first}")
+            if ours:
+                raise NeedsReload(
+                    f"partition {self.partition}: {ours} record(s) of a failed write landed before {first}"
+                )
+        self._next_expected = last + 1
