@@ -1,0 +1,126 @@
+"""The gateway's group APIs without sockets: the API table, and requests naming several groups
+split by state partition and merged back in request order (a fake shard client records every
+envelope and answers from it)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.partitioning import partition_for
+from groupcoord.gateway.group_apis import GROUP_APIS, GroupApis
+from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.server import Gateway
+from groupcoord.gateway.shard_client import ShardReply
+from groupcoord.rpc.v1 import coordinator_pb2 as pb
+from groupcoord.rpc.v1 import group_admin_pb2 as ga
+
+PARTITIONS = 3
+LISTENER = ("127.0.0.1", 9092)
+
+
+class RecordingShards:
+    """Answers DeleteGroups / DescribeGroups for the groups each envelope names."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[tuple[str, int], pb.CoordinatorEnvelope]] = []
+
+    async def call(self, address: tuple[str, int], envelope: pb.CoordinatorEnvelope) -> ShardReply:
+        self.sent.append((address, pb.CoordinatorEnvelope.FromString(envelope.SerializeToString())))
+        if envelope.HasField("delete_groups"):
+            names = envelope.delete_groups.groups_names
+            return ShardReply(
+                0, "", ga.DeleteGroupsResponse(results=[ga.DeletableGroupResult(group_id=g) for g in names])
+            )
+        names = envelope.describe_groups.groups
+        return ShardReply(
+            0,
+            "",
+            ga.DescribeGroupsResponse(
+                groups=[ga.DescribedGroup(group_id=g, group_state="Stable") for g in names]
+            ),
+        )
+
+
+def group_apis(leaders: dict[int, tuple[int, int]]) -> tuple[GroupApis, RecordingShards]:
+    table = LeadershipTable(PARTITIONS)
+    table.update(leaders, {0: ShardEndpoint("shard-0", 7000), 1: ShardEndpoint("shard-1", 7000)})
+    shards = RecordingShards()
+
+    async def no_upstream(body: Any) -> Any:
+        raise AssertionError("group requests never go upstream here")
+
+    async def node(listener: tuple[str, int]) -> tuple[int, str, int]:
+        return 1, *listener
+
+    return GroupApis(table, shards, no_upstream, node), shards  # type: ignore[arg-type]
+
+
+def header(api_key: int, version: int) -> SimpleNamespace:
+    return SimpleNamespace(request_api_key=api_key, request_api_version=version, client_id="t")
+
+
+def groups_by_partition() -> dict[int, list[str]]:
+    """Group ids in request order covering every partition at least twice."""
+    found: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    i = 0
+    while min(len(ids) for ids in found.values()) < 2:
+        gid = f"g{i}"
+        found[partition_for(gid, PARTITIONS)].append(gid)
+        i += 1
+    return found
+
+
+async def test_groups_are_split_by_partition_and_answered_in_request_order() -> None:
+    by_partition = groups_by_partition()
+    names = [g for pair in zip(*by_partition.values(), strict=False) for g in pair]  # interleaved
+    names.append(names[0])  # a group named twice is answered twice, like Kafka
+    # partition 2 has no leader (being moved): its groups get COORDINATOR_NOT_AVAILABLE
+    apis, shards = group_apis({0: (0, 1), 1: (1, 1)})
+
+    response = await apis.handle(header(42, 2), DeleteGroupsRequest(groups_names=tuple(names)), LISTENER)
+
+    assert [r.group_id for r in response.results] == names
+    for result in response.results:
+        leaderless = partition_for(result.group_id, PARTITIONS) == 2
+        assert result.error_code == (ErrorCode.coordinator_not_available if leaderless else ErrorCode.none)
+    # one call per partition with a leader, carrying that partition's groups in request order
+    assert sorted(env.partition for _, env in shards.sent) == [0, 1]
+    for address, env in shards.sent:
+        expected = [g for g in names if partition_for(g, PARTITIONS) == env.partition]
+        assert list(env.delete_groups.groups_names) == expected
+        assert address == ("shard-0" if env.partition == 0 else "shard-1", 7000)
+
+
+async def test_describe_groups_uses_the_same_split_and_names_the_api_once() -> None:
+    by_partition = groups_by_partition()
+    names = [*by_partition[1], *by_partition[0]]
+    apis, shards = group_apis({0: (0, 1), 1: (1, 1), 2: (1, 1)})
+
+    response = await apis.handle(
+        header(15, 5),
+        DescribeGroupsRequest(groups=tuple(names), include_authorized_operations=False),
+        LISTENER,
+    )
+
+    assert [g.group_id for g in response.groups] == names
+    assert {g.group_state for g in response.groups} == {"Stable"}
+    assert {env.WhichOneof("request") for _, env in shards.sent} == {"describe_groups"}
+
+
+async def test_api_versions_advertises_exactly_the_table_for_served_apis() -> None:
+    apis, _ = group_apis({})
+    gateway = Gateway(("upstream", 9092), group_handler=apis)
+    # the upstream claims every group API at versions 0-20: the table decides, not the upstream
+    gateway._upstream_versions = {key: (0, 20) for key in (*GROUP_APIS, 18)}
+    advertised = await gateway.advertised()
+    for key, api in GROUP_APIS.items():
+        lo, hi = api.versions
+        codec_lo, codec_hi = codec.CODEC_VERSIONS[key]
+        assert advertised[key] == (max(lo, codec_lo), min(hi, codec_hi))
+    assert set(gateway.served_apis) == set(GROUP_APIS)
