@@ -28,13 +28,14 @@ DESCRIPTION = "PySpark capacity job wall time: one day of 10 s samples, 3 shards
 def _timed_job(spark: Any, files: Path, out: Path) -> tuple[float, dict[str, Any], list[str]]:
     import io  # noqa: PLC0415
 
-    from groupcoord_spark import capacity  # noqa: PLC0415
+    from groupcoord_spark.capacity.job import Progress, run  # noqa: PLC0415
+    from groupcoord_spark.capacity.sizing import CapacityParams  # noqa: PLC0415
     from groupcoord_spark.sources import read_sample_files  # noqa: PLC0415
 
     log = io.StringIO()
     started = time.perf_counter()
     samples = read_sample_files(spark, [str(files)])
-    result = capacity.run(spark, samples, capacity.CapacityParams(), out, progress=capacity.Progress(7, log))
+    result = run(spark, samples, CapacityParams(), out, progress=Progress(7, log))
     wall = time.perf_counter() - started
     return wall, result.plan, log.getvalue().splitlines()
 

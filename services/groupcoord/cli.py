@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, str] = {
     "gateway": "groupcoord.gateway.command",
     "shard": "groupcoord.coordinator.server.supervisor",
     "operator": "groupcoord_operator.command",
-    "capacity": "groupcoord_spark.command",
+    "capacity": "groupcoord_spark.capacity.command",
 }
 
 
