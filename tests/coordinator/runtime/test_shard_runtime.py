@@ -465,3 +465,87 @@ async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(b
         assert (await call(rt, "get", RegisterGetRequest(name="x"))).value == 2
     finally:
         await rt.close()
+
+
+async def test_the_group_cores_revert_a_failed_offset_commit(broker, topic) -> None:
+    """The revert is generic: the real GroupCoordinatorShard (``--core group``) is copied too."""
+    from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
+        OPERATIONS as GROUP_OPERATIONS,
+    )
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
+    from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
+
+    def commit(offset: int) -> object:
+        return GROUP_OPERATIONS["offset_commit"](
+            offsets_pb2.OffsetCommitRequest(
+                api_version=8,
+                group_id="app",
+                generation_id_or_member_epoch=-1,
+                retention_time_ms=-1,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name="orders",
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=offset
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+
+    async def fetched() -> int:
+        request = offsets_pb2.OffsetFetchRequest(
+            api_version=8,
+            groups=[
+                offsets_pb2.OffsetFetchRequestGroup(
+                    group_id="app",
+                    member_epoch=-1,
+                    topics=[offsets_pb2.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])],
+                )
+            ],
+        )
+        response = await rt.submit(P, GROUP_OPERATIONS["offset_fetch"](request))
+        return response.groups[0].topics[0].partitions[0].committed_offset
+
+    writer = FailingWriter(broker.bootstrap, topic)
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap,
+        topic=topic,
+        partitions=2,
+        shard_factory=group_shard_factory,
+        writer=writer,
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        await rt.submit(P, commit(42))
+        writer.fail = True
+        pending = rt.submit(P, commit(43))
+        assert await fetched() == 42  # the commit in flight is not visible to a fetch
+        with pytest.raises(CoordinatorError):
+            await pending
+        assert await fetched() == 42  # reverted, not reloaded
+        assert rt.partition(P).writes_reverted == 1 and rt.partition(P).state is PartitionState.ACTIVE
+        await rt.submit(P, commit(44))
+        assert await fetched() == 44
+    finally:
+        await rt.close()
+
+
+async def test_news_for_every_replica_reaches_what_reads_see(runtimes) -> None:
+    """Like a topic-metadata image: state from outside the log that reads use too."""
+    from groupcoord.coordinator.core.contract import CoordinatorResult, write_operation  # noqa: PLC0415
+
+    def note(shard: RegisterShard, now_ms: int, _: object) -> CoordinatorResult[None]:
+        shard.note = now_ms  # type: ignore[attr-defined]
+        return CoordinatorResult()
+
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    await a.submit(P, write_operation("note", note), every_replica=True)
+    part = a.partition(P)
+    assert part.shard.note == part.committed_shard.note
+    await a.submit(P, write_operation("note", note))
+    assert part.committed_shard is not part.shard

@@ -66,6 +66,7 @@ def now_ms() -> int:
 class _Request:
     operation: CoordinatorOperation[Any, Any]
     future: asyncio.Future[Any]
+    every_replica: bool = False
 
 
 @dataclass(slots=True)
@@ -165,12 +166,19 @@ class PartitionRuntime:
     def _put(self, ev: object) -> None:
         self._queue.put_nowait((time.perf_counter(), ev))
 
-    def submit(self, operation: CoordinatorOperation[Any, Any]) -> asyncio.Future[Any]:
+    def submit(
+        self, operation: CoordinatorOperation[Any, Any], *, every_replica: bool = False
+    ) -> asyncio.Future[Any]:
         """Queue ``operation`` on the loop; the future gets the response or a CoordinatorError
-        (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active)."""
+        (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when not active).
+
+        ``every_replica``: news from outside the log that reads must see too (Kafka's
+        ``onNewMetadataImage``, which is not snapshotted either): the write operation first
+        runs against the committed replica, whose result is dropped (its records reach that
+        replica once the live replica's write is acknowledged), then as usual."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.state is PartitionState.ACTIVE:
-            self._put(_Request(operation, fut))
+            self._put(_Request(operation, fut, every_replica))
         elif self.state is PartitionState.LOADING:
             fut.set_exception(
                 _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
@@ -397,6 +405,8 @@ class PartitionRuntime:
                 if op.read_only:
                     ev.future.set_result(self._read(op, replicas.committed, ev.future))
                     return
+                if ev.every_replica:
+                    op.run(replicas.committed, now_ms(), None)
                 result = op.run(replicas.live, now_ms(), ev.future)
             except CoordinatorError as exc:
                 ev.future.set_exception(exc)

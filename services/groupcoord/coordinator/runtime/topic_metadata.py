@@ -148,7 +148,7 @@ def follow_topics(
         update = write_operation(
             "on_metadata_update", lambda shard, now_ms, _: shard.on_metadata_update(image, now_ms)
         )
-        fut = runtime.submit(partition, update)
+        fut = runtime.submit(partition, update, every_replica=True)  # reads use the image too
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors: retried on the next change
 
     return TopicMetadataRefresher(runtime.bootstrap, build_image, runtime.active_partitions, deliver)

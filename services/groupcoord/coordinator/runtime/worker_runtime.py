@@ -119,9 +119,12 @@ class WorkerRuntime:
 
     # --- requests ---------------------------------------------------------------------------
 
-    def submit(self, partition: int, operation: CoordinatorOperation[Any, Any]) -> asyncio.Future[Any]:
+    def submit(
+        self, partition: int, operation: CoordinatorOperation[Any, Any], *, every_replica: bool = False
+    ) -> asyncio.Future[Any]:
         """Run ``operation`` on ``partition``'s loop; the future resolves after its records are
-        written, confirmed and replayed (or at once for a read)."""
+        written, confirmed and committed (or at once for a read). See
+        :meth:`~.partition_loop.PartitionRuntime.submit` for ``every_replica``."""
         part = self._parts.get(partition)
         if part is None:
             fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -129,7 +132,7 @@ class WorkerRuntime:
                 CoordinatorError(ErrorCode.not_coordinator, f"partition {partition} not led here")
             )
             return fut
-        return part.submit(operation)
+        return part.submit(operation, every_replica=every_replica)
 
     # --- leadership -------------------------------------------------------------------------
 
