@@ -1,7 +1,7 @@
 """Every Kubernetes object the operator writes, as pure ``build_*`` functions.
 
-The kopf handlers only fetch, call these, and send the result; keeping construction pure means
-unit tests check the exact objects (and validate them against the Kubernetes schemas) without
+The reconcile (:mod:`groupcoord_operator.reconcile`) only reads, calls these and writes the
+diff; keeping construction pure means unit tests check the exact objects (and validate them against the Kubernetes schemas) without
 any API server, and re-running a reconcile produces byte-identical objects (idempotence).
 
 Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gateway``)::
@@ -160,7 +160,9 @@ def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
 
 
 def shard_args(name: str, namespace: str, spec: Spec) -> list[str]:
-    """The shard command line; ``$(SHARD_ID)`` is expanded by the kubelet from the pod index."""
+    """The shard command line; ``$(SHARD_ID)`` is expanded by the kubelet from the pod index.
+    ``--threads`` keeps the resource's word: the shard pod runs that many worker processes, each
+    one event loop over its share of the shard's partitions."""
     return [
         "shard",
         "--shard-id",

@@ -84,7 +84,7 @@ def main(args: argparse.Namespace) -> int:
 
     from groupcoord_operator import handlers  # importing registers the handlers
 
-    handlers.RUNTIME.namespaces = list(args.namespace)
+    handlers.PROCESS.namespaces = list(args.namespace)
 
     kopf.run(
         standalone=True,  # leader election is ours (a Lease), not kopf peering

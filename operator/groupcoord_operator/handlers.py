@@ -43,8 +43,9 @@ RESYNC_SECONDS = float(os.environ.get("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "10"
 SHARD_PODS = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/component": SHARD}
 
 
-class Runtime:
-    """Process-wide state the handlers share: the API client and the elector."""
+class OperatorProcess:
+    """What this operator process holds for every handler: the API client, the Lease elector
+    and the resync thread."""
 
     def __init__(self) -> None:
         self.kube: Kube | None = None
@@ -107,7 +108,7 @@ class Runtime:
             self.kube = None
 
 
-RUNTIME = Runtime()
+PROCESS = OperatorProcess()
 
 
 @kopf.on.startup()
@@ -127,28 +128,28 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     if server:
         configuration = k8s.Configuration()
         configuration.host = server
-        RUNTIME.connect(configuration)
+        PROCESS.connect(configuration)
         return kopf.ConnectionInfo(server=server, insecure=True)
     try:
         k8s_config.load_incluster_config()
     except k8s_config.ConfigException:
         k8s_config.load_kube_config()
-    RUNTIME.connect(k8s.Configuration.get_default_copy())
+    PROCESS.connect(k8s.Configuration.get_default_copy())
     return kopf.login_via_client(**kwargs)
 
 
 @kopf.on.cleanup()
 def shutdown(**_: Any) -> None:
-    RUNTIME.close()
+    PROCESS.close()
 
 
 def _reconcile(namespace: str, name: str) -> None:
-    if not RUNTIME.leads():
+    if not PROCESS.leads():
         log.debug("%s/%s: not the leader, skipping", namespace, name)
         return
-    assert RUNTIME.kube is not None
+    assert PROCESS.kube is not None
     try:
-        reconcile(RUNTIME.kube, namespace, name, image=RUNTIME.image)
+        reconcile(PROCESS.kube, namespace, name, image=PROCESS.image)
     except KubeError as exc:
         raise kopf.TemporaryError(f"API error: {exc}", delay=5) from exc
 

@@ -99,7 +99,7 @@ async def operator(kmock: kmock.KubernetesEmulator, monkeypatch: pytest.MonkeyPa
     finally:
         stop.set()
         await asyncio.to_thread(thread.join, 20)
-        handlers.RUNTIME.close()
+        handlers.PROCESS.close()
     assert not thread.is_alive(), "the operator did not stop"
     assert not errors, errors
 
