@@ -79,7 +79,7 @@ class GroupApis:
 
     async def handle(self, header: Any, request: Any, listener: Address, client_host: str = "") -> Any:
         ctx = CallContext(header, int(header.request_api_version), listener, client_host)
-        return await GROUP_APIS[int(header.request_api_key)].handler(self, ctx, request)
+        return await self.apis[int(header.request_api_key)].handler(self, ctx, request)
 
     # --- plumbing ---------------------------------------------------------------------
 
@@ -98,14 +98,14 @@ class GroupApis:
         group_ids: Sequence[str],
         request: Callable[[list[str]], Envelope],
         answers: Callable[[Any], Iterable[tuple[str, T]]],
-        failed: Callable[[str, ShardReply], T],
+        on_error: Callable[[str, ShardReply], T],
     ) -> list[T]:
         """One answer per entry of ``group_ids``, in request order, for a request naming several
         groups: split by state partition, one call per partition (in parallel), merged back.
 
         ``request(ids)`` is the request for the groups of one partition (in request order);
         ``answers(response)`` yields (group id, answer) from a partition's response;
-        ``failed(group_id, reply)`` answers for a group whose partition returned a
+        ``on_error(group_id, reply)`` answers for a group whose partition returned a
         request-level error (not leading, loading, no leader known).
         """
         by_partition: dict[int, list[str]] = {}
@@ -119,7 +119,7 @@ class GroupApis:
             if reply.response is not None:
                 found.update(answers(reply.response))
             else:
-                found.update((gid, failed(gid, reply)) for gid in ids)
+                found.update((gid, on_error(gid, reply)) for gid in ids)
         return [found[gid] for gid in group_ids]
 
     def response(self, ctx: CallContext, api_key: int, message: Message) -> Any:

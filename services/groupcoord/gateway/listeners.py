@@ -20,11 +20,11 @@ from typing import Any
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway import broker_addresses
+from groupcoord.gateway.upstream import READ_SIZE
 
 log = logging.getLogger(__name__)
 
 Address = tuple[str, int]
-READ_SIZE = 256 * 1024
 
 
 @dataclass

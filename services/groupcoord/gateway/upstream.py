@@ -20,7 +20,7 @@ from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.gateway.protocol import Request
 
 Address = tuple[str, int]
-READ_SIZE = 256 * 1024
+READ_SIZE = 256 * 1024  # bytes per socket read, and the stream limit of client connections
 CLIENT_ID = "groupcoord-gateway"
 TIMEOUT_S = 10.0
 
