@@ -141,7 +141,6 @@ async def measure_group_core(bootstrap: str, groups: int, offsets: int) -> dict[
     from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
     from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey, OffsetCommitValue  # noqa: PLC0415
 
-    group_shard_factory(0, None)  # type: ignore[arg-type]  # imports the cores: registers their record types
     topic = f"bench-offsets-{uuid.uuid4().hex[:6]}"
     await ensure_topic(bootstrap, topic, 1)
     per_group = max(offsets // max(groups, 1), 1)
