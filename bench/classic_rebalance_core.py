@@ -16,7 +16,12 @@ import time
 from typing import Any
 
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult, serialize_record
+from groupcoord.coordinator.core.contract import (
+    PENDING,
+    CoordinatorResult,
+    apply_timer_intents,
+    serialize_record,
+)
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
@@ -37,6 +42,7 @@ class _Driver:
         self._n = 0
 
     def apply(self, result: CoordinatorResult[Any]) -> Any:
+        apply_timer_intents(self.timer, result.timers)
         for r in result.records:
             serialize_record(r)
             self.shard.replay(r)

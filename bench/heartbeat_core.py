@@ -16,7 +16,7 @@ import time
 import uuid
 
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import CoordinatorResult, serialize_record
+from groupcoord.coordinator.core.contract import CoordinatorResult, apply_timer_intents, serialize_record
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
@@ -26,7 +26,9 @@ NAME = "heartbeat-core"
 DESCRIPTION = "KIP-848 steady-state heartbeats per second through the core (one core), p50/p99"
 
 
-def _apply(shard: GroupCoordinatorShard, result: CoordinatorResult) -> CoordinatorResult:  # type: ignore[type-arg]
+def _apply(shard: GroupCoordinatorShard, timer: MockTimer, result: CoordinatorResult) -> CoordinatorResult:  # type: ignore[type-arg]
+    """What the runtime does with a result: the timer intents, then the records."""
+    apply_timer_intents(timer, result.timers)
     for record in result.records:
         serialize_record(record)
         shard.replay(record)
@@ -53,21 +55,22 @@ def run(args: list[str]) -> dict[str, object]:
     opts = parser.parse_args(args)
     n = opts.members
     clock = MockClock()
-    shard = GroupCoordinatorShard(MockTimer(clock), GroupConfig())
+    timer = MockTimer(clock)
+    shard = GroupCoordinatorShard(timer, GroupConfig())
     tid = uuid.uuid5(uuid.NAMESPACE_OID, "topic").bytes
-    _apply(shard, shard.on_metadata_update(TopicsImage.of([TopicImage(tid, "topic", 2 * n)]), 0))
+    _apply(shard, timer, shard.on_metadata_update(TopicsImage.of([TopicImage(tid, "topic", 2 * n)]), 0))
     ids = [f"member-{i:05d}" for i in range(n)]
     epochs = dict.fromkeys(ids, 0)
     owned: dict[str, list[pb.ConsumerGroupHeartbeatTopicPartitions]] = dict.fromkeys(ids, [])
     t0 = time.perf_counter()
     for m in ids:
-        resp = _apply(shard, shard.consumer_group_heartbeat(_request(m, 0, [], False), 0)).response
+        resp = _apply(shard, timer, shard.consumer_group_heartbeat(_request(m, 0, [], False), 0)).response
         epochs[m] = resp.member_epoch
     formation_s = time.perf_counter() - t0
     for _ in range(4):  # revocations, then assignments, until stable
         for m in ids:
             resp = _apply(
-                shard, shard.consumer_group_heartbeat(_request(m, epochs[m], owned[m], False), 0)
+                shard, timer, shard.consumer_group_heartbeat(_request(m, epochs[m], owned[m], False), 0)
             ).response
             epochs[m] = resp.member_epoch
             if resp.HasField("assignment"):
@@ -82,7 +85,7 @@ def run(args: list[str]) -> dict[str, object]:
         m = ids[i % n]
         req = _request(m, epochs[m], owned[m], False)
         t = time.perf_counter()
-        result = _apply(shard, shard.consumer_group_heartbeat(req, 0))
+        result = _apply(shard, timer, shard.consumer_group_heartbeat(req, 0))
         samples.append(time.perf_counter() - t)
         records += len(result.records)
         assert result.response.error_code == 0
@@ -92,10 +95,10 @@ def run(args: list[str]) -> dict[str, object]:
     full = []
     for m in ids[:1000]:
         t = time.perf_counter()
-        _apply(shard, shard.consumer_group_heartbeat(_request(m, epochs[m], owned[m], True), 0))
+        _apply(shard, timer, shard.consumer_group_heartbeat(_request(m, epochs[m], owned[m], True), 0))
         full.append(time.perf_counter() - t)
     t = time.perf_counter()
-    _apply(shard, shard.consumer_group_heartbeat(_request("late-joiner", 0, [], False), 0))
+    _apply(shard, timer, shard.consumer_group_heartbeat(_request("late-joiner", 0, [], False), 0))
     join_ms = (time.perf_counter() - t) * 1000
     return {
         "members": n,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import serialize_record
+from groupcoord.coordinator.core.contract import apply_timer_intents, serialize_record
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import classic_group_pb2 as cpb
@@ -31,6 +31,7 @@ def _shard_with_member() -> tuple[GroupCoordinatorShard, MockClock, str, int]:
     shard = GroupCoordinatorShard(timer, GroupConfig(classic_group_initial_rebalance_delay_ms=0))
 
     def apply(result):  # noqa: ANN001, ANN202
+        apply_timer_intents(timer, result.timers)
         for r in result.records:
             shard.replay(r)
         return result

@@ -1,7 +1,8 @@
 """A GroupCoordinatorShard driven like Kafka's GroupMetadataManagerTestContext.
 
 Every call's records are serialized into a :class:`RecordLog` and replayed into the live shard
-(as the runtime does); timers run on a :class:`MockClock`; answers to waiting requests
+(as the runtime does) and the timer intents applied to a :class:`MockTimer`, which runs them on a
+:class:`MockClock`; answers to waiting requests
 (completions) are collected per token, so a test reads "member A's JoinGroup got ...".
 ``replayed()`` rebuilds a second shard from the log alone for replay == live checks.
 """
@@ -13,7 +14,7 @@ from typing import Any
 
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult
+from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult, apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer, RecordLog
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
@@ -34,6 +35,8 @@ class ShardContext:
 
     # --- driving -----------------------------------------------------------------------------
     def apply(self, result: CoordinatorResult[Any]) -> CoordinatorResult[Any]:
+        """What the runtime does with a result: timer intents first, then the records."""
+        apply_timer_intents(self.timer, result.timers)
         self.log.append(result.records)
         for record in result.records:
             self.shard.replay(record)

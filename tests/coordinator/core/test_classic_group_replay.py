@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from shard_test_context import ShardContext
 
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
+from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer
 
@@ -84,10 +85,12 @@ def test_a_takeover_replays_the_log_and_rearms_session_timers() -> None:
     for record in ctx.log.records():
         successor.replay(record)
     assert successor.groups == ctx.shard.groups
-    successor.on_loaded(clock.now_ms)
+    apply_timer_intents(timer, successor.on_loaded(clock.now_ms).timers)
     clock.now_ms += 10_000
     for _, operation in timer.pop_expired():
-        for record in operation().records:
+        result = operation()
+        apply_timer_intents(timer, result.timers)
+        for record in result.records:
             successor.replay(record)
     group = successor.groups[G]
     assert not group.members

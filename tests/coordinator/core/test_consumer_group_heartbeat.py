@@ -11,7 +11,9 @@ from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer_group import MemberState
+from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
+from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
 
@@ -445,8 +447,8 @@ def test_a_new_leader_replays_the_group_and_rearms_its_timers() -> None:
     fresh = ctx.replayed()
     assert fresh.groups == ctx.shard.groups
     fresh.image = ctx.shard.image
-    fresh.on_loaded(ctx.clock.now_ms)
-    timer = fresh.timer
+    timer = MockTimer(MockClock(ctx.clock.now_ms))
+    apply_timer_intents(timer, fresh.on_loaded(ctx.clock.now_ms).timers)
     assert timer.is_scheduled("consumer-session:group:a") and timer.is_scheduled("consumer-session:group:b")
     assert timer.is_scheduled("consumer-rebalance:group:a")
     # the new leader serves the members where the old one left off
@@ -499,7 +501,6 @@ def test_consumer_groups_are_listed_with_their_state_and_type() -> None:
 def test_heartbeats_wait_for_the_first_topics_image() -> None:
     """Right after a takeover the shard has no topics image yet: assigning against nothing
     would revoke every partition, so members are told to retry (as during loading)."""
-    from groupcoord.coordinator.core.testing import MockClock, MockTimer
     from groupcoord.coordinator.core.topics_image import TopicsImage
 
     shard = GroupCoordinatorShard(MockTimer(MockClock()))

@@ -4,12 +4,15 @@ downgrade. The consumer-group half of the case study lives with the KIP-848 core
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from consumer_group_context import ConsumerGroupContext
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.common.errors import ErrorCode as E
+from groupcoord.coordinator.core.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
 from groupcoord.coordinator.core.consumer_group import ConsumerGroup
@@ -20,15 +23,27 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.contract import CoordinatorRecord, apply_timer_intents
 from groupcoord.coordinator.core.migration import (
     can_upgrade,
     classic_group_from_members,
     members_for_upgrade,
-    retire_for_upgrade,
+    release_for_upgrade,
 )
 
 G = "group"
 SUB = encode_subscription(Subscription(["orders", "payments"], rack_id="r1"))
+
+
+def retire_for_upgrade(
+    ctx: ShardContext, group: ClassicGroup
+) -> tuple[list[CoordinatorRecord], list[tuple[Any, Any]]]:
+    """The classic half of an upgrade on its own (OnlineMigration.upgrade adds the consumer
+    group's records): the classic group's tombstones, and the answers for its waiting requests;
+    its timers end as the runtime would end them."""
+    released = release_for_upgrade(ctx.shard.classic, group)
+    apply_timer_intents(ctx.timer, released.timers)
+    return group.tombstone_records(), released.completions
 
 
 def _classic_consumer_group(ctx: ShardContext) -> tuple[list[str], int]:
@@ -87,7 +102,7 @@ def test_retiring_the_classic_group_answers_waiting_requests_and_tombstones_it()
     ids, gen = _classic_consumer_group(ctx)
     waiting = ctx.join(G, ids[0], protocols=[("range", SUB + b"x")])
     assert ctx.answer(waiting) is None
-    records, completions = retire_for_upgrade(ctx.shard.classic, ctx.classic(G))
+    records, completions = retire_for_upgrade(ctx, ctx.classic(G))
     assert [(t, r.error_code) for t, r in completions] == [(waiting, E.rebalance_in_progress.value)]
     ctx.log.append(records)
     for r in records:
@@ -100,7 +115,7 @@ def test_downgrade_rebuilds_a_stable_classic_group_then_rebalances_when_a_member
     ctx = ShardContext()
     ids, gen = _classic_consumer_group(ctx)
     epoch, members = members_for_upgrade(ctx.classic(G))
-    records, _ = retire_for_upgrade(ctx.shard.classic, ctx.classic(G))
+    records, _ = retire_for_upgrade(ctx, ctx.classic(G))
     ctx.log.append(records)
     for r in records:
         ctx.shard.replay(r)
@@ -109,9 +124,7 @@ def test_downgrade_rebuilds_a_stable_classic_group_then_rebalances_when_a_member
     back = classic_group_from_members(
         ctx.shard.classic, G, epoch + 3, members[1:], ctx.clock.now_ms, rebalance=True
     )
-    ctx.log.append(back)
-    for r in back:
-        ctx.shard.replay(r)
+    ctx.apply(back)
     group = ctx.classic(G)
     assert group.generation_id == epoch + 3
     assert list(group.members) == [ids[1]] and group.leader_id == ids[1]
@@ -129,11 +142,12 @@ def test_downgrade_without_rebalance_keeps_the_generation_stable() -> None:
     ctx = ShardContext()
     ids, gen = _classic_consumer_group(ctx)
     epoch, members = members_for_upgrade(ctx.classic(G))
-    records, _ = retire_for_upgrade(ctx.shard.classic, ctx.classic(G))
+    records, _ = retire_for_upgrade(ctx, ctx.classic(G))
     back = classic_group_from_members(ctx.shard.classic, G, epoch, members, ctx.clock.now_ms, rebalance=False)
-    ctx.log.append(records + back)
-    for r in records + back:
+    ctx.log.append(records)
+    for r in records:
         ctx.shard.replay(r)
+    ctx.apply(back)
     group = ctx.classic(G)
     assert group.state is S.STABLE and group.protocol_name == "range"
     assert ctx.heartbeat(G, ids[0], epoch) == 0

@@ -13,8 +13,11 @@ The classic half of Apache Kafka's ``GroupMetadataManager``, sans-IO:
   maps keys to the parked tokens. Parked tokens are connections, not state: they are not
   replayed and die with the partition's leadership.
 * Timers: a session timer per member, the join-phase timer (rebalance timeout, or the initial
-  rebalance delay for a group that starts empty) and one per pending member id. A timer runs
-  at its deadline, which it knows (``now_ms`` of scheduling + delay), so no clock is read.
+  rebalance delay for a group that starts empty) and one per pending member id. Handlers and
+  timer operations never arm or cancel one: they return the intents in
+  ``CoordinatorResult.timers`` (collected in :class:`_Change` in the order Kafka's code would
+  have scheduled them). A timer runs at its deadline, which it knows (``now_ms`` of scheduling +
+  delay), so no clock is read.
 
 Pending sync: Kafka removes members that have not sent SyncGroup a rebalance timeout after the
 join phase. Follower syncs write no records here, so only the case that can wedge a group is
@@ -38,9 +41,12 @@ from groupcoord.coordinator.core.classic_group import (
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     PENDING,
+    CancelTimer,
     CoordinatorRecord,
     CoordinatorResult,
-    Timer,
+    ScheduleTimer,
+    TimerIntent,
+    deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import classic_group_pb2 as rpb
@@ -110,6 +116,7 @@ class _Change:
         self.answers: list[tuple[WaitKey, Any]] = []
         self.reschedule: list[tuple[str, int]] = []  # (member id, delay) session timers to (re)arm
         self.cancel: list[str] = []  # member ids whose session timers stop
+        self.timers: list[TimerIntent] = []  # the other timer intents, in order
 
     # Writes go to the scratch copy and the record list together.
     def put_member(self, member: ClassicGroupMember) -> None:
@@ -176,7 +183,6 @@ class ClassicGroupManager:
     def __init__(
         self,
         groups: dict[str, Group],
-        timer: Timer,
         config: GroupConfig,
         delete_other_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
@@ -189,7 +195,6 @@ class ClassicGroupManager:
         ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
         another type (a classic member inside a consumer group, online migration)."""
         self.groups = groups
-        self.timer = timer
         self.config = config
         self.waiters = Waiters()
         self.delete_other_group = delete_other_group or (lambda _group: [])
@@ -241,23 +246,32 @@ class ClassicGroupManager:
         mid-rebalance just gets a full rebalance timeout (or session timeout) to settle again.
         """
         self.waiters.clear()
+        timers: list[TimerIntent] = []
         for group in list(self.groups.values()):
             if not isinstance(group, ClassicGroup):
                 continue
+            gid = group.group_id
             for member in group.members.values():
-                self._schedule_session(group.group_id, member.member_id, member.session_timeout_ms, now_ms)
+                timers.append(self._session_timer(gid, member.member_id, member.session_timeout_ms, now_ms))
             for member_id, session_ms in group.pending_members.items():
-                self._schedule_pending(group.group_id, member_id, session_ms, now_ms)
+                timers.append(
+                    deadline_timer(
+                        pending_member_key(gid, member_id),
+                        session_ms,
+                        now_ms,
+                        self._expire_pending,
+                        gid,
+                        member_id,
+                    )
+                )
             if group.state is State.PREPARING_REBALANCE:
                 delay = max(
                     group.rebalance_timeout_ms(), self.config.classic_group_initial_rebalance_delay_ms
                 )
-                self._schedule_join_completion(group.group_id, delay, now_ms)
+                timers.append(deadline_timer(join_key(gid), delay, now_ms, self._expire_join, gid))
             elif group.state is State.COMPLETING_REBALANCE:
-                self._schedule_sync_expiry(
-                    group.group_id, group.generation_id, group.rebalance_timeout_ms(), now_ms
-                )
-        return CoordinatorResult()
+                timers.append(self._sync_timer(group, now_ms))
+        return CoordinatorResult(timers=timers)
 
     # ------------------------------------------------------------------------------ results
     def _finish(
@@ -279,13 +293,16 @@ class ClassicGroupManager:
                 response = PENDING
         completions = self.waiters.release(answers)
         gid = change.group.group_id
-        for member_id in change.cancel:
-            self.timer.cancel(heartbeat_key(gid, member_id))
-        for member_id, delay in change.reschedule:
-            if member_id in change.group.members:
-                self.timer.cancel(heartbeat_key(gid, member_id))
-                self._schedule_session(gid, member_id, delay, change.now_ms)
-        return CoordinatorResult(records=change.all_records(), response=response, completions=completions)
+        timers = list(change.timers)
+        timers += [CancelTimer(heartbeat_key(gid, member_id)) for member_id in change.cancel]
+        timers += [
+            self._session_timer(gid, member_id, delay, change.now_ms)
+            for member_id, delay in change.reschedule
+            if member_id in change.group.members
+        ]
+        return CoordinatorResult(
+            records=change.all_records(), response=response, completions=completions, timers=timers
+        )
 
     def _classic(self, group_id: str) -> ClassicGroup | None:
         group = self.groups.get(group_id)
@@ -386,7 +403,16 @@ class ClassicGroupManager:
         if request.api_version >= JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION:
             # KIP-394: hand out the id first; the member joins with it in its next request.
             change.add_pending(new_id, request.session_timeout_ms)
-            self._schedule_pending(group.group_id, new_id, request.session_timeout_ms, change.now_ms)
+            change.timers.append(
+                deadline_timer(
+                    pending_member_key(group.group_id, new_id),
+                    request.session_timeout_ms,
+                    change.now_ms,
+                    self._expire_pending,
+                    group.group_id,
+                    new_id,
+                )
+            )
             return self._finish(change, _error_join(ErrorCode.member_id_required, new_id))
         self._add_member(change, request, protocols, new_id, None)
         return self._finish(change, wait=("join", group.group_id, new_id), token=token)
@@ -518,7 +544,7 @@ class ClassicGroupManager:
             is_new=True,
         )
         change.put_member(member)
-        self.timer.cancel(pending_member_key(group.group_id, member_id))
+        change.timers.append(CancelTimer(pending_member_key(group.group_id, member_id)))
         # A new member cannot heartbeat before its JoinGroup answer; a lost answer would leave a
         # defunct member behind, so new members expire on Kafka's new-member join timeout.
         change.reschedule.append((member_id, self.config.classic_group_new_member_join_timeout_ms))
@@ -566,14 +592,19 @@ class ClassicGroupManager:
                 change.answer("sync", m.member_id, _error_sync(ErrorCode.rebalance_in_progress))
         initial = group.state is State.EMPTY
         change.transition_to(State.PREPARING_REBALANCE)
+        gid = group.group_id
         if initial:
             delay = self.config.classic_group_initial_rebalance_delay_ms
             remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule_initial_join(
-                group.group_id, delay, remaining, frozenset(group.members), change.now_ms
+            change.timers.append(
+                self._initial_join_timer(gid, delay, remaining, frozenset(group.members), change.now_ms)
             )
         else:
-            self._schedule_join_completion(group.group_id, group.rebalance_timeout_ms(), change.now_ms)
+            change.timers.append(
+                deadline_timer(
+                    join_key(gid), group.rebalance_timeout_ms(), change.now_ms, self._expire_join, gid
+                )
+            )
             self._maybe_complete_join(change)
 
     def _maybe_complete_join(self, change: _Change) -> None:
@@ -591,7 +622,7 @@ class ClassicGroupManager:
         group = change.group
         if group.state is not State.PREPARING_REBALANCE:
             return
-        self.timer.cancel(join_key(group.group_id))
+        change.timers.append(CancelTimer(join_key(group.group_id)))
         for m in group.not_yet_rejoined():
             change.answer("join", m.member_id, _error_join(ErrorCode.unknown_member_id, m.member_id))
             change.remove_member(m.member_id)
@@ -604,9 +635,7 @@ class ClassicGroupManager:
             for m in group.members.values():
                 change.answer("join", m.member_id, self._join_response(group, m))
                 change.reschedule.append((m.member_id, m.session_timeout_ms))
-            self._schedule_sync_expiry(
-                group.group_id, group.generation_id, group.rebalance_timeout_ms(), change.now_ms
-            )
+            change.timers.append(self._sync_timer(group, change.now_ms))
         else:
             group.generation_id += 1
             group.protocol_name = None
@@ -728,10 +757,11 @@ class ClassicGroupManager:
         except CoordinatorError as e:
             return CoordinatorResult(response=pb.HeartbeatResponse(error_code=e.code.value))
         member = group.members[request.member_id]
-        self.timer.cancel(heartbeat_key(group.group_id, member.member_id))
-        self._schedule_session(group.group_id, member.member_id, member.session_timeout_ms, now_ms)
         code = ErrorCode.rebalance_in_progress if group.state is State.PREPARING_REBALANCE else ErrorCode.none
-        return CoordinatorResult(response=pb.HeartbeatResponse(error_code=code.value))
+        return CoordinatorResult(
+            response=pb.HeartbeatResponse(error_code=code.value),
+            timers=[self._session_timer(group.group_id, member.member_id, member.session_timeout_ms, now_ms)],
+        )
 
     # ------------------------------------------------------------------------------ LeaveGroup
     def leave_group(
@@ -769,7 +799,7 @@ class ClassicGroupManager:
                     self._remove_member_and_rebalance(change, existing)
             elif leaving.member_id in group.pending_members:
                 change.remove_pending(leaving.member_id)
-                self.timer.cancel(pending_member_key(group.group_id, leaving.member_id))
+                change.timers.append(CancelTimer(pending_member_key(group.group_id, leaving.member_id)))
                 self._maybe_complete_join(change)
             elif leaving.member_id in group.members:
                 self._remove_member_and_rebalance(change, leaving.member_id)
@@ -795,12 +825,36 @@ class ClassicGroupManager:
             self._maybe_complete_join(change)
 
     # ------------------------------------------------------------------------------ timers
-    def _schedule_session(self, group_id: str, member_id: str, delay_ms: int, now_ms: int) -> None:
-        deadline = now_ms + delay_ms
-        self.timer.schedule(
-            heartbeat_key(group_id, member_id),
+    # Each timer is a deadline_timer(key, delay, now, expire, *args): its operation runs
+    # ``expire(*args, deadline)`` and re-validates the group, which may have moved since.
+    def _session_timer(self, group_id: str, member_id: str, delay_ms: int, now_ms: int) -> ScheduleTimer:
+        return deadline_timer(
+            heartbeat_key(group_id, member_id), delay_ms, now_ms, self._expire_session, group_id, member_id
+        )
+
+    def _sync_timer(self, group: ClassicGroup, now_ms: int) -> ScheduleTimer:
+        """The leader must deliver the assignments of this generation within the rebalance timeout."""
+        return deadline_timer(
+            sync_key(group.group_id),
+            group.rebalance_timeout_ms(),
+            now_ms,
+            self._expire_sync,
+            group.group_id,
+            group.generation_id,
+        )
+
+    def _initial_join_timer(
+        self, group_id: str, delay_ms: int, remaining_ms: int, seen: frozenset[str], now_ms: int
+    ) -> ScheduleTimer:
+        return deadline_timer(
+            join_key(group_id),
             delay_ms,
-            lambda: self._expire_session(group_id, member_id, deadline),
+            now_ms,
+            self._expire_initial_join,
+            group_id,
+            delay_ms,
+            remaining_ms,
+            seen,
         )
 
     def _expire_session(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:
@@ -810,17 +864,12 @@ class ClassicGroupManager:
         member = group.members[member_id]
         if group.is_awaiting_join(member) and not member.is_new:
             # Waiting in JoinGroup counts as alive until the join phase ends (rebalance timeout).
-            self._schedule_session(group_id, member_id, member.session_timeout_ms, now_ms)
-            return CoordinatorResult()
+            return CoordinatorResult(
+                timers=[self._session_timer(group_id, member_id, member.session_timeout_ms, now_ms)]
+            )
         change = _Change(group_id, group, now_ms)
         self._remove_member_and_rebalance(change, member_id)
         return self._finish(change)
-
-    def _schedule_sync_expiry(self, group_id: str, generation_id: int, delay_ms: int, now_ms: int) -> None:
-        deadline = now_ms + delay_ms
-        self.timer.schedule(
-            sync_key(group_id), delay_ms, lambda: self._expire_sync(group_id, generation_id, deadline)
-        )
 
     def _expire_sync(self, group_id: str, generation_id: int, now_ms: int) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
@@ -835,14 +884,6 @@ class ClassicGroupManager:
         self._remove_member_and_rebalance(change, group.leader_id)
         return self._finish(change)
 
-    def _schedule_pending(self, group_id: str, member_id: str, delay_ms: int, now_ms: int) -> None:
-        deadline = now_ms + delay_ms
-        self.timer.schedule(
-            pending_member_key(group_id, member_id),
-            delay_ms,
-            lambda: self._expire_pending(group_id, member_id, deadline),
-        )
-
     def _expire_pending(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or member_id not in group.pending_members:
@@ -852,10 +893,6 @@ class ClassicGroupManager:
         self._maybe_complete_join(change)
         return self._finish(change)
 
-    def _schedule_join_completion(self, group_id: str, delay_ms: int, now_ms: int) -> None:
-        deadline = now_ms + delay_ms
-        self.timer.schedule(join_key(group_id), delay_ms, lambda: self._expire_join(group_id, deadline))
-
     def _expire_join(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
         group = self.groups.get(group_id)
         if not isinstance(group, ClassicGroup) or group.state is not State.PREPARING_REBALANCE:
@@ -863,16 +900,6 @@ class ClassicGroupManager:
         change = _Change(group_id, group, now_ms)
         self._complete_join(change)
         return self._finish(change)
-
-    def _schedule_initial_join(
-        self, group_id: str, delay_ms: int, remaining_ms: int, seen: frozenset[str], now_ms: int
-    ) -> None:
-        deadline = now_ms + delay_ms
-        self.timer.schedule(
-            join_key(group_id),
-            delay_ms,
-            lambda: self._expire_initial_join(group_id, delay_ms, remaining_ms, seen, deadline),
-        )
 
     def _expire_initial_join(
         self, group_id: str, delay_ms: int, remaining_ms: int, seen: frozenset[str], now_ms: int
@@ -885,8 +912,10 @@ class ClassicGroupManager:
         current = frozenset(group.members)
         if current - seen and remaining_ms > 0:
             new_delay = min(self.config.classic_group_initial_rebalance_delay_ms, remaining_ms)
-            self._schedule_initial_join(group_id, new_delay, max(remaining_ms - delay_ms, 0), current, now_ms)
-            return CoordinatorResult()
+            again = self._initial_join_timer(
+                group_id, new_delay, max(remaining_ms - delay_ms, 0), current, now_ms
+            )
+            return CoordinatorResult(timers=[again])
         change = _Change(group_id, group, now_ms)
         self._complete_join(change)
         return self._finish(change)

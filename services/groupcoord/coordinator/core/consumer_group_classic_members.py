@@ -46,6 +46,7 @@ from groupcoord.coordinator.core.consumer_group_heartbeat import (
     classic_join_timer_key,
     classic_sync_timer_key,
     known_static_member,
+    member_timer_cancels,
     static_takeover,
 )
 from groupcoord.coordinator.core.consumer_protocol import (
@@ -55,7 +56,12 @@ from groupcoord.coordinator.core.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.contract import (
+    CancelTimer,
+    CoordinatorRecord,
+    CoordinatorResult,
+    TimerIntent,
+)
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 
@@ -65,7 +71,6 @@ class ClassicMembersOfConsumerGroups:
     def __init__(self, manager: ConsumerGroupManager, config: GroupConfig) -> None:
         self.manager = manager
         self.config = config
-        self.timer = manager.timer
 
     # ------------------------------------------------------------------------------ JoinGroup
     def join_group(
@@ -108,6 +113,7 @@ class ClassicMembersOfConsumerGroups:
         subscription = _subscription(protocols)
 
         records: list[CoordinatorRecord] = []
+        timers: list[TimerIntent] = []
         replaced: ConsumerGroupMember | None = None
         if instance_id is None:
             existing = group.members.get(member_id)
@@ -147,6 +153,7 @@ class ClassicMembersOfConsumerGroups:
         reconciled = self.manager.advance_member(
             group,
             records,
+            timers,
             member=member,
             updated=updated,
             is_new=is_new,
@@ -156,16 +163,22 @@ class ClassicMembersOfConsumerGroups:
             now_ms=now_ms,
         )
 
-        self.timer.cancel(classic_join_timer_key(gid, member_id))
+        timers.append(CancelTimer(classic_join_timer_key(gid, member_id)))
         if replaced is not None:
-            self.manager.cancel_member_timers(gid, replaced.member_id)
+            timers += member_timer_cancels(gid, replaced.member_id)
             if not replaced.uses_classic_protocol:
                 downgraded = self._downgrade_replacing(group, replaced, reconciled, now_ms)
                 if downgraded is not None:
-                    return downgraded
-        self.manager.schedule_session(gid, member_id, now_ms, request.session_timeout_ms)
-        self.manager.schedule_fencing(
-            classic_sync_timer_key(gid, member_id), gid, member_id, now_ms, request.rebalance_timeout_ms
+                    return CoordinatorResult(
+                        records=downgraded.records,
+                        response=downgraded.response,
+                        timers=timers + downgraded.timers,
+                    )
+        timers.append(self.manager.session_timer(gid, member_id, now_ms, request.session_timeout_ms))
+        timers.append(
+            self.manager.fencing_timer(
+                classic_sync_timer_key(gid, member_id), gid, member_id, now_ms, request.rebalance_timeout_ms
+            )
         )
         response = pb.JoinGroupResponse(
             error_code=0,
@@ -175,7 +188,7 @@ class ClassicMembersOfConsumerGroups:
             leader="",
             member_id=member_id,
         )
-        return CoordinatorResult(records=records, response=response)
+        return CoordinatorResult(records=records, response=response, timers=timers)
 
     def _downgrade_replacing(
         self, group: ConsumerGroup, replaced: ConsumerGroupMember, joining: ConsumerGroupMember, now_ms: int
@@ -183,8 +196,8 @@ class ClassicMembersOfConsumerGroups:
         """The classic static member replaced the last consumer-protocol member: the group
         converts back, Stable at generation = group epoch, the joining member holding what the
         replaced one held (its SyncGroup then returns it)."""
-        records = self.manager.downgrade(group, replaced.member_id, now_ms, joining)
-        if records is None:
+        converted = self.manager.downgrade(group, replaced.member_id, now_ms, joining)
+        if converted is None:
             return None
         response = pb.JoinGroupResponse(
             error_code=0,
@@ -194,12 +207,13 @@ class ClassicMembersOfConsumerGroups:
             leader="",
             member_id=joining.member_id,
         )
-        return CoordinatorResult(records=records, response=response)
+        return CoordinatorResult(records=converted.records, response=response, timers=converted.timers)
 
     # ------------------------------------------------------------------------------ SyncGroup
     def sync_group(
         self, group: ConsumerGroup, request: pb.SyncGroupRequest, now_ms: int
     ) -> CoordinatorResult[pb.SyncGroupResponse]:
+        timers: list[TimerIntent] = []
         try:
             member = self._classic_member(group, request.member_id, _instance_id(request))
             if request.generation_id != member.member_epoch:
@@ -219,19 +233,21 @@ class ClassicMembersOfConsumerGroups:
                 group.group_epoch > member.member_epoch
                 and member.state is not MemberState.UNREVOKED_PARTITIONS
             ):
-                raise self._rebalance_in_progress(group, member, now_ms)
+                raise self._rebalance_in_progress(group, member, now_ms, timers)
         except CoordinatorError as e:
-            return CoordinatorResult(response=error_response(pb.SyncGroupResponse, e))
+            return CoordinatorResult(response=error_response(pb.SyncGroupResponse, e), timers=timers)
         gid = group.group_id
-        self.timer.cancel(classic_sync_timer_key(gid, member.member_id))
-        self.manager.schedule_session(gid, member.member_id, now_ms, _session_ms(member))
         return CoordinatorResult(
             response=pb.SyncGroupResponse(
                 error_code=0,
                 protocol_type=CONSUMER_PROTOCOL_TYPE,
                 protocol_name=protocol_name,
                 assignment=self._assignment(member),
-            )
+            ),
+            timers=[
+                CancelTimer(classic_sync_timer_key(gid, member.member_id)),
+                self.manager.session_timer(gid, member.member_id, now_ms, _session_ms(member)),
+            ],
         )
 
     def _assignment(self, member: ConsumerGroupMember) -> bytes:
@@ -250,11 +266,14 @@ class ClassicMembersOfConsumerGroups:
     def heartbeat(
         self, group: ConsumerGroup, request: pb.HeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[pb.HeartbeatResponse]:
+        timers: list[TimerIntent] = []
         try:
             member = self._classic_member(group, request.member_id, _instance_id(request))
             if request.generation_id != member.member_epoch:
                 raise _illegal_generation(request.generation_id, member)
-            self.manager.schedule_session(group.group_id, member.member_id, now_ms, _session_ms(member))
+            timers.append(
+                self.manager.session_timer(group.group_id, member.member_id, now_ms, _session_ms(member))
+            )
             if (
                 member.member_epoch < group.group_epoch
                 or member.state is MemberState.UNREVOKED_PARTITIONS
@@ -263,10 +282,10 @@ class ClassicMembersOfConsumerGroups:
                     and not self._waits_on_others(group, member)
                 )
             ):
-                raise self._rebalance_in_progress(group, member, now_ms)
+                raise self._rebalance_in_progress(group, member, now_ms, timers)
         except CoordinatorError as e:
-            return CoordinatorResult(response=error_response(pb.HeartbeatResponse, e))
-        return CoordinatorResult(response=pb.HeartbeatResponse(error_code=0))
+            return CoordinatorResult(response=error_response(pb.HeartbeatResponse, e), timers=timers)
+        return CoordinatorResult(response=pb.HeartbeatResponse(error_code=0), timers=timers)
 
     def _waits_on_others(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
         """Kafka's waitingOnUnreleasedPartition: a partition of its target is still owned by
@@ -303,12 +322,16 @@ class ClassicMembersOfConsumerGroups:
             except CoordinatorError as e:
                 result.error_code = e.code.value
             results.append(result)
-        records = self.manager.remove_members_records(group, list(leaving.values())) if leaving else []
+        removal = (
+            self.manager.remove_members(group, list(leaving.values())) if leaving else CoordinatorResult()
+        )
         top = ErrorCode.none.value
         if request.api_version < 3 and results:
             top = results[0].error_code
         return CoordinatorResult(
-            records=records, response=pb.LeaveGroupResponse(error_code=top, members=results)
+            records=removal.records,
+            response=pb.LeaveGroupResponse(error_code=top, members=results),
+            timers=removal.timers,
         )
 
     # ------------------------------------------------------------------------------ helpers
@@ -332,13 +355,16 @@ class ClassicMembersOfConsumerGroups:
         return member
 
     def _rebalance_in_progress(
-        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
+        self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int, timers: list[TimerIntent]
     ) -> CoordinatorError:
-        """REBALANCE_IN_PROGRESS, and the member must rejoin within its rebalance timeout."""
+        """REBALANCE_IN_PROGRESS, and the member must rejoin within its rebalance timeout (the
+        timer, unless already running, is appended to ``timers``)."""
         key = classic_join_timer_key(group.group_id, member.member_id)
-        if not self.timer.is_scheduled(key):
-            self.manager.schedule_fencing(
-                key, group.group_id, member.member_id, now_ms, member.rebalance_timeout_ms
+        if not self.manager.armed.is_scheduled(key):
+            timers.append(
+                self.manager.fencing_timer(
+                    key, group.group_id, member.member_id, now_ms, member.rebalance_timeout_ms
+                )
             )
         return CoordinatorError(
             ErrorCode.rebalance_in_progress,

@@ -16,7 +16,9 @@ Modelled on Apache Kafka 4.x's ``GroupMetadataManager.consumerGroupHeartbeat``. 
 6. re-arms the session timer (and the rebalance timer while it must revoke).
 
 All of it is computed without mutating anything: the returned records, once replayed, are the
-change. A repeated heartbeat that changes nothing writes nothing.
+change, and the timers to (re)arm or cancel are intents in the result too (the runtime applies
+them); whether a timer is already armed is read through the read-only ``ArmedTimers`` view.
+A repeated heartbeat that changes nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -49,7 +51,15 @@ from groupcoord.coordinator.core.consumer_group import (
     replace_member,
     target_member_record,
 )
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
+from groupcoord.coordinator.core.contract import (
+    ArmedTimers,
+    CancelTimer,
+    CoordinatorRecord,
+    CoordinatorResult,
+    ScheduleTimer,
+    TimerIntent,
+    deadline_timer,
+)
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.reconciliation import reconcile
 from groupcoord.coordinator.core.regex_subscriptions import compile_regex, resolve
@@ -67,17 +77,18 @@ BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
 }
 
 
-# (classic group, now) -> (records replacing it by a consumer group, completing its waiting
-# requests: call once the heartbeat succeeded) or None when the policy or the group forbids it.
+# (classic group, now) -> (records replacing it by a consumer group, what retires the classic
+# group — completions of its waiting requests and cancels of its timers: call once the
+# heartbeat succeeded) or None when the policy or the group forbids it.
 UpgradeClassicGroup = Callable[
-    [Group, int], tuple[list[CoordinatorRecord], Callable[[], list[tuple[Any, Any]]]] | None
+    [Group, int], tuple[list[CoordinatorRecord], Callable[[], CoordinatorResult[None]]] | None
 ]
-# (consumer group, leaving member id, now, joining member or None) -> records converting the
-# group back to a classic group without the leaving member (and with the joining one: a
-# classic static member replacing a consumer-protocol one), or None when it stays a consumer
-# group.
+# (consumer group, leaving member id, now, joining member or None) -> the records (and the
+# classic group's timers) converting the group back to a classic group without the leaving
+# member (and with the joining one: a classic static member replacing a consumer-protocol
+# one), or None when it stays a consumer group.
 DowngradeToClassic = Callable[
-    [ConsumerGroup, str, int, "ConsumerGroupMember | None"], list[CoordinatorRecord] | None
+    [ConsumerGroup, str, int, "ConsumerGroupMember | None"], CoordinatorResult[None] | None
 ]
 
 
@@ -103,13 +114,17 @@ def classic_sync_timer_key(group_id: str, member_id: str) -> str:
     return f"consumer-classic-sync:{group_id}:{member_id}"
 
 
-def member_timer_keys(group_id: str, member_id: str) -> tuple[str, ...]:
-    return (
-        session_timer_key(group_id, member_id),
-        rebalance_timer_key(group_id, member_id),
-        classic_join_timer_key(group_id, member_id),
-        classic_sync_timer_key(group_id, member_id),
-    )
+def member_timer_cancels(group_id: str, member_id: str) -> list[TimerIntent]:
+    """Ending every timer of a member that leaves the group (or the consumer protocol)."""
+    return [
+        CancelTimer(key)
+        for key in (
+            session_timer_key(group_id, member_id),
+            rebalance_timer_key(group_id, member_id),
+            classic_join_timer_key(group_id, member_id),
+            classic_sync_timer_key(group_id, member_id),
+        )
+    ]
 
 
 def _invalid(message: str) -> CoordinatorError:
@@ -145,6 +160,10 @@ class ConsumerGroupManager:
     effective (possibly per-group) settings; ``delete_classic_group(group)`` returns the
     tombstones of an empty classic group a consumer group replaces.
 
+    ``armed`` is the read-only view of the partition's timers: handlers return timer intents
+    and only ask whether one is already running (a revoking member's rebalance timeout is not
+    re-armed on every heartbeat).
+
     Online migration (core/migration.py) plugs in through ``upgrade_classic_group`` (a
     ConsumerGroupHeartbeat joining a non-empty classic group converts it) and
     ``downgrade_to_classic`` (the last consumer-protocol member leaving converts back);
@@ -154,7 +173,7 @@ class ConsumerGroupManager:
     def __init__(
         self,
         groups: dict[str, Group],
-        timer: Timer,
+        armed: ArmedTimers,
         config: GroupConfig,
         image: Callable[[], TopicsImage] = lambda: UNKNOWN_IMAGE,
         session_timeout_ms: Callable[[str], int] | None = None,
@@ -167,7 +186,7 @@ class ConsumerGroupManager:
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
         self.groups = groups
-        self.timer = timer
+        self.armed = armed
         self.config = config
         self.image = image
         self.session_timeout_ms = session_timeout_ms or (lambda _g: config.consumer_group_session_timeout_ms)
@@ -278,11 +297,12 @@ class ConsumerGroupManager:
 
     def _group_for(
         self, r: pb.ConsumerGroupHeartbeatRequest, now_ms: int
-    ) -> tuple[ConsumerGroup, list[CoordinatorRecord], bool, Callable[[], list[tuple[Any, Any]]] | None]:
+    ) -> tuple[ConsumerGroup, list[CoordinatorRecord], bool, Callable[[], CoordinatorResult[None]] | None]:
         """The consumer group (a scratch one when it is to be created or converted), the
         records that must precede this heartbeat's (an empty classic group's tombstones, or a
-        classic group's conversion), whether the group is new, and what completes a converted
-        classic group's waiting requests once the heartbeat succeeded."""
+        classic group's conversion), whether the group is new, and what retires a converted
+        classic group (its waiting requests' answers, its timers' cancels) once the heartbeat
+        succeeded."""
         existing = self.groups.get(r.group_id)
         if isinstance(existing, ConsumerGroup):
             return existing, [], False, None
@@ -363,9 +383,11 @@ class ConsumerGroupManager:
             )
 
         updated = _apply_fields(member, r, instance_id)
+        timers: list[TimerIntent] = []
         reconciled = self.advance_member(
             group,
             records,
+            timers,
             member=member,
             updated=updated,
             is_new=is_new,
@@ -376,10 +398,10 @@ class ConsumerGroupManager:
         )
 
         # Timers.
-        self.schedule_session(gid, member_id, now_ms)
+        timers.append(self.session_timer(gid, member_id, now_ms))
         if replaced is not None:
-            self.cancel_member_timers(gid, replaced.member_id)
-        self._schedule_rebalance(gid, member, reconciled, now_ms)
+            timers += member_timer_cancels(gid, replaced.member_id)
+        timers += self._rebalance_timer(gid, member, reconciled, now_ms)
 
         response = pb.ConsumerGroupHeartbeatResponse(
             member_id=member_id,
@@ -405,17 +427,22 @@ class ConsumerGroupManager:
         if finish_upgrade is not None:
             # The converted classic members keep their own session timeouts (Kafka's
             # convertToConsumerGroup); the classic group's timers and waiting requests end.
-            completions = finish_upgrade()
+            retired = finish_upgrade()
+            completions = retired.completions
+            timers += retired.timers
             for other in group.members.values():
                 classic = other.classic_member_metadata
                 if classic is not None and other.member_id != member_id:
-                    self.schedule_session(gid, other.member_id, now_ms, classic.session_timeout_ms)
-        return CoordinatorResult(records=records, response=response, completions=completions)
+                    timers.append(
+                        self.session_timer(gid, other.member_id, now_ms, classic.session_timeout_ms)
+                    )
+        return CoordinatorResult(records=records, response=response, completions=completions, timers=timers)
 
     def advance_member(
         self,
         group: ConsumerGroup,
         records: list[CoordinatorRecord],
+        timers: list[TimerIntent],
         *,
         member: ConsumerGroupMember,
         updated: ConsumerGroupMember,
@@ -426,8 +453,8 @@ class ConsumerGroupManager:
         now_ms: int,
     ) -> ConsumerGroupMember:
         """Steps 3-5 for a member whose request fields are applied (``updated``): group epoch,
-        target assignment, reconciliation. Appends the records to ``records`` and returns the
-        reconciled member. Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a
+        target assignment, reconciliation. Appends the records to ``records`` (and the batched
+        assignment's timer, when it must wait, to ``timers``) and returns the reconciled member. Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a
         classic member inside a consumer group (consumer_group_classic_members.py).
 
         ``member`` is the member as the group knows it (a fresh one when ``is_new``),
@@ -516,7 +543,7 @@ class ConsumerGroupManager:
                 target_epoch = group_epoch
                 member_target = target.by_member.get(member_id, {})
             else:
-                self._schedule_assignment(group, now_ms)
+                timers += self._assignment_timer(group, now_ms)
 
         # Reconciliation.
         def owner_of(tid: bytes, p: int) -> str | None:
@@ -591,24 +618,25 @@ class ConsumerGroupManager:
                 if member.state is MemberState.UNREVOKED_PARTITIONS
                 else member.state,
             )
-            self.timer.cancel(rebalance_timer_key(group.group_id, member.member_id))
             return CoordinatorResult(
-                records=[current_assignment_record(group.group_id, away)], response=response
+                records=[current_assignment_record(group.group_id, away)],
+                response=response,
+                timers=[CancelTimer(rebalance_timer_key(group.group_id, member.member_id))],
             )
-        records = self.remove_member_records(group, member, now_ms)
-        return CoordinatorResult(records=records, response=response)
+        removal = self.remove_member(group, member, now_ms)
+        return CoordinatorResult(records=removal.records, response=response, timers=removal.timers)
 
-    def remove_member_records(
+    def remove_member(
         self, group: ConsumerGroup, member: ConsumerGroupMember, now_ms: int
-    ) -> list[CoordinatorRecord]:
+    ) -> CoordinatorResult[None]:
         """Kafka's fencing/removal: the member's tombstones, its regex if nobody else uses it,
         and a group epoch bump (the assignor runs on the next heartbeat) — or, when only
         classic members remain, the records converting the group back into a classic group
-        (online downgrade)."""
+        (online downgrade). The member's timers end either way."""
         converted = self.downgrade(group, member.member_id, now_ms)
         if converted is not None:
             return converted
-        return self.remove_members_records(group, [member])
+        return self.remove_members(group, [member])
 
     def downgrade(
         self,
@@ -616,53 +644,53 @@ class ConsumerGroupManager:
         leaving_member_id: str,
         now_ms: int,
         joining: ConsumerGroupMember | None = None,
-    ) -> list[CoordinatorRecord] | None:
+    ) -> CoordinatorResult[None] | None:
         """The records converting the group back into a classic group when
         ``leaving_member_id`` goes (``joining`` taking its place), None when it stays a
-        consumer group; on a conversion the members' consumer-group timers end."""
+        consumer group; on a conversion the members' consumer-group timers end and the classic
+        group's start."""
         if self.downgrade_to_classic is None:
             return None
         converted = self.downgrade_to_classic(group, leaving_member_id, now_ms, joining)
-        if converted is not None:
-            member_ids = list(group.members)
-            if joining is not None:
-                member_ids.append(joining.member_id)
-            for member_id in member_ids:
-                self.cancel_member_timers(group.group_id, member_id)
-        return converted
+        if converted is None:
+            return None
+        member_ids = list(group.members)
+        if joining is not None:
+            member_ids.append(joining.member_id)
+        timers = list(converted.timers)
+        for member_id in member_ids:
+            timers += member_timer_cancels(group.group_id, member_id)
+        return CoordinatorResult(records=converted.records, timers=timers)
 
-    def remove_members_records(
+    def remove_members(
         self, group: ConsumerGroup, members: list[ConsumerGroupMember]
-    ) -> list[CoordinatorRecord]:
+    ) -> CoordinatorResult[None]:
         """Removing several members at once (a classic LeaveGroup batch): their tombstones,
-        the regexes only they used, and one group epoch bump."""
+        the regexes only they used, and one group epoch bump; their timers end."""
         gid = group.group_id
         records: list[CoordinatorRecord] = []
+        timers: list[TimerIntent] = []
         for member in members:
             records += member_tombstones(gid, member.member_id)
-            self.cancel_member_timers(gid, member.member_id)
+            timers += member_timer_cancels(gid, member.member_id)
         resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
         names, regexes = subscribed_topics(group, resolved, gone=members)
         for regex in group.resolved_regexes:
             if regexes.get(regex, 0) <= 0:
                 records.append(regex_record(gid, regex, None))
         records.append(group_metadata_record(gid, group.group_epoch + 1, self.image().metadata_hash(names)))
-        return records
-
-    def cancel_member_timers(self, group_id: str, member_id: str) -> None:
-        for key in member_timer_keys(group_id, member_id):
-            self.timer.cancel(key)
+        return CoordinatorResult(records=records, timers=timers)
 
     # --- timers ------------------------------------------------------------------------------
-    def schedule_session(
+    def session_timer(
         self, group_id: str, member_id: str, now_ms: int, delay_ms: int | None = None
-    ) -> None:
-        """(Re-)arm the member's session: the group's session timeout, or ``delay_ms`` (a
+    ) -> ScheduleTimer:
+        """(Re-)arming the member's session: the group's session timeout, or ``delay_ms`` (a
         classic member's own session timeout)."""
         delay = self.session_timeout_ms(group_id) if delay_ms is None else delay_ms
-        self.schedule_fencing(session_timer_key(group_id, member_id), group_id, member_id, now_ms, delay)
+        return self.fencing_timer(session_timer_key(group_id, member_id), group_id, member_id, now_ms, delay)
 
-    def schedule_fencing(
+    def fencing_timer(
         self,
         key: str,
         group_id: str,
@@ -670,50 +698,54 @@ class ConsumerGroupManager:
         now_ms: int,
         delay_ms: int,
         still: Callable[[ConsumerGroupMember], bool] | None = None,
-    ) -> None:
+    ) -> ScheduleTimer:
         """A timer that removes the member when it fires, if it is still there (and ``still``
         holds for it: the world may have moved since)."""
-        deadline = now_ms + delay_ms
+        return deadline_timer(key, delay_ms, now_ms, self._fence, group_id, member_id, still)
 
-        def expire() -> CoordinatorResult[None]:
-            group = self.consumer_group(group_id)
-            member = None if group is None else group.members.get(member_id)
-            if group is None or member is None or (still is not None and not still(member)):
-                return CoordinatorResult()
-            return CoordinatorResult(records=self.remove_member_records(group, member, deadline))
+    def _fence(
+        self, group_id: str, member_id: str, still: Callable[[ConsumerGroupMember], bool] | None, now_ms: int
+    ) -> CoordinatorResult[None]:
+        group = self.consumer_group(group_id)
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None or (still is not None and not still(member)):
+            return CoordinatorResult()
+        return self.remove_member(group, member, now_ms)
 
-        self.timer.schedule(key, max(delay_ms, 0), expire)
-
-    def _schedule_rebalance(
+    def _rebalance_timer(
         self, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember, now_ms: int
-    ) -> None:
+    ) -> list[TimerIntent]:
+        """A revoking member must revoke within its rebalance timeout: armed when it starts
+        revoking at an epoch (not re-armed while it keeps revoking at that epoch), cancelled
+        once it stops."""
         key = rebalance_timer_key(group_id, after.member_id)
         if after.state is not MemberState.UNREVOKED_PARTITIONS:
-            self.timer.cancel(key)
-            return
+            return [CancelTimer(key)]
         if (
             before.state is MemberState.UNREVOKED_PARTITIONS
             and before.member_epoch == after.member_epoch
-            and self.timer.is_scheduled(key)
+            and self.armed.is_scheduled(key)
         ):
-            return
+            return []
         epoch = after.member_epoch
-        self.schedule_fencing(
-            key,
-            group_id,
-            after.member_id,
-            now_ms,
-            after.rebalance_timeout_ms,
-            lambda m: m.member_epoch == epoch and m.state is MemberState.UNREVOKED_PARTITIONS,
-        )
+        return [
+            self.fencing_timer(
+                key,
+                group_id,
+                after.member_id,
+                now_ms,
+                after.rebalance_timeout_ms,
+                lambda m: m.member_epoch == epoch and m.state is MemberState.UNREVOKED_PARTITIONS,
+            )
+        ]
 
-    def _schedule_assignment(self, group: ConsumerGroup, now_ms: int) -> None:
+    def _assignment_timer(self, group: ConsumerGroup, now_ms: int) -> list[TimerIntent]:
+        """The batched assignment (consumer.assignment.interval.ms), unless already armed."""
         key = assignment_timer_key(group.group_id)
-        if self.timer.is_scheduled(key):
-            return
+        if self.armed.is_scheduled(key):
+            return []
         due = group.assignment_timestamp_ms + self.assignment_interval_ms(group.group_id)
-        group_id = group.group_id
-        self.timer.schedule(key, max(due - now_ms, 0), lambda: self._assign_now(group_id, due))
+        return [deadline_timer(key, due - now_ms, now_ms, self._assign_now, group.group_id)]
 
     def _assign_now(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
         """The batched assignment: compute the target for the group as it is now."""
@@ -733,18 +765,19 @@ class ConsumerGroupManager:
         )
         return CoordinatorResult(records=target.records)
 
-    def on_loaded(self, now_ms: int) -> None:
+    def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """After a takeover: every member gets a fresh session (and a revoking member a fresh
         rebalance timeout); a group waiting for a batched assignment gets its timer back."""
+        timers: list[TimerIntent] = []
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup):
                 continue
             for member in group.members.values():
                 classic = member.classic_member_metadata
                 session_ms = classic.session_timeout_ms if classic is not None else None
-                self.schedule_session(group.group_id, member.member_id, now_ms, session_ms)
+                timers.append(self.session_timer(group.group_id, member.member_id, now_ms, session_ms))
                 if member.state is MemberState.UNREVOKED_PARTITIONS and classic is None:
-                    self._schedule_rebalance(
+                    timers += self._rebalance_timer(
                         group.group_id, ConsumerGroupMember(member.member_id), member, now_ms
                     )
             if (
@@ -752,7 +785,8 @@ class ConsumerGroupManager:
                 and group.members
                 and not self._may_assign(group, now_ms)
             ):
-                self._schedule_assignment(group, now_ms)
+                timers += self._assignment_timer(group, now_ms)
+        return CoordinatorResult(timers=timers)
 
     # --- topic metadata ----------------------------------------------------------------------
     def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:

@@ -101,6 +101,17 @@ class CancelTimer:
 TimerIntent = ScheduleTimer | CancelTimer
 
 
+def deadline_timer(
+    key: str, delay_ms: int, now_ms: int, expire: Callable[..., CoordinatorResult[Any]], *args: Any
+) -> ScheduleTimer:
+    """The one shape of every core timer: after ``delay_ms``, run ``expire(*args, deadline)``.
+
+    The operation learns its deadline (``now_ms`` of scheduling + delay) as its ``now_ms``, so
+    a timer reads no clock and a test replays it exactly. A negative delay fires at once."""
+    deadline = now_ms + delay_ms
+    return ScheduleTimer(key, max(delay_ms, 0), lambda: expire(*args, deadline))
+
+
 def apply_timer_intents(timer: Timer, intents: list[TimerIntent]) -> None:
     """What every host of a coordinator shard does with ``CoordinatorResult.timers``."""
     for intent in intents:

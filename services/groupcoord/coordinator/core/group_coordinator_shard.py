@@ -24,7 +24,7 @@ from groupcoord.coordinator.core.consumer_group import CONSUMER_GROUP_REPLAY, Co
 from groupcoord.coordinator.core.consumer_group_classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
+from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
@@ -42,21 +42,21 @@ from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 class GroupCoordinatorShard:
     def __init__(
         self,
-        timer: Timer,
+        armed: ArmedTimers,
         config: GroupConfig | None = None,
         partition: int = 0,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        """``new_uuid()`` gives the random part of the member ids the coordinator generates
+        """``armed`` is the read-only view of the partition's timers (the runtime's timer will
+        do): handlers return timer intents and only ask whether one already runs.
+        ``new_uuid()`` gives the random part of the member ids the coordinator generates
         (classic members joining without one, ConsumerGroupHeartbeat v0): an injected source,
         so a test can replay exactly what a call returned."""
         self.partition = partition
-        self.timer = timer
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
         self.classic = ClassicGroupManager(
             self.groups,
-            timer,
             self.config,
             delete_other_group=lambda group: group.tombstone_records(),
             join_other_group=self._join_consumer_group,
@@ -64,7 +64,6 @@ class GroupCoordinatorShard:
         )
         self.offsets = OffsetMetadataManager(
             self.groups,
-            timer,
             self.config,
             create_simple_group=self.classic.simple_group_records,
             delete_group=self.delete_group_records,
@@ -81,7 +80,7 @@ class GroupCoordinatorShard:
         self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)
         self.consumer = ConsumerGroupManager(
             self.groups,
-            timer,
+            armed,
             self.config,
             image=lambda: self.image,
             session_timeout_ms=self.group_configs.session_timeout_ms,
@@ -121,10 +120,11 @@ class GroupCoordinatorShard:
         replay(record.key, record.value)
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
-        """Called once after loading the partition: arm the timers replay does not."""
-        self.offsets.schedule_expiry(now_ms)
-        self.consumer.on_loaded(now_ms)
-        return self.classic.on_loaded(now_ms)
+        """Called once after loading the partition: the timers replay does not arm."""
+        timers = [self.offsets.expiry_timer(now_ms)]
+        timers += self.consumer.on_loaded(now_ms).timers
+        timers += self.classic.on_loaded(now_ms).timers
+        return CoordinatorResult(timers=timers)
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""

@@ -9,8 +9,8 @@ this in ``GroupMetadataManager.convertToConsumerGroup`` / ``convertToClassicGrou
 
 :class:`OnlineMigration` is what the shard wires into the consumer group manager. This module
 holds what the classic protocol contributes: whether a classic group may be upgraded, what each classic member brings into a consumer
-group (:func:`members_for_upgrade`), the records and answers that retire the classic group
-(:func:`retire_for_upgrade`), and the records that rebuild a classic group from a consumer
+group (:func:`members_for_upgrade`), the answers and timer cancels that retire the classic
+group (:func:`release_for_upgrade`), and the records that rebuild a classic group from a consumer
 group's members on a downgrade (:func:`classic_group_from_members`). The consumer-group side
 (its records: consumer_group_conversion.py; serving JoinGroup/SyncGroup/Heartbeat/LeaveGroup of
 classic members inside a consumer group: consumer_group_classic_members.py) belongs with the
@@ -40,7 +40,12 @@ from groupcoord.coordinator.core.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
-from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.core.contract import (
+    CancelTimer,
+    CoordinatorRecord,
+    CoordinatorResult,
+    TimerIntent,
+)
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
@@ -116,28 +121,21 @@ def members_for_upgrade(group: ClassicGroup) -> tuple[int, list[MigratingMember]
     return group.generation_id, out
 
 
-def retire_for_upgrade(
-    manager: ClassicGroupManager, group: ClassicGroup
-) -> tuple[list[CoordinatorRecord], list[tuple[Any, Any]]]:
-    """Tombstones of the classic group (to precede the consumer group's records) and answers
-    for its waiting requests (:func:`release_for_upgrade`)."""
-    return group.tombstone_records(), release_for_upgrade(manager, group)
-
-
-def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> list[tuple[Any, Any]]:
+def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> CoordinatorResult[None]:
     """Ends the classic group's timers and answers its waiting requests: a JoinGroup or
     SyncGroup still waiting gets REBALANCE_IN_PROGRESS, so the member rejoins — now served by
     the consumer group (Kafka's convertToConsumerGroup)."""
     answers: list[tuple[tuple[str, str, str], Any]] = []
+    timers: list[TimerIntent] = []
     code = ErrorCode.rebalance_in_progress.value
     for member_id in group.members:
         answers.append(
             (("join", group.group_id, member_id), pb.JoinGroupResponse(error_code=code, member_id=member_id))
         )
         answers.append((("sync", group.group_id, member_id), pb.SyncGroupResponse(error_code=code)))
-        manager.timer.cancel(heartbeat_key(group.group_id, member_id))
-    manager.timer.cancel(join_key(group.group_id))
-    return manager.waiters.release(answers)
+        timers.append(CancelTimer(heartbeat_key(group.group_id, member_id)))
+    timers.append(CancelTimer(join_key(group.group_id)))
+    return CoordinatorResult(completions=manager.waiters.release(answers), timers=timers)
 
 
 def classic_group_from_members(
@@ -148,8 +146,8 @@ def classic_group_from_members(
     now_ms: int,
     *,
     rebalance: bool,
-) -> list[CoordinatorRecord]:
-    """Records of the classic group a consumer group converts back into (Kafka's
+) -> CoordinatorResult[None]:
+    """Records (and session timers) of the classic group a consumer group converts back into (Kafka's
     ClassicGroup.fromConsumerGroup): generation = group epoch, every member with its current
     assignment encoded in the consumer protocol, the protocol every member supports, Stable.
 
@@ -172,9 +170,7 @@ def classic_group_from_members(
         )
         for m in members
     ]
-    return manager.create_converted_group(
-        group_id, group_epoch, converted, now_ms, rebalance=rebalance
-    ).records
+    return manager.create_converted_group(group_id, group_epoch, converted, now_ms, rebalance=rebalance)
 
 
 def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsImage) -> MigratingMember:
@@ -216,11 +212,11 @@ class OnlineMigration:
 
     def upgrade(
         self, group: Group, now_ms: int
-    ) -> tuple[list[CoordinatorRecord], Callable[[], list[tuple[Any, Any]]]] | None:
+    ) -> tuple[list[CoordinatorRecord], Callable[[], CoordinatorResult[None]]] | None:
         """The first ConsumerGroupHeartbeat to a non-empty classic group: the classic group's
         tombstones then the consumer group's records (generation = group epoch, current
         assignments carried over), and what answers the classic group's waiting requests
-        (REBALANCE_IN_PROGRESS: they rejoin, served by the consumer group). None when the
+        (REBALANCE_IN_PROGRESS: they rejoin, served by the consumer group) and ends its timers. None when the
         policy, the protocol type or the size forbids it (the heartbeat then gets
         GROUP_ID_NOT_FOUND, as in Kafka); a malformed embedded protocol raises it."""
         if not isinstance(group, ClassicGroup) or not can_upgrade(
@@ -239,7 +235,7 @@ class OnlineMigration:
         leaving_member_id: str,
         now_ms: int,
         joining: ConsumerGroupMember | None = None,
-    ) -> list[CoordinatorRecord] | None:
+    ) -> CoordinatorResult[None] | None:
         """When ``leaving_member_id`` leaves (or is fenced) and every other member uses the
         classic protocol: the consumer group's tombstones, then a classic group of the others
         at generation = group epoch, preparing a rebalance (Kafka's
@@ -261,6 +257,7 @@ class OnlineMigration:
             return None
         image = self.image()
         members = [migrating_member_from_consumer(m, image) for m in remaining]
-        return group.tombstone_records() + classic_group_from_members(
+        classic = classic_group_from_members(
             self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=joining is None
         )
+        return CoordinatorResult(records=group.tombstone_records() + classic.records, timers=classic.timers)

@@ -24,7 +24,8 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     CoordinatorResult,
-    Timer,
+    ScheduleTimer,
+    deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import offsets_pb2 as rpb
@@ -84,13 +85,11 @@ class OffsetMetadataManager:
     def __init__(
         self,
         groups: dict[str, Group],
-        timer: Timer,
         config: GroupConfig,
         create_simple_group: Callable[[str, int], list[CoordinatorRecord]],
         delete_group: Callable[[Group], list[CoordinatorRecord]],
     ) -> None:
         self.groups = groups
-        self.timer = timer
         self.config = config
         self._create_simple_group = create_simple_group
         self._delete_group = delete_group
@@ -270,16 +269,14 @@ class OffsetMetadataManager:
         ]
 
     # ------------------------------------------------------------------------------ expiry
-    def schedule_expiry(self, now_ms: int) -> None:
-        """Arm the periodic retention check (offsets.retention.check.interval.ms)."""
+    def expiry_timer(self, now_ms: int) -> ScheduleTimer:
+        """The periodic retention check (offsets.retention.check.interval.ms)."""
         interval = self.config.offsets_retention_check_interval_ms
-        deadline = now_ms + interval
-        self.timer.schedule(EXPIRY_TIMER_KEY, interval, lambda: self._expire_and_reschedule(deadline))
+        return deadline_timer(EXPIRY_TIMER_KEY, interval, now_ms, self._expire_and_reschedule)
 
     def _expire_and_reschedule(self, now_ms: int) -> CoordinatorResult[None]:
-        result = self.expire_offsets(now_ms)
-        self.schedule_expiry(now_ms)
-        return result
+        expired = self.expire_offsets(now_ms)
+        return CoordinatorResult(records=expired.records, timers=[self.expiry_timer(now_ms)])
 
     def expire_offsets(self, now_ms: int) -> CoordinatorResult[None]:
         """Tombstone offsets past retention; delete groups left empty and without offsets.
