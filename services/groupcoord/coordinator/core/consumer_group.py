@@ -361,6 +361,11 @@ class ConsumerGroup:
         if self.members:
             raise CoordinatorError(ErrorCode.non_empty_group)
 
+    def offset_expiration_base_ms(self, commit_timestamp_ms: int) -> int | None:
+        """Kafka's ConsumerGroup.offsetExpirationCondition: retention counts from the commit
+        time (offsets expire only for topics the group no longer subscribes to)."""
+        return commit_timestamp_ms
+
     def is_subscribed_to_topic(self, topic: str) -> bool:
         if topic in self.subscribed_names:
             return True

@@ -283,14 +283,13 @@ class OffsetMetadataManager:
 
         Kafka's rules: an offset with an explicit expire timestamp (OffsetCommit v2-4) expires
         then; otherwise once offsets.retention.minutes have passed since the group's base time
-        (see ``ClassicGroup.offset_expiration_base_ms``; the commit time for other groups), and
+        (``Group.offset_expiration_base_ms``: for a consumer group the commit time), and
         only for topics the group no longer subscribes to.
         """
         retention = self.config.offsets_retention_ms
         records: list[CoordinatorRecord] = []
         for group_id, group in list(self.groups.items()):
             topics = self.offsets.get(group_id, {})
-            base_of = getattr(group, "offset_expiration_base_ms", None)
             expired_all = True
             for topic, parts in topics.items():
                 subscribed = group.is_subscribed_to_topic(topic)
@@ -301,11 +300,7 @@ class OffsetMetadataManager:
                     if committed.expire_timestamp_ms != _NO_RETENTION:
                         expired = now_ms >= committed.expire_timestamp_ms
                     else:
-                        base = (
-                            committed.commit_timestamp_ms
-                            if base_of is None
-                            else base_of(committed.commit_timestamp_ms)
-                        )
+                        base = group.offset_expiration_base_ms(committed.commit_timestamp_ms)
                         expired = base is not None and now_ms - base >= retention
                     if expired:
                         records.append(offset_record(group_id, topic, index, None))
