@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.common.kafka_wire import codec
-from groupcoord.common.kafka_wire.framing import frame_bytes
+from groupcoord.common.kafka_wire.exchange import exchange
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +37,10 @@ async def fetch_topics(bootstrap: str, timeout_s: float = 10.0) -> list[TopicDes
     from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
 
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
-    try:
-        req = MetadataRequest(
-            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
-        )
-        writer.write(frame_bytes(codec.encode_request(1, "groupcoord-shard", req)))
-        size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), timeout_s), "big")
-        payload = await asyncio.wait_for(reader.readexactly(size), timeout_s)
-    finally:
-        writer.close()
-    _, body = codec.decode_response(3, 12, payload)
+    request = MetadataRequest(
+        topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+    )
+    body = await exchange((host, int(port)), request, "groupcoord-shard", timeout_s)
     racks = {int(b.node_id): b.rack for b in body.brokers}
     out = []
     for t in body.topics:
