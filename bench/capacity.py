@@ -1,7 +1,7 @@
 """Wall time of the PySpark capacity job on one day of 10-second samples from 3 shards × 50
 partitions (8,640 intervals × 150 partitions = 1,296,000 samples), local mode.
 
-The history is the synthetic one of :mod:`groupcoord_spark.synthetic` (its answer is known, so
+The history is the synthetic one of ``tests/spark/capacity/synthetic_history.py`` (its answer is known, so
 the run also checks the plan), written as exported JSON-lines files before the clock starts;
 the timed part is what ``groupcoord capacity --files ...`` does after its session is up:
 read and parse the files, every aggregation, the Parquet tables, the plot, plan and report.
@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+SYNTHETIC_HISTORY_DIR = Path(__file__).resolve().parents[1] / "tests" / "spark" / "capacity"
 
 NAME = "capacity"
 DESCRIPTION = "PySpark capacity job wall time: one day of 10 s samples, 3 shards x 50 partitions (local mode)"
@@ -51,7 +53,8 @@ def run(argv: list[str]) -> dict[str, Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
-    from groupcoord_spark.synthetic import SyntheticHistory  # noqa: PLC0415
+    sys.path.insert(0, str(SYNTHETIC_HISTORY_DIR))
+    from synthetic_history import SyntheticHistory  # noqa: PLC0415 - a test fixture, found on the path above
 
     started = time.perf_counter()
     spark = (

@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession  # noqa: E402
 from groupcoord_spark.capacity.job import CapacityResult, run  # noqa: E402
 from groupcoord_spark.capacity.sizing import CapacityParams, recommend  # noqa: E402
 from groupcoord_spark.sources import read_sample_files  # noqa: E402
-from groupcoord_spark.synthetic import SyntheticHistory  # noqa: E402
 
 from .png import assert_valid_png  # noqa: E402
+from .synthetic_history import SyntheticHistory  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
 """A synthetic metric-sample history with a known answer, generated inside Spark.
 
-Used by the tests (known-answer checks of the capacity model) and by ``bench/capacity.py`` (a
+A test fixture, not product code: used by the tests (known-answer checks of the capacity
+model) and by ``bench/capacity.py`` (a
 day of 10-second samples from 3 shards × 50 partitions is 1.3 M rows: generating them with
 ``spark.range`` takes seconds, building them as Python dicts would dominate the benchmark).
 
