@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult, apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard

@@ -107,7 +107,7 @@ def test_describe_groups_shows_a_consumer_group_in_the_embedded_protocol() -> No
     "consumer", the default assignor as protocol, subscriptions and assignments encoded."""
     from consumer_group_context import ConsumerGroupContext
 
-    from groupcoord.coordinator.core.consumer_protocol import decode_assignment, decode_subscription
+    from groupcoord.coordinator.core.classic.consumer_protocol import decode_assignment, decode_subscription
 
     ctx = ConsumerGroupContext()
     ctx.set_topics(foo=2)

@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
+from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_protocol import Subscription, encode_subscription
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 G = "group"

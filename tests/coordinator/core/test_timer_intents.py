@@ -7,13 +7,13 @@ import uuid
 
 from shard_test_context import ShardContext
 
-from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorResult, ScheduleTimer, deadline_timer
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupState
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupState
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
 from groupcoord.rpc.v1 import group_admin_pb2 as pb

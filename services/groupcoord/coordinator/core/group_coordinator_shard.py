@@ -18,17 +18,17 @@ from typing import Any
 from google.protobuf.message import Message
 
 from groupcoord.common.errors import ErrorCode
-from groupcoord.coordinator.core.classic_group_manager import ClassicGroupManager
+from groupcoord.coordinator.core.classic.manager import ClassicGroupManager
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import CONSUMER_GROUP_REPLAY, ConsumerGroup
-from groupcoord.coordinator.core.consumer_group_classic_members import ClassicMembersOfConsumerGroups
-from groupcoord.coordinator.core.consumer_group_describe import describe_consumer_groups
-from groupcoord.coordinator.core.consumer_group_heartbeat import ConsumerGroupManager
+from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
+from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
+from groupcoord.coordinator.core.consumer.manager import ConsumerGroupManager
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import GroupConfigManager
-from groupcoord.coordinator.core.migration import OnlineMigration
+from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
+from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
@@ -162,7 +162,7 @@ class GroupCoordinatorShard:
 
     # --- classic group protocol -------------------------------------------------------------
     # A classic request to a consumer group comes from a classic member inside it (online
-    # migration): consumer_group_classic_members.py serves it.
+    # migration): migration/classic_members.py serves it.
     def join_group(
         self, request: classic_pb.JoinGroupRequest, now_ms: int, token: Any = None
     ) -> CoordinatorResult[classic_pb.JoinGroupResponse]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,

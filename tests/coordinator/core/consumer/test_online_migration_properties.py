@@ -24,15 +24,15 @@ from hypothesis import strategies as st
 from test_consumer_group_properties import Client, _run
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.rpc.v1 import classic_group_pb2 as cpb
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

@@ -13,17 +13,17 @@ from consumer_group_context import ConsumerGroupContext, G
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroup
-from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
-from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup, MemberState
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.classic.group import ClassicGroup
+from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
+from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup, MemberState
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

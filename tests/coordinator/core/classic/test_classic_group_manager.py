@@ -13,7 +13,7 @@ import pytest
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
+from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer

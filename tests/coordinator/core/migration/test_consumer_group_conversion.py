@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from consumer_group_context import ConsumerGroupContext, G
 
-from groupcoord.coordinator.core.consumer_group import MemberState
-from groupcoord.coordinator.core.consumer_group_conversion import consumer_group_records_from_classic
+from groupcoord.coordinator.core.consumer.group import MemberState
 from groupcoord.coordinator.core.contract import CoordinatorResult
-from groupcoord.coordinator.core.migration import MigratingMember
+from groupcoord.coordinator.core.migration.consumer_records import consumer_group_records_from_classic
+from groupcoord.coordinator.core.migration.online_migration import MigratingMember
 
 
 def _member(member_id: str, assigned: dict[str, list[int]], instance: str | None = None) -> MigratingMember:

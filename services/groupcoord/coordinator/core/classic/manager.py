@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.classic_group import (
+from groupcoord.coordinator.core.classic.group import (
     ClassicGroup,
     ClassicGroupMember,
     ClassicGroupState,
@@ -931,7 +931,7 @@ class ClassicGroupManager:
         rebalance: bool,
     ) -> CoordinatorResult[None]:
         """A classic group settled in ``generation_id`` with these members and assignments (a
-        consumer group converting back, see core/migration.py); with ``rebalance`` it then
+        consumer group converting back, see migration/online_migration.py); with ``rebalance`` it then
         prepares a rebalance, as Kafka does when a leaving member caused the conversion."""
         change = _Change(group_id, None, now_ms)
         group = change.group

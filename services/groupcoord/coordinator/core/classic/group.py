@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
+from groupcoord.coordinator.core.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.records.v1 import classic_group_pb2 as pb

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from groupcoord.coordinator.core.consumer_group import (
+from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroupMember,
     MemberState,
     Partitions,

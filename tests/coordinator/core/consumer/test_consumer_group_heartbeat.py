@@ -8,9 +8,9 @@ from consumer_group_context import ConsumerGroupContext, G
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import MemberState
+from groupcoord.coordinator.core.consumer.group import MemberState
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.testing import MockClock, MockTimer

@@ -9,7 +9,7 @@ recomputed: the group continues exactly where the classic group was, and the nex
 bumps the epoch as usual.
 
 The classic side (when an upgrade may happen, what each member brings, retiring the classic
-group) is ``core/migration.py``; members are passed in as its ``MigratingMember`` values
+group) is ``migration/online_migration.py``; members are passed in as its ``MigratingMember`` values
 (anything with the same attributes).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from groupcoord.coordinator.core.consumer_group import (
+from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,

@@ -12,19 +12,19 @@ from shard_test_context import ShardContext
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroup
-from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
-from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.classic.group import ClassicGroup
+from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
+from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, apply_timer_intents
-from groupcoord.coordinator.core.migration import (
+from groupcoord.coordinator.core.migration.online_migration import (
     can_upgrade,
     classic_group_from_members,
     members_for_upgrade,

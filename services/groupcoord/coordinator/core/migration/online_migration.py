@@ -12,9 +12,9 @@ holds what the classic protocol contributes: whether a classic group may be upgr
 group (:func:`members_for_upgrade`), the answers and timer cancels that retire the classic
 group (:func:`release_for_upgrade`), and the records that rebuild a classic group from a consumer
 group's members on a downgrade (:func:`classic_group_from_members`). The consumer-group side
-(its records: consumer_group_conversion.py; serving JoinGroup/SyncGroup/Heartbeat/LeaveGroup of
-classic members inside a consumer group: consumer_group_classic_members.py) belongs with the
-KIP-848 core.
+lives beside it in this package: its records (consumer_records.py), and serving
+JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic members inside a consumer group
+(classic_members.py).
 """
 
 from __future__ import annotations
@@ -24,22 +24,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.classic_group import ClassicGroup, ClassicGroupMember
-from groupcoord.coordinator.core.classic_group_manager import (
-    ClassicGroupManager,
-    heartbeat_key,
-    join_key,
-)
-from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup, ConsumerGroupMember
-from groupcoord.coordinator.core.consumer_group_conversion import consumer_group_records_from_classic
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,
     decode_assignment,
     decode_subscription,
     encode_assignment,
 )
+from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
+from groupcoord.coordinator.core.classic.manager import (
+    ClassicGroupManager,
+    heartbeat_key,
+    join_key,
+)
+from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import (
     CancelTimer,
     CoordinatorRecord,
@@ -47,6 +46,7 @@ from groupcoord.coordinator.core.contract import (
     TimerIntent,
 )
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.migration.consumer_records import consumer_group_records_from_classic
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
@@ -57,7 +57,7 @@ class MigratingMember:
 
     ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
     keeps them for its classic members so it can answer their JoinGroup and convert back
-    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer_group.py,
+    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer/group.py,
     with ``session_timeout_ms``). ``assigned`` is the member's current assignment by topic
     *name* (the embedded protocol's form); the consumer group maps names to topic ids through
     its topics image.

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from groupcoord.coordinator.core.assignors.api import GroupSpec, MemberSpec, PartitionAssignor
-from groupcoord.coordinator.core.consumer_group import (
+from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroup,
     ConsumerGroupMember,
     target_member_record,
     target_metadata_record,
 )
+from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.regex_subscriptions import resolve
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
 

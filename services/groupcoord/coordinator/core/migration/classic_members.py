@@ -1,6 +1,6 @@
 """Classic-protocol members inside a consumer group (KIP-848 online migration).
 
-Once a classic group has been upgraded (core/migration.py), the members still running an old
+Once a classic group has been upgraded (migration/online_migration.py), the members still running an old
 client keep sending JoinGroup, SyncGroup, Heartbeat and LeaveGroup. The consumer group serves
 them by translation, each member reconciled on its own, as Kafka 4.x's
 ``classicGroupJoinToConsumerGroup`` & co. do:
@@ -29,32 +29,32 @@ import struct
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
-from groupcoord.coordinator.core.classic_group_manager import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_subscription,
+    encode_assignment,
+)
+from groupcoord.coordinator.core.classic.manager import (
     JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION,
     new_member_id,
 )
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import (
+from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
     replace_member,
 )
-from groupcoord.coordinator.core.consumer_group_heartbeat import (
+from groupcoord.coordinator.core.consumer.manager import (
     ConsumerGroupManager,
     classic_join_timer_key,
     classic_sync_timer_key,
     known_static_member,
     member_timer_cancels,
     static_takeover,
-)
-from groupcoord.coordinator.core.consumer_protocol import (
-    CONSUMER_PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    decode_subscription,
-    encode_assignment,
 )
 from groupcoord.coordinator.core.contract import (
     CancelTimer,

@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.classic_group import ClassicGroupState as S
-from groupcoord.coordinator.core.consumer_protocol import (
+from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     decode_assignment,
@@ -18,6 +17,7 @@ from groupcoord.coordinator.core.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 
 G = "group"
 

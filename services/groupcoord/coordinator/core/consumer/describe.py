@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from groupcoord.common.errors import ErrorCode
-from groupcoord.coordinator.core.consumer_group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb

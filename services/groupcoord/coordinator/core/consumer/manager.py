@@ -12,7 +12,7 @@ Modelled on Apache Kafka 4.x's ``GroupMetadataManager.consumerGroupHeartbeat``. 
    or assignor, a new member, or changed topic metadata bumps the **group epoch**;
 4. computes a new **target assignment** when the group epoch is ahead of it (at most once per
    ``consumer.assignment.interval.ms``; later by a timer otherwise);
-5. reconciles the member towards its target (reconciliation.py);
+5. reconciles the member towards its target (consumer/reconciliation.py);
 6. re-arms the session timer (and the rebalance timer while it must revoke).
 
 All of it is computed without mutating anything: the returned records, once replayed, are the
@@ -34,7 +34,7 @@ from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
 from groupcoord.coordinator.core.assignors.uniform_assignor import UniformAssignor
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer_group import (
+from groupcoord.coordinator.core.consumer.group import (
     CONSUMER_GROUP_REPLAY,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -51,6 +51,9 @@ from groupcoord.coordinator.core.consumer_group import (
     replace_member,
     target_member_record,
 )
+from groupcoord.coordinator.core.consumer.reconciliation import reconcile
+from groupcoord.coordinator.core.consumer.regex_subscriptions import compile_regex, resolve
+from groupcoord.coordinator.core.consumer.target_assignment import compute_target_assignment
 from groupcoord.coordinator.core.contract import (
     ArmedTimers,
     CancelTimer,
@@ -61,9 +64,6 @@ from groupcoord.coordinator.core.contract import (
     deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.reconciliation import reconcile
-from groupcoord.coordinator.core.regex_subscriptions import compile_regex, resolve
-from groupcoord.coordinator.core.target_assignment import compute_target_assignment
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.records.v1 import consumer_group_pb2 as rpb
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
@@ -164,10 +164,10 @@ class ConsumerGroupManager:
     and only ask whether one is already running (a revoking member's rebalance timeout is not
     re-armed on every heartbeat).
 
-    Online migration (core/migration.py) plugs in through ``upgrade_classic_group`` (a
+    Online migration (migration/online_migration.py) plugs in through ``upgrade_classic_group`` (a
     ConsumerGroupHeartbeat joining a non-empty classic group converts it) and
     ``downgrade_to_classic`` (the last consumer-protocol member leaving converts back);
-    classic members inside a consumer group are served by consumer_group_classic_members.py.
+    classic members inside a consumer group are served by migration/classic_members.py.
     """
 
     def __init__(
@@ -455,7 +455,7 @@ class ConsumerGroupManager:
         """Steps 3-5 for a member whose request fields are applied (``updated``): group epoch,
         target assignment, reconciliation. Appends the records to ``records`` (and the batched
         assignment's timer, when it must wait, to ``timers``) and returns the reconciled member. Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a
-        classic member inside a consumer group (consumer_group_classic_members.py).
+        classic member inside a consumer group (migration/classic_members.py).
 
         ``member`` is the member as the group knows it (a fresh one when ``is_new``),
         ``replaced`` a static member's previous incarnation that ``updated`` takes over,
