@@ -38,6 +38,7 @@ from groupcoord.coordinator.core.classic.group import (
     ClassicGroupState,
     with_assignment,
 )
+from groupcoord.coordinator.core.classic.timers import heartbeat_key, join_key, pending_member_key, sync_key
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     PENDING,
@@ -59,22 +60,6 @@ WaitKey = tuple[str, str, str]  # ("join" | "sync", group_id, member_id)
 JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION = 4
 # JoinGroup v9+ lets a rejoining static leader skip computing an assignment (KIP-814).
 _JOIN_SKIP_ASSIGNMENT_VERSION = 9
-
-
-def heartbeat_key(group_id: str, member_id: str) -> str:
-    return f"classic-heartbeat-{group_id}-{member_id}"
-
-
-def sync_key(group_id: str) -> str:
-    return f"classic-sync-{group_id}"
-
-
-def join_key(group_id: str) -> str:
-    return f"classic-join-{group_id}"
-
-
-def pending_member_key(group_id: str, member_id: str) -> str:
-    return f"classic-pending-member-{group_id}-{member_id}"
 
 
 class Waiters:

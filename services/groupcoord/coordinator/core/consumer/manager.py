@@ -54,6 +54,12 @@ from groupcoord.coordinator.core.consumer.group import (
 from groupcoord.coordinator.core.consumer.reconciliation import reconcile
 from groupcoord.coordinator.core.consumer.regex_subscriptions import compile_regex, resolve
 from groupcoord.coordinator.core.consumer.target_assignment import compute_target_assignment
+from groupcoord.coordinator.core.consumer.timers import (
+    assignment_timer_key,
+    member_timer_cancels,
+    rebalance_timer_key,
+    session_timer_key,
+)
 from groupcoord.coordinator.core.contract import (
     ArmedTimers,
     CancelTimer,
@@ -90,41 +96,6 @@ UpgradeClassicGroup = Callable[
 DowngradeToClassic = Callable[
     [ConsumerGroup, str, int, "ConsumerGroupMember | None"], CoordinatorResult[None] | None
 ]
-
-
-def session_timer_key(group_id: str, member_id: str) -> str:
-    return f"consumer-session:{group_id}:{member_id}"
-
-
-def rebalance_timer_key(group_id: str, member_id: str) -> str:
-    return f"consumer-rebalance:{group_id}:{member_id}"
-
-
-def assignment_timer_key(group_id: str) -> str:
-    return f"consumer-assignment:{group_id}"
-
-
-def classic_join_timer_key(group_id: str, member_id: str) -> str:
-    """A classic member told to rejoin must do so within its rebalance timeout."""
-    return f"consumer-classic-join:{group_id}:{member_id}"
-
-
-def classic_sync_timer_key(group_id: str, member_id: str) -> str:
-    """A classic member that joined must sync within its rebalance timeout."""
-    return f"consumer-classic-sync:{group_id}:{member_id}"
-
-
-def member_timer_cancels(group_id: str, member_id: str) -> list[TimerIntent]:
-    """Ending every timer of a member that leaves the group (or the consumer protocol)."""
-    return [
-        CancelTimer(key)
-        for key in (
-            session_timer_key(group_id, member_id),
-            rebalance_timer_key(group_id, member_id),
-            classic_join_timer_key(group_id, member_id),
-            classic_sync_timer_key(group_id, member_id),
-        )
-    ]
 
 
 def _invalid(message: str) -> CoordinatorError:

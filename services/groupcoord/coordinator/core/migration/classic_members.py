@@ -50,11 +50,13 @@ from groupcoord.coordinator.core.consumer.group import (
 )
 from groupcoord.coordinator.core.consumer.manager import (
     ConsumerGroupManager,
+    known_static_member,
+    static_takeover,
+)
+from groupcoord.coordinator.core.consumer.timers import (
     classic_join_timer_key,
     classic_sync_timer_key,
-    known_static_member,
     member_timer_cancels,
-    static_takeover,
 )
 from groupcoord.coordinator.core.contract import (
     CancelTimer,

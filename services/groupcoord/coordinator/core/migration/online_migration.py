@@ -32,11 +32,8 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     encode_assignment,
 )
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
-from groupcoord.coordinator.core.classic.manager import (
-    ClassicGroupManager,
-    heartbeat_key,
-    join_key,
-)
+from groupcoord.coordinator.core.classic.manager import ClassicGroupManager
+from groupcoord.coordinator.core.classic.timers import heartbeat_key, join_key
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import (
