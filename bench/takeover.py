@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+
+from _register_core import register_core, register_pb2
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.coordinator.runtime.fencing import Fence
 from groupcoord.coordinator.runtime.statelog import StateLogWriter, ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
-
-REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "tests" / "coordinator" / "runtime"
-sys.path.insert(0, str(REGISTER_CORE_DIR))
-from register_core import OPERATIONS, RegisterShard  # noqa: E402 - a test core, found on the path above
 
 NAME = "takeover"
 DESCRIPTION = "time to take over a partition with N groups / M offsets: full reload vs hot standby"
@@ -52,7 +47,8 @@ async def populate(bootstrap: str, topic: str, groups: int, offsets: int) -> int
             chunk.append(
                 serialize_record(
                     CoordinatorRecord(
-                        RegisterKey(name=f"group-{g:06d}"), RegisterValue(value=g, padding=GROUP_PADDING)
+                        register_pb2.RegisterKey(name=f"group-{g:06d}"),
+                        register_pb2.RegisterValue(value=g, padding=GROUP_PADDING),
                     )
                 )
             )
@@ -60,7 +56,10 @@ async def populate(bootstrap: str, topic: str, groups: int, offsets: int) -> int
             name = f"group-{i // per_group:06d}/orders-topic/{i % per_group}"
             chunk.append(
                 serialize_record(
-                    CoordinatorRecord(RegisterKey(name=name), RegisterValue(value=i, padding=OFFSET_PADDING))
+                    CoordinatorRecord(
+                        register_pb2.RegisterKey(name=name),
+                        register_pb2.RegisterValue(value=i, padding=OFFSET_PADDING),
+                    )
                 )
             )
             if len(chunk) >= 50_000:
@@ -87,7 +86,11 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
 
     def runtime(shard_id: str) -> WorkerRuntime:
         return WorkerRuntime(
-            bootstrap=bootstrap, topic=topic, partitions=1, shard_factory=RegisterShard, shard_id=shard_id
+            bootstrap=bootstrap,
+            topic=topic,
+            partitions=1,
+            shard_factory=register_core.RegisterShard,
+            shard_id=shard_id,
         )
 
     cold = runtime("cold")
@@ -96,7 +99,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
     await cold.become_leader(0, 3)
     cold_s = time.perf_counter() - t0
     part = cold.partition(0)
-    assert part is not None and isinstance(part.shard, RegisterShard)
+    assert part is not None and isinstance(part.shard, register_core.RegisterShard)
     registers = len(part.shard.values)
     records_loaded = part.records_loaded
 
@@ -108,13 +111,15 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
     while sp.lag is None or sp.lag > 0:
         await asyncio.sleep(0.05)
     # The old leader keeps writing after the standby caught up: the takeover reads this tail.
-    await asyncio.gather(*(cold.submit(0, OPERATIONS["put"](_put(f"tail-{i}", i))) for i in range(tail)))
+    await asyncio.gather(
+        *(cold.submit(0, register_core.OPERATIONS["put"](_put(f"tail-{i}", i))) for i in range(tail))
+    )
     await cold.resign(0)
     t0 = time.perf_counter()
     await standby.become_leader(0, 4)
     warm_s = time.perf_counter() - t0
     sp = standby.partition(0)
-    assert sp is not None and isinstance(sp.shard, RegisterShard)
+    assert sp is not None and isinstance(sp.shard, register_core.RegisterShard)
     assert len(sp.shard.values) == registers + tail
     await cold.close()
     await standby.close()
@@ -208,9 +213,8 @@ async def _write_log(bootstrap: str, topic: str, entries: Iterator[tuple[bytes, 
 
 
 def _put(name: str, value: int):  # type: ignore[no-untyped-def]
-    from groupcoord.rpc.v1.register_pb2 import RegisterPutRequest  # noqa: PLC0415
 
-    return RegisterPutRequest(name=name, value=value, padding=OFFSET_PADDING)
+    return register_pb2.RegisterPutRequest(name=name, value=value, padding=OFFSET_PADDING)
 
 
 def run(args: list[str]) -> dict[str, object]:

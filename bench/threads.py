@@ -27,18 +27,15 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import grpc
+from _register_core import REGISTER_CORE_DIR, register_pb2, register_pb2_grpc
 
 from groupcoord.common.partitioning import worker_for
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
-from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
-
-REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "tests" / "coordinator" / "runtime"
 
 NAME = "threads"
 DESCRIPTION = "shard throughput with 1 vs 2 worker processes (--threads), read-only and write requests"

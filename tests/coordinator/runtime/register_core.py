@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import register_pb2
+import register_pb2_grpc
+
 from groupcoord.common.records import RECORD_TYPES
 from groupcoord.coordinator.core.contract import (
     PENDING,
@@ -28,11 +31,9 @@ from groupcoord.coordinator.core.contract import (
     read_operation,
     write_operation,
 )
-from groupcoord.records.v1 import runtime_pb2
-from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 
 REGISTER_TYPE_ID = 41
-RECORD_TYPES.register(REGISTER_TYPE_ID, runtime_pb2.RegisterKey, runtime_pb2.RegisterValue)
+RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
 
 
 class RegisterShard:
@@ -48,7 +49,7 @@ class RegisterShard:
 
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
-        assert isinstance(key, runtime_pb2.RegisterKey)
+        assert isinstance(key, register_pb2.RegisterKey)
         if record.value is None:
             self.values.pop(key.name, None)
         else:
@@ -58,8 +59,8 @@ class RegisterShard:
         self, request: register_pb2.RegisterPutRequest, now_ms: int
     ) -> CoordinatorResult[register_pb2.RegisterPutResponse]:
         record = CoordinatorRecord(
-            runtime_pb2.RegisterKey(name=request.name),
-            runtime_pb2.RegisterValue(value=request.value, padding=request.padding),
+            register_pb2.RegisterKey(name=request.name),
+            register_pb2.RegisterValue(value=request.value, padding=request.padding),
         )
         timers: list[TimerIntent] = []
         if request.expire_after_ms > 0:
@@ -103,7 +104,7 @@ class RegisterShard:
         # Re-validate: the register may have been overwritten since the timer was armed.
         if self.values.get(name) != value:
             return CoordinatorResult()
-        return CoordinatorResult([CoordinatorRecord(runtime_pb2.RegisterKey(name=name), None)])
+        return CoordinatorResult([CoordinatorRecord(register_pb2.RegisterKey(name=name), None)])
 
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}

@@ -14,12 +14,13 @@ from collections.abc import Iterator
 
 import grpc
 import pytest
+import register_pb2
+import register_pb2_grpc
 from register_core import RegisterShard
 
 from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
-from groupcoord.rpc.v1 import register_pb2, register_pb2_grpc
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 

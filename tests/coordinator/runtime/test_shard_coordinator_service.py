@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from register_core import RegisterShard
+from register_pb2 import RegisterKey, RegisterValue
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
@@ -20,7 +21,6 @@ from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.coordinator_service import add_coordinator_service
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc, offsets_pb2
 
 pytestmark = pytest.mark.broker

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from register_core import OPERATIONS, RegisterShard
+from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
@@ -22,8 +23,6 @@ from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWri
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.runtime.write_pipeline import Fenced
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.records.v1.runtime_pb2 import RegisterKey, RegisterValue
-from groupcoord.rpc.v1.register_pb2 import RegisterGetRequest, RegisterPutRequest
 
 pytestmark = pytest.mark.broker
 
