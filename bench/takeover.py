@@ -34,47 +34,22 @@ GROUP_PADDING = b"g" * 300  # group metadata: protocol, members, assignment
 
 
 async def populate(bootstrap: str, topic: str, groups: int, offsets: int) -> int:
-    writer = StateLogWriter(bootstrap, topic)
-    await writer.start()
-    old = Fence.new(1)
-    try:
-        await writer.append(0, [old.marker("previous-leader")], None)
-        chunk: list[tuple[bytes, bytes | None]] = []
-        written = 1
-        per_group = max(offsets // max(groups, 1), 1)
-        pending = []
+    """``groups`` group records and ``offsets`` offset commits spread over them."""
+    per_group = max(offsets // max(groups, 1), 1)
+
+    def records() -> Iterator[tuple[bytes, bytes | None]]:
         for g in range(groups):
-            chunk.append(
-                serialize_record(
-                    CoordinatorRecord(
-                        register_pb2.RegisterKey(name=f"group-{g:06d}"),
-                        register_pb2.RegisterValue(value=g, padding=GROUP_PADDING),
-                    )
-                )
+            key = register_pb2.RegisterKey(name=f"group-{g:06d}")
+            yield serialize_record(
+                CoordinatorRecord(key, register_pb2.RegisterValue(value=g, padding=GROUP_PADDING))
             )
         for i in range(offsets):
-            name = f"group-{i // per_group:06d}/orders-topic/{i % per_group}"
-            chunk.append(
-                serialize_record(
-                    CoordinatorRecord(
-                        register_pb2.RegisterKey(name=name),
-                        register_pb2.RegisterValue(value=i, padding=OFFSET_PADDING),
-                    )
-                )
+            key = register_pb2.RegisterKey(name=f"group-{i // per_group:06d}/orders-topic/{i % per_group}")
+            yield serialize_record(
+                CoordinatorRecord(key, register_pb2.RegisterValue(value=i, padding=OFFSET_PADDING))
             )
-            if len(chunk) >= 50_000:
-                pending.append(asyncio.ensure_future(writer.append(0, chunk, old.tag())))
-                written += len(chunk)
-                chunk = []
-                if len(pending) > 4:
-                    await pending.pop(0)
-        if chunk:
-            pending.append(asyncio.ensure_future(writer.append(0, chunk, old.tag())))
-            written += len(chunk)
-        await asyncio.gather(*pending)
-        return written
-    finally:
-        await writer.stop()
+
+    return await _write_log(bootstrap, topic, records())
 
 
 async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[str, object]:

@@ -33,7 +33,8 @@ import grpc
 from _register_core import REGISTER_CORE_DIR, register_pb2, register_pb2_grpc
 
 from groupcoord.common.partitioning import worker_for
-from groupcoord.embedded_broker import EmbeddedBroker, free_port
+from groupcoord.controlplane.local import free_port_block
+from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -144,22 +145,8 @@ async def _lead_all(base_port: int, workers: int) -> None:
     raise RuntimeError("partitions did not become active")
 
 
-def _ports(n: int) -> int:
-    import socket  # noqa: PLC0415
-
-    while True:
-        base = free_port()
-        try:
-            for i in range(1, n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-
-
 def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str, Any]:
-    base = _ports(workers)
+    base = free_port_block(workers)
     shard = subprocess.Popen(
         [
             *(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,8 +18,9 @@ import register_pb2_grpc
 from register_core import RegisterShard
 
 from groupcoord.common.partitioning import worker_for
+from groupcoord.controlplane.local import free_port_block
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
-from groupcoord.embedded_broker import EmbeddedBroker, free_port
+from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -31,24 +31,11 @@ WORKERS = 2
 HERE = os.path.dirname(os.path.abspath(__file__))  # register_core.py, for the worker processes
 
 
-def consecutive_free_ports(n: int) -> int:
-    for _ in range(50):
-        base = free_port()
-        try:
-            for i in range(1, n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no run of free ports")
-
-
 @pytest.fixture
 def shard(broker: EmbeddedBroker) -> Iterator[tuple[subprocess.Popen[bytes], int, int, str]]:
     topic = f"state-{uuid.uuid4().hex[:8]}"
-    grpc_port = consecutive_free_ports(WORKERS)
-    metrics_port = consecutive_free_ports(WORKERS)
+    grpc_port = free_port_block(WORKERS)
+    metrics_port = free_port_block(WORKERS)
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "groupcoord.cli", "shard"),
