@@ -15,6 +15,8 @@ import argparse
 import time
 from typing import Any
 
+from _core_test_doubles import MockClock, MockTimer
+
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     PENDING,
@@ -23,7 +25,6 @@ from groupcoord.coordinator.core.contract import (
     serialize_record,
 )
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 NAME = "classic-rebalance-core"

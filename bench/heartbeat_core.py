@@ -15,10 +15,11 @@ import statistics
 import time
 import uuid
 
+from _core_test_doubles import MockClock, MockTimer
+
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorResult, apply_timer_intents, serialize_record
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

@@ -14,10 +14,11 @@ import statistics
 import time
 from collections.abc import Callable
 
+from _core_test_doubles import MockClock, MockTimer
+
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import apply_timer_intents, serialize_record
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import classic_group_pb2 as cpb
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 

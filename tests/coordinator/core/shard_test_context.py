@@ -12,15 +12,36 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from mock_timer import MockClock, MockTimer
+
 from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import PENDING, CoordinatorResult, apply_timer_intents
+from groupcoord.coordinator.core.contract import (
+    PENDING,
+    CoordinatorRecord,
+    CoordinatorResult,
+    apply_timer_intents,
+    deserialize_record,
+    serialize_record,
+)
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer, RecordLog
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 TOKEN_APIS = {"join_group", "sync_group"}
+
+
+class RecordLog:
+    """The records a test has written, serialized exactly as the state topic would hold them."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[bytes, bytes | None]] = []
+
+    def append(self, records: list[CoordinatorRecord]) -> None:
+        self.entries.extend(serialize_record(r) for r in records)
+
+    def records(self) -> list[CoordinatorRecord]:
+        return [deserialize_record(k, v) for k, v in self.entries]
 
 
 class ShardContext:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 
 G = "group"

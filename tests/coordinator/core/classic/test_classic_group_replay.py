@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
 from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 
 G = "group"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from consumer_group_context import ConsumerGroupContext, G
+from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
@@ -13,7 +14,6 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import MemberState
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
-from groupcoord.coordinator.core.testing import MockClock, MockTimer
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
 

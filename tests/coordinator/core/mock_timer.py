@@ -1,8 +1,9 @@
-"""Deterministic test support for the cores: a mock clock and timer, and a replaying context.
+"""A mock clock and a timer driven by it: the cores' timers made deterministic for tests and
+the core benchmarks (bench/*_core.py find this folder through bench/_core_test_doubles.py).
 
-Used by the core tests (like Apache Kafka's GroupMetadataManagerTestContext): every call's
-records are replayed into the live state, and a second, replay-only state can be rebuilt
-from the full record history to check that replay equals live state.
+The runtime's timer runs operations on the partition's loop at wall-clock deadlines; this one
+runs them only when a test steps the :class:`MockClock` and pops what expired, so a test
+decides exactly when each timer fires (like Apache Kafka's MockCoordinatorTimer).
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcoord.coordinator.core.contract import (
-    CoordinatorRecord,
-    CoordinatorResult,
-    deserialize_record,
-    serialize_record,
-)
+from groupcoord.coordinator.core.contract import CoordinatorResult
 
 
 @dataclass
@@ -72,16 +68,3 @@ class MockTimer:
                 del self._live[entry.key]
                 fired.append((entry.key, entry.operation))
         return fired
-
-
-class RecordLog:
-    """The records a test has written, serialized exactly as the state topic would hold them."""
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[bytes, bytes | None]] = []
-
-    def append(self, records: list[CoordinatorRecord]) -> None:
-        self.entries.extend(serialize_record(r) for r in records)
-
-    def records(self) -> list[CoordinatorRecord]:
-        return [deserialize_record(k, v) for k, v in self.entries]
