@@ -71,7 +71,7 @@ class GroupConfig:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:
         """Defaults overridden by the operator's group-config environment (``GROUPCOORD_GROUP_*``,
-        see operator/build.py), or by ``GROUPCOORD_GROUP_<FIELD NAME IN CAPITALS>`` for any field."""
+        see operator/groupcoord_operator/build.py), or by ``GROUPCOORD_GROUP_<FIELD NAME IN CAPITALS>`` for any field."""
         config = cls()
         aliases = {
             "GROUPCOORD_GROUP_SESSION_TIMEOUT_MS": "consumer_group_session_timeout_ms",

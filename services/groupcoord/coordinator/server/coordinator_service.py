@@ -16,9 +16,9 @@ import grpc
 
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
+    ArmedTimers,
     CoordinatorOperation,
     CoordinatorShard,
-    Timer,
     read_operation,
     write_operation,
 )
@@ -81,10 +81,10 @@ def add_coordinator_service(server: grpc.aio.Server, runtime: WorkerRuntime) -> 
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime), server)
 
 
-def group_shard_factory(partition: int, timer: Timer) -> CoordinatorShard:
+def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
     """The coordinator shard of one partition; group config from the ``GROUPCOORD_GROUP_*``
     environment (set by the operator from the resource's group-config defaults)."""
-    return GroupCoordinatorShard(timer, GroupConfig.from_env(os.environ), partition=partition)
+    return GroupCoordinatorShard(armed, GroupConfig.from_env(os.environ), partition=partition)
 
 
 def group_core() -> Any:
