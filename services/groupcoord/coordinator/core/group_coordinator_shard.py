@@ -13,12 +13,19 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.protobuf.message import Message
 
 from groupcoord.common.errors import ErrorCode
-from groupcoord.coordinator.core.classic.manager import ClassicGroupManager
+from groupcoord.coordinator.core.classic import join as classic_join
+from groupcoord.coordinator.core.classic import membership as classic_membership
+from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
+from groupcoord.coordinator.core.classic import replay as classic_replay
+from groupcoord.coordinator.core.classic import sync as classic_sync
+from groupcoord.coordinator.core.classic.context import ClassicContext
+from groupcoord.coordinator.core.classic.group import simple_group_records
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
@@ -55,7 +62,7 @@ class GroupCoordinatorShard:
         self.partition = partition
         self.config = config or GroupConfig()
         self.groups: dict[str, Group] = {}
-        self.classic = ClassicGroupManager(
+        self.classic = ClassicContext(
             self.groups,
             self.config,
             delete_other_group=lambda group: group.tombstone_records(),
@@ -65,7 +72,7 @@ class GroupCoordinatorShard:
         self.offsets = OffsetMetadataManager(
             self.groups,
             self.config,
-            create_simple_group=self.classic.simple_group_records,
+            create_simple_group=simple_group_records,
             delete_group=self.delete_group_records,
         )
         self.group_configs = GroupConfigManager(self.config)
@@ -106,9 +113,11 @@ class GroupCoordinatorShard:
         switch: dict[type[Message], Callable[[Any, Any], None]] = {
             key_type: self.consumer.replayer(method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
         }
-        switch[classic_rpb.ClassicGroupMetadataKey] = self.classic.replay_metadata
-        switch[classic_rpb.ClassicGroupMemberKey] = self.classic.replay_member
-        switch[classic_rpb.ClassicGroupPendingMemberKey] = self.classic.replay_pending_member
+        switch[classic_rpb.ClassicGroupMetadataKey] = partial(classic_replay.replay_metadata, self.groups)
+        switch[classic_rpb.ClassicGroupMemberKey] = partial(classic_replay.replay_member, self.groups)
+        switch[classic_rpb.ClassicGroupPendingMemberKey] = partial(
+            classic_replay.replay_pending_member, self.groups
+        )
         switch[offsets_rpb.OffsetCommitKey] = self.offsets.replay
         switch[offsets_rpb.GroupConfigKey] = self.group_configs.replay
         return switch
@@ -123,7 +132,7 @@ class GroupCoordinatorShard:
         """Called once after loading the partition: the timers replay does not arm."""
         timers = [self.offsets.expiry_timer(now_ms)]
         timers += self.consumer.on_loaded(now_ms).timers
-        timers += self.classic.on_loaded(now_ms).timers
+        timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         return CoordinatorResult(timers=timers)
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
@@ -166,7 +175,7 @@ class GroupCoordinatorShard:
     def join_group(
         self, request: classic_pb.JoinGroupRequest, now_ms: int, token: Any = None
     ) -> CoordinatorResult[classic_pb.JoinGroupResponse]:
-        return self.classic.join_group(request, now_ms, token)
+        return classic_join.join_group(self.classic, request, now_ms, token)
 
     def _join_consumer_group(
         self, group: Group, request: classic_pb.JoinGroupRequest, now_ms: int
@@ -185,7 +194,7 @@ class GroupCoordinatorShard:
         group = self.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup):
             return self.classic_members.sync_group(group, request, now_ms)
-        return self.classic.sync_group(request, now_ms, token)
+        return classic_sync.sync_group(self.classic, request, now_ms, token)
 
     def heartbeat(
         self, request: classic_pb.HeartbeatRequest, now_ms: int
@@ -193,7 +202,7 @@ class GroupCoordinatorShard:
         group = self.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup):
             return self.classic_members.heartbeat(group, request, now_ms)
-        return self.classic.heartbeat(request, now_ms)
+        return classic_membership.heartbeat(self.classic, request, now_ms)
 
     def leave_group(
         self, request: classic_pb.LeaveGroupRequest, now_ms: int
@@ -201,7 +210,7 @@ class GroupCoordinatorShard:
         group = self.groups.get(request.group_id)
         if isinstance(group, ConsumerGroup):
             return self.classic_members.leave_group(group, request, now_ms)
-        return self.classic.leave_group(request, now_ms)
+        return classic_membership.leave_group(self.classic, request, now_ms)
 
     # --- offsets -----------------------------------------------------------------------------
     def offset_commit(

@@ -1,2 +1,6 @@
-"""The classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): the group, its
-handlers and timers, and the embedded consumer protocol its members speak."""
+"""The classic group protocol, one concept per module: the group (group.py), JoinGroup
+(join.py), SyncGroup (sync.py), Heartbeat and LeaveGroup (membership.py), the rebalance — join
+phase, completion of a generation, timers (rebalance.py, keys in timers.py) — the parked
+requests answered later (waiters.py), the answers (responses.py), replay (replay.py), and the
+embedded consumer protocol its members speak (consumer_protocol.py). Handlers are functions
+over the partition's :class:`~groupcoord.coordinator.core.classic.context.ClassicContext`."""

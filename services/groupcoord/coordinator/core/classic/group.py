@@ -444,3 +444,9 @@ class ClassicGroup:
 
 def with_assignment(member: ClassicGroupMember, assignment: bytes) -> ClassicGroupMember:
     return replace(member, assignment=assignment)
+
+
+def simple_group_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
+    """Records creating an empty classic group without protocol type (a "simple" group that
+    only stores offsets: commits with generation -1 to a group that does not exist)."""
+    return [ClassicGroup(group_id, now_ms).metadata_record()]

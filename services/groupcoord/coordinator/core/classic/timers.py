@@ -1,6 +1,6 @@
 """The keys of a classic group's timers: a session per member, the sync deadline of the leader,
 the join phase (rebalance timeout or initial delay) and one per pending member id (KIP-394).
-The operations that fire live with the manager (classic/manager.py)."""
+The operations that fire live with the rebalance (classic/rebalance.py)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
-from groupcoord.coordinator.core.classic.manager import (
+from groupcoord.coordinator.core.classic.join import (
     JOIN_REQUIRES_KNOWN_MEMBER_ID_VERSION,
     new_member_id,
 )

@@ -31,9 +31,11 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
+from groupcoord.coordinator.core.classic.context import ClassicContext
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
-from groupcoord.coordinator.core.classic.manager import ClassicGroupManager
+from groupcoord.coordinator.core.classic.rebalance import create_converted_group
 from groupcoord.coordinator.core.classic.timers import heartbeat_key, join_key
+from groupcoord.coordinator.core.classic.waiters import WaitKey
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import (
@@ -118,11 +120,11 @@ def members_for_upgrade(group: ClassicGroup) -> tuple[int, list[MigratingMember]
     return group.generation_id, out
 
 
-def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> CoordinatorResult[None]:
+def release_for_upgrade(classic: ClassicContext, group: ClassicGroup) -> CoordinatorResult[None]:
     """Ends the classic group's timers and answers its waiting requests: a JoinGroup or
     SyncGroup still waiting gets REBALANCE_IN_PROGRESS, so the member rejoins — now served by
     the consumer group (Kafka's convertToConsumerGroup)."""
-    answers: list[tuple[tuple[str, str, str], Any]] = []
+    answers: list[tuple[WaitKey, Any]] = []
     timers: list[TimerIntent] = []
     code = ErrorCode.rebalance_in_progress.value
     for member_id in group.members:
@@ -132,11 +134,11 @@ def release_for_upgrade(manager: ClassicGroupManager, group: ClassicGroup) -> Co
         answers.append((("sync", group.group_id, member_id), pb.SyncGroupResponse(error_code=code)))
         timers.append(CancelTimer(heartbeat_key(group.group_id, member_id)))
     timers.append(CancelTimer(join_key(group.group_id)))
-    return CoordinatorResult(completions=manager.waiters.release(answers), timers=timers)
+    return CoordinatorResult(completions=classic.waiters.release(answers), timers=timers)
 
 
 def classic_group_from_members(
-    manager: ClassicGroupManager,
+    classic: ClassicContext,
     group_id: str,
     group_epoch: int,
     members: list[MigratingMember],
@@ -167,7 +169,7 @@ def classic_group_from_members(
         )
         for m in members
     ]
-    return manager.create_converted_group(group_id, group_epoch, converted, now_ms, rebalance=rebalance)
+    return create_converted_group(classic, group_id, group_epoch, converted, now_ms, rebalance=rebalance)
 
 
 def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsImage) -> MigratingMember:
@@ -199,7 +201,7 @@ class OnlineMigration:
 
     def __init__(
         self,
-        classic: ClassicGroupManager,
+        classic: ClassicContext,
         config: GroupConfig,
         image: Callable[[], TopicsImage],
     ) -> None:
