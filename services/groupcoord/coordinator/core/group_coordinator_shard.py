@@ -27,9 +27,13 @@ from groupcoord.coordinator.core.classic import sync as classic_sync
 from groupcoord.coordinator.core.classic.context import ClassicContext
 from groupcoord.coordinator.core.classic.group import simple_group_records
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer import heartbeat as consumer_heartbeat
+from groupcoord.coordinator.core.consumer import membership as consumer_membership
+from groupcoord.coordinator.core.consumer import metadata as consumer_metadata
+from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
-from groupcoord.coordinator.core.consumer.manager import ConsumerGroupManager
+from groupcoord.coordinator.core.consumer.replay import replayer
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
@@ -85,7 +89,7 @@ class GroupCoordinatorShard:
         # The cluster's topics (input from the runtime, not state: see on_metadata_update).
         self.image: TopicsImage = UNKNOWN_IMAGE
         self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)
-        self.consumer = ConsumerGroupManager(
+        self.consumer = ConsumerContext(
             self.groups,
             armed,
             self.config,
@@ -107,11 +111,11 @@ class GroupCoordinatorShard:
 
     # --- replay and loading ------------------------------------------------------------------
     def _replay_switch(self) -> dict[type[Message], Callable[[Any, Any], None]]:
-        """Record key type → the replay method of the manager that owns it (Kafka's
+        """Record key type → the replay function of the group type that owns it (Kafka's
         GroupCoordinatorShard.replay switch). Every type of the production table in
         groupcoord.common.records except the runtime's own (leadership markers)."""
         switch: dict[type[Message], Callable[[Any, Any], None]] = {
-            key_type: self.consumer.replayer(method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
+            key_type: replayer(self.consumer, method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
         }
         switch[classic_rpb.ClassicGroupMetadataKey] = partial(classic_replay.replay_metadata, self.groups)
         switch[classic_rpb.ClassicGroupMemberKey] = partial(classic_replay.replay_member, self.groups)
@@ -131,7 +135,7 @@ class GroupCoordinatorShard:
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: the timers replay does not arm."""
         timers = [self.offsets.expiry_timer(now_ms)]
-        timers += self.consumer.on_loaded(now_ms).timers
+        timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         return CoordinatorResult(timers=timers)
 
@@ -143,7 +147,7 @@ class GroupCoordinatorShard:
     def consumer_group_heartbeat(
         self, request: consumer_pb.ConsumerGroupHeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[consumer_pb.ConsumerGroupHeartbeatResponse]:
-        return self.consumer.heartbeat(request, now_ms)
+        return consumer_heartbeat.heartbeat(self.consumer, request, now_ms)
 
     def consumer_group_describe(
         self, request: consumer_pb.ConsumerGroupDescribeRequest, now_ms: int = 0
@@ -158,7 +162,7 @@ class GroupCoordinatorShard:
         """The runtime's new view of the cluster's topics: records bumping the epochs of the
         groups whose subscribed topics changed (and re-resolved regexes)."""
         self.image = image
-        return self.consumer.on_metadata_update(image, now_ms)
+        return consumer_metadata.on_metadata_update(self.groups, image, now_ms)
 
     def consumer_groups_by_state(self) -> dict[str, int]:
         """Consumer group count per state (lower-case names, as the metrics label them)."""

@@ -41,6 +41,8 @@ from groupcoord.coordinator.core.classic.join import (
     new_member_id,
 )
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.consumer.assignment import advance_member
+from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
     ConsumerGroup,
@@ -48,9 +50,12 @@ from groupcoord.coordinator.core.consumer.group import (
     MemberState,
     replace_member,
 )
-from groupcoord.coordinator.core.consumer.manager import (
-    ConsumerGroupManager,
+from groupcoord.coordinator.core.consumer.membership import (
+    downgrade,
+    fencing_timer,
     known_static_member,
+    remove_members,
+    session_timer,
     static_takeover,
 )
 from groupcoord.coordinator.core.consumer.timers import (
@@ -70,8 +75,8 @@ from groupcoord.rpc.v1 import classic_group_pb2 as pb
 class ClassicMembersOfConsumerGroups:
     """The classic group APIs for consumer groups of one state-topic partition."""
 
-    def __init__(self, manager: ConsumerGroupManager, config: GroupConfig) -> None:
-        self.manager = manager
+    def __init__(self, consumer: ConsumerContext, config: GroupConfig) -> None:
+        self.consumer = consumer
         self.config = config
 
     # ------------------------------------------------------------------------------ JoinGroup
@@ -83,7 +88,7 @@ class ClassicMembersOfConsumerGroups:
         member_id = request.member_id
         unknown = member_id == ""
         if unknown:
-            member_id = new_member_id(request.client_id, self.manager.new_uuid())
+            member_id = new_member_id(request.client_id, self.consumer.new_uuid())
         try:
             return self._join(group, request, member_id, unknown, now_ms)
         except CoordinatorError as e:
@@ -146,13 +151,14 @@ class ClassicMembersOfConsumerGroups:
             changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
         updated = replace_member(member, **changes)
 
-        image = self.manager.image()
+        image = self.consumer.image()
         owned: dict[bytes, frozenset[int]] = {}
         for name, parts in subscription.owned_partitions.items():
             topic_id = image.topic_id(name)
             if topic_id is not None:
                 owned[topic_id] = owned.get(topic_id, frozenset()) | frozenset(parts)
-        reconciled = self.manager.advance_member(
+        reconciled = advance_member(
+            self.consumer,
             group,
             records,
             timers,
@@ -176,10 +182,15 @@ class ClassicMembersOfConsumerGroups:
                         response=downgraded.response,
                         timers=timers + downgraded.timers,
                     )
-        timers.append(self.manager.session_timer(gid, member_id, now_ms, request.session_timeout_ms))
+        timers.append(session_timer(self.consumer, gid, member_id, now_ms, request.session_timeout_ms))
         timers.append(
-            self.manager.fencing_timer(
-                classic_sync_timer_key(gid, member_id), gid, member_id, now_ms, request.rebalance_timeout_ms
+            fencing_timer(
+                self.consumer,
+                classic_sync_timer_key(gid, member_id),
+                gid,
+                member_id,
+                now_ms,
+                request.rebalance_timeout_ms,
             )
         )
         response = pb.JoinGroupResponse(
@@ -198,7 +209,7 @@ class ClassicMembersOfConsumerGroups:
         """The classic static member replaced the last consumer-protocol member: the group
         converts back, Stable at generation = group epoch, the joining member holding what the
         replaced one held (its SyncGroup then returns it)."""
-        converted = self.manager.downgrade(group, replaced.member_id, now_ms, joining)
+        converted = downgrade(self.consumer, group, replaced.member_id, now_ms, joining)
         if converted is None:
             return None
         response = pb.JoinGroupResponse(
@@ -248,14 +259,14 @@ class ClassicMembersOfConsumerGroups:
             ),
             timers=[
                 CancelTimer(classic_sync_timer_key(gid, member.member_id)),
-                self.manager.session_timer(gid, member.member_id, now_ms, _session_ms(member)),
+                session_timer(self.consumer, gid, member.member_id, now_ms, _session_ms(member)),
             ],
         )
 
     def _assignment(self, member: ConsumerGroupMember) -> bytes:
         """The member's current partitions in the consumer protocol, at the version of its
         subscription (as Kafka answers)."""
-        partitions = self.manager.image().partitions_by_name(member.assigned)
+        partitions = self.consumer.image().partitions_by_name(member.assigned)
         metadata = (
             member.classic_member_metadata.supported_protocols[0][1]
             if member.classic_member_metadata
@@ -274,7 +285,7 @@ class ClassicMembersOfConsumerGroups:
             if request.generation_id != member.member_epoch:
                 raise _illegal_generation(request.generation_id, member)
             timers.append(
-                self.manager.session_timer(group.group_id, member.member_id, now_ms, _session_ms(member))
+                session_timer(self.consumer, group.group_id, member.member_id, now_ms, _session_ms(member))
             )
             if (
                 member.member_epoch < group.group_epoch
@@ -325,7 +336,7 @@ class ClassicMembersOfConsumerGroups:
                 result.error_code = e.code.value
             results.append(result)
         removal = (
-            self.manager.remove_members(group, list(leaving.values())) if leaving else CoordinatorResult()
+            remove_members(self.consumer, group, list(leaving.values())) if leaving else CoordinatorResult()
         )
         top = ErrorCode.none.value
         if request.api_version < 3 and results:
@@ -362,10 +373,10 @@ class ClassicMembersOfConsumerGroups:
         """REBALANCE_IN_PROGRESS, and the member must rejoin within its rebalance timeout (the
         timer, unless already running, is appended to ``timers``)."""
         key = classic_join_timer_key(group.group_id, member.member_id)
-        if not self.manager.armed.is_scheduled(key):
+        if not self.consumer.armed.is_scheduled(key):
             timers.append(
-                self.manager.fencing_timer(
-                    key, group.group_id, member.member_id, now_ms, member.rebalance_timeout_ms
+                fencing_timer(
+                    self.consumer, key, group.group_id, member.member_id, now_ms, member.rebalance_timeout_ms
                 )
             )
         return CoordinatorError(

@@ -7,7 +7,7 @@ group whose other members all use the classic protocol, it converts back. Apache
 this in ``GroupMetadataManager.convertToConsumerGroup`` / ``convertToClassicGroup`` with
 ``ConsumerGroup.fromClassicGroup`` / ``ClassicGroup.fromConsumerGroup``.
 
-:class:`OnlineMigration` is what the shard wires into the consumer group manager. This module
+:class:`OnlineMigration` is what the shard wires into the consumer groups' context. This module
 holds what the classic protocol contributes: whether a classic group may be upgraded, what each classic member brings into a consumer
 group (:func:`members_for_upgrade`), the answers and timer cancels that retire the classic
 group (:func:`release_for_upgrade`), and the records that rebuild a classic group from a consumer
@@ -194,8 +194,8 @@ def migrating_member_from_consumer(member: ConsumerGroupMember, image: TopicsIma
 
 
 class OnlineMigration:
-    """Both directions of KIP-848 online migration, wired by the shard into the consumer group
-    manager (``upgrade``, ``downgrade``): each returns the records that replace one group type
+    """Both directions of KIP-848 online migration, wired by the shard into the consumer groups'
+    context (``upgrade``, ``downgrade``): each returns the records that replace one group type
     by the other, so the conversion is written — and replayed after a failover — like any
     other change (Kafka's convertToConsumerGroup / convertToClassicGroup)."""
 

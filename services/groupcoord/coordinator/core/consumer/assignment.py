@@ -1,0 +1,270 @@
+"""A consumer group's epoch and target assignment, and driving a member towards its target.
+
+KIP-848 steps 3-5 of a heartbeat, as Kafka's ``GroupMetadataManager`` does them: a changed
+subscription, rack or assignor, a new member, or changed topic metadata bumps the **group
+epoch**; when the group epoch is ahead of the assignment epoch, a new **target assignment** is
+computed (at most once per ``consumer.assignment.interval.ms``; later by a timer otherwise);
+then the member is reconciled towards its target (consumer/reconciliation.py). Shared by
+ConsumerGroupHeartbeat and the JoinGroup of a classic member inside a consumer group.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from groupcoord.coordinator.core.assignors.api import PartitionAssignor
+from groupcoord.coordinator.core.consumer.context import ConsumerContext
+from groupcoord.coordinator.core.consumer.group import (
+    ConsumerGroup,
+    ConsumerGroupMember,
+    current_assignment_record,
+    group_metadata_record,
+    member_metadata_record,
+    member_tombstones,
+    regex_record,
+    target_member_record,
+)
+from groupcoord.coordinator.core.consumer.reconciliation import reconcile
+from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
+from groupcoord.coordinator.core.consumer.target_assignment import compute_target_assignment
+from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
+from groupcoord.coordinator.core.contract import (
+    CoordinatorRecord,
+    CoordinatorResult,
+    TimerIntent,
+    deadline_timer,
+)
+from groupcoord.records.v1 import consumer_group_pb2 as rpb
+
+
+def subscribed_topics(
+    group: ConsumerGroup,
+    resolved: Mapping[str, frozenset[str]],
+    gone: Iterable[ConsumerGroupMember | None] = (),
+    joining: ConsumerGroupMember | None = None,
+) -> tuple[set[str], Counter[str]]:
+    """Every topic name the group subscribes to once the ``gone`` members have left and
+    ``joining`` has (re)joined — by name, or through a regex (``resolved``: regex → topics) —
+    and how many members then use each regex. The one count behind a heartbeat's group epoch
+    bump, a removal's metadata hash and a topic change's re-hash."""
+    counts = Counter(group.subscribed_names)
+    regexes = Counter(group.regex_count)
+    for member in gone:
+        if member is not None:
+            counts.subtract(member.subscribed_topic_names)
+            if member.subscribed_topic_regex is not None:
+                regexes[member.subscribed_topic_regex] -= 1
+    if joining is not None:
+        counts.update(joining.subscribed_topic_names)
+        if joining.subscribed_topic_regex is not None:
+            regexes[joining.subscribed_topic_regex] += 1
+    names = {n for n, c in counts.items() if c > 0}
+    for regex, c in regexes.items():
+        if c > 0:
+            names |= resolved.get(regex, frozenset())
+    return names, regexes
+
+
+def advance_member(
+    ctx: ConsumerContext,
+    group: ConsumerGroup,
+    records: list[CoordinatorRecord],
+    timers: list[TimerIntent],
+    *,
+    member: ConsumerGroupMember,
+    updated: ConsumerGroupMember,
+    is_new: bool,
+    replaced: ConsumerGroupMember | None,
+    group_is_new: bool,
+    owned: Mapping[bytes, frozenset[int]] | None,
+    now_ms: int,
+) -> ConsumerGroupMember:
+    """Steps 3-5 for a member whose request fields are applied (``updated``): group epoch,
+    target assignment, reconciliation. Appends the records to ``records`` (and the batched
+    assignment's timer, when it must wait, to ``timers``) and returns the reconciled member.
+    Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a classic member inside a
+    consumer group (migration/classic_members.py).
+
+    ``member`` is the member as the group knows it (a fresh one when ``is_new``),
+    ``replaced`` a static member's previous incarnation that ``updated`` takes over,
+    ``owned`` the partitions the member reports owning (None: not reported).
+    """
+    gid = group.group_id
+    member_id = updated.member_id
+    image = ctx.image()
+    previous_for_subscription = replaced if replaced is not None else member
+    subscription_changed = is_new or _subscription_changed(previous_for_subscription, updated)
+
+    # Regular expressions: resolve a new one now; drop one no member uses any more.
+    resolved: dict[str, frozenset[str]] = {k: v.topics for k, v in group.resolved_regexes.items()}
+    regex_counts = Counter(group.regex_count)
+    regex_changed = False
+    old_regex = None if is_new else (replaced or member).subscribed_topic_regex
+    if updated.subscribed_topic_regex != old_regex:
+        if old_regex is not None:
+            regex_counts[old_regex] -= 1
+        if updated.subscribed_topic_regex is not None:
+            regex_counts[updated.subscribed_topic_regex] += 1
+        for regex, n in regex_counts.items():
+            if n > 0 and regex not in resolved:
+                resolved[regex] = resolve(regex, image)
+                records.append(regex_record(gid, regex, resolved[regex], now_ms))
+                regex_changed = True
+            elif n <= 0 and regex in resolved:
+                del resolved[regex]
+                records.append(regex_record(gid, regex, None))
+                regex_changed = True
+
+    # Group epoch: bumped when the subscription or the subscribed topics' metadata changed.
+    group_epoch = group.group_epoch
+    metadata_hash = group.metadata_hash
+    if subscription_changed or regex_changed or group_is_new:
+        old = member if not is_new and member.member_id in group.members else None
+        names, _ = subscribed_topics(group, resolved, gone=(old, replaced), joining=updated)
+        metadata_hash = image.metadata_hash(names)
+        group_epoch += 1
+        records.append(group_metadata_record(gid, group_epoch, metadata_hash))
+
+    # Membership as it will be after this request.
+    if replaced is not None:
+        records += member_tombstones(gid, replaced.member_id)
+    if is_new or replaced is not None or (updated is not member and _metadata_differs(member, updated)):
+        records.append(member_metadata_record(gid, updated))
+
+    # Target assignment.
+    target_epoch = group.assignment_epoch
+    member_target = group.target.get(replaced.member_id if replaced is not None else member_id, {})
+    if replaced is not None:
+        records.append(target_member_record(gid, member_id, member_target))
+    if group_epoch > group.assignment_epoch:
+        if may_assign(ctx, group, now_ms):
+            members = dict(group.members)
+            if replaced is not None:
+                del members[replaced.member_id]
+            members[member_id] = updated
+            current_target: dict[str, Any] = group.target
+            if replaced is not None:
+                current_target = dict(group.target)
+                current_target[member_id] = member_target
+            target = compute_target_assignment(
+                group,
+                members,
+                current_target,
+                resolved,
+                _assignor(ctx, group, member, updated),
+                image,
+                group_epoch,
+                now_ms,
+            )
+            if replaced is not None:
+                # the new member's target record was written above; write it again only if changed
+                target.records[:] = [
+                    rec
+                    for rec in target.records
+                    if not (
+                        isinstance(rec.key, rpb.ConsumerGroupTargetAssignmentMemberKey)
+                        and rec.key.member_id == member_id
+                        and target.by_member[member_id] == member_target
+                    )
+                ]
+            records += target.records
+            target_epoch = group_epoch
+            member_target = target.by_member.get(member_id, {})
+        else:
+            timers += assignment_timer(ctx, group, now_ms)
+
+    # Reconciliation.
+    def owner_of(tid: bytes, p: int) -> str | None:
+        return group.partition_epoch_owner(tid, p)
+
+    reconciled = reconcile(
+        updated,
+        target_epoch,
+        member_target,
+        owner_of,
+        owned,
+        also_self=replaced.member_id if replaced is not None else None,
+    )
+    if (
+        is_new
+        or replaced is not None
+        or reconciled.member_epoch != member.member_epoch
+        or reconciled.previous_member_epoch != member.previous_member_epoch
+        or reconciled.state is not member.state
+        or reconciled.assigned != member.assigned
+        or reconciled.pending_revocation != member.pending_revocation
+    ):
+        records.append(current_assignment_record(gid, reconciled))
+    return reconciled
+
+
+def may_assign(ctx: ConsumerContext, group: ConsumerGroup, now_ms: int) -> bool:
+    """Whether the target assignment may be computed now (consumer.assignment.interval.ms)."""
+    interval = ctx.assignment_interval_ms(group.group_id)
+    return (
+        interval <= 0
+        or group.assignment_timestamp_ms < 0
+        or now_ms - group.assignment_timestamp_ms >= interval
+    )
+
+
+def assignment_timer(ctx: ConsumerContext, group: ConsumerGroup, now_ms: int) -> list[TimerIntent]:
+    """The batched assignment (consumer.assignment.interval.ms), unless already armed."""
+    key = assignment_timer_key(group.group_id)
+    if ctx.armed.is_scheduled(key):
+        return []
+    due = group.assignment_timestamp_ms + ctx.assignment_interval_ms(group.group_id)
+    return [deadline_timer(key, due - now_ms, now_ms, _assign_now, ctx, group.group_id)]
+
+
+def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> CoordinatorResult[None]:
+    """The batched assignment: compute the target for the group as it is now."""
+    group = ctx.consumer_group(group_id)
+    if group is None or group.group_epoch <= group.assignment_epoch:
+        return CoordinatorResult()
+    resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
+    target = compute_target_assignment(
+        group,
+        group.members,
+        group.target,
+        resolved,
+        ctx.assignors[group.preferred_assignor(ctx.default_assignor)],
+        ctx.image(),
+        group.group_epoch,
+        now_ms,
+    )
+    return CoordinatorResult(records=target.records)
+
+
+def _assignor(
+    ctx: ConsumerContext, group: ConsumerGroup, old: ConsumerGroupMember, new: ConsumerGroupMember
+) -> PartitionAssignor:
+    counts = Counter(group.assignor_count)
+    if old.server_assignor is not None and old.member_id in group.members:
+        counts[old.server_assignor] -= 1
+    if new.server_assignor is not None:
+        counts[new.server_assignor] += 1
+    return ctx.assignors[_most_common(counts, ctx.default_assignor)]
+
+
+def _most_common(counts: Counter[str], default: str) -> str:
+    live = {a: c for a, c in counts.items() if c > 0}
+    if not live:
+        return default
+    top = max(live.values())
+    return min(a for a, c in live.items() if c == top)
+
+
+def _subscription_changed(old: ConsumerGroupMember, new: ConsumerGroupMember) -> bool:
+    return (
+        old.subscribed_topic_names != new.subscribed_topic_names
+        or old.subscribed_topic_regex != new.subscribed_topic_regex
+        or old.server_assignor != new.server_assignor
+        or old.rack_id != new.rack_id
+    )
+
+
+def _metadata_differs(old: ConsumerGroupMember, new: ConsumerGroupMember) -> bool:
+    return old.metadata_value() != new.metadata_value()
