@@ -100,18 +100,25 @@ def _reconcile(
         kube.merge_patch(f"{path}/status", {"status": new_status})
         return True
 
+    def status_for(
+        placement: Any, states: Any, problem: tuple[str, str] | None, **more: Any
+    ) -> dict[str, Any]:
+        # conditions are read when called: after a status write they are the written ones
+        return build.build_status(
+            placement=placement,
+            shard_states=states,
+            generation=generation,
+            previous_conditions=conditions,
+            now=now,
+            problem=problem,
+            **more,
+        )
+
     try:
         spec = parse_spec(body.get("spec"), current_partitions=len(previous))
     except SpecError as exc:
         log.warning("%s/%s: invalid spec: %s", namespace, name, exc)
-        new_status = build.build_status(
-            placement=previous,
-            shard_states=previous_states,
-            generation=generation,
-            previous_conditions=conditions,
-            now=now,
-            problem=("InvalidSpec", str(exc)),
-        )
+        new_status = status_for(previous, previous_states, ("InvalidSpec", str(exc)))
         return Outcome(new_status, [], write_status(new_status))
 
     pods = kube.list(collection_path("Pod", namespace), build.selector(name, build.SHARD))
@@ -133,14 +140,7 @@ def _reconcile(
         log.info("%s/%s: partitions %s change leader (live shards %s)", namespace, name, moved, live)
 
     # leadership first, so a shard about to be removed is already deposed when its pod stops
-    pre_status = build.build_status(
-        placement=placement,
-        shard_states=states,
-        generation=generation,
-        previous_conditions=conditions,
-        now=now,
-        problem=problem,
-    )
+    pre_status = status_for(placement, states, problem)
     written = write_status(pre_status)
     if written:
         status, conditions = pre_status, pre_status["conditions"]
@@ -154,14 +154,6 @@ def _reconcile(
     final = pre_status
     if changed:
         log.info("%s/%s: updated %s", namespace, name, changed)
-        final = build.build_status(
-            placement=placement,
-            shard_states=states,
-            generation=generation,
-            previous_conditions=conditions,
-            now=now,
-            problem=problem,
-            rollout_pending=True,
-        )
+        final = status_for(placement, states, problem, rollout_pending=True)
         written = write_status(final) or written
     return Outcome(final, changed, written)

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from groupcoord.common.event_loop import new_event_loop
+from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.command import parse_address
@@ -157,11 +155,7 @@ class LocalCluster:
 
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
     cluster = LocalCluster(ClusterOptions.from_args(args), upstream)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     try:
         await cluster.start()
         host, port = cluster.gateway.bootstrap_address

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import signal
 import threading
 
 import grpc
 
-from groupcoord.common.event_loop import new_event_loop
+from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
@@ -131,11 +129,7 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
     await gateway.start()
     host, port = gateway.bootstrap_address
     print(f"gateway ready: bootstrap {host}:{port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     try:
         await stop.wait()
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from groupcoord.common.event_loop import new_event_loop
+from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
@@ -140,10 +140,7 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))
     elif config.leadership != "local":
         raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     log.info(
         "shard process %s worker %d/%d serving on port %d",
         config.shard_id,

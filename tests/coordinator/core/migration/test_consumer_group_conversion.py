@@ -6,8 +6,10 @@ from consumer_group_context import ConsumerGroupContext, G
 
 from groupcoord.coordinator.core.consumer.group import MemberState
 from groupcoord.coordinator.core.contract import CoordinatorResult
-from groupcoord.coordinator.core.migration.consumer_records import consumer_group_records_from_classic
-from groupcoord.coordinator.core.migration.online_migration import MigratingMember
+from groupcoord.coordinator.core.migration.consumer_records import (
+    MigratingMember,
+    consumer_group_records_from_classic,
+)
 
 
 def _member(member_id: str, assigned: dict[str, list[int]], instance: str | None = None) -> MigratingMember:

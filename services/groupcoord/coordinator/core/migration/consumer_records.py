@@ -9,14 +9,14 @@ recomputed: the group continues exactly where the classic group was, and the nex
 bumps the epoch as usual.
 
 The classic side (when an upgrade may happen, what each member brings, retiring the classic
-group) is ``migration/online_migration.py``; members are passed in as its ``MigratingMember`` values
-(anything with the same attributes).
+group) is ``migration/online_migration.py``; members come as :class:`MigratingMember` values,
+which both directions of a conversion use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Protocol
+from dataclasses import dataclass
 
 from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
@@ -32,7 +32,18 @@ from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
 
-class ClassicMember(Protocol):
+@dataclass(frozen=True, slots=True)
+class MigratingMember:
+    """One member as both protocols need it across a conversion.
+
+    ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
+    keeps them for its classic members so it can answer their JoinGroup and convert back
+    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer/group.py,
+    with ``session_timeout_ms``). ``assigned`` is the member's current assignment by topic
+    *name* (the embedded protocol's form); the consumer group maps names to topic ids through
+    its topics image.
+    """
+
     member_id: str
     group_instance_id: str | None
     client_id: str
@@ -42,11 +53,11 @@ class ClassicMember(Protocol):
     protocols: tuple[tuple[str, bytes], ...]
     subscribed_topics: tuple[str, ...]
     assigned: dict[str, list[int]]
-    rack_id: str | None
+    rack_id: str | None = None
 
 
 def consumer_member_from_classic(
-    member: ClassicMember, epoch: int, image: TopicsImage
+    member: MigratingMember, epoch: int, image: TopicsImage
 ) -> ConsumerGroupMember:
     """The consumer group member for a classic member at ``epoch`` (topics the image does not
     know are dropped from its assignment: they cannot be described by id)."""
@@ -72,7 +83,7 @@ def consumer_member_from_classic(
 
 
 def consumer_group_records_from_classic(
-    group_id: str, epoch: int, members: Iterable[ClassicMember], image: TopicsImage, now_ms: int
+    group_id: str, epoch: int, members: Iterable[MigratingMember], image: TopicsImage, now_ms: int
 ) -> list[CoordinatorRecord]:
     """Records creating the consumer group (to follow the classic group's tombstones)."""
     converted = [consumer_member_from_classic(m, epoch, image) for m in members]

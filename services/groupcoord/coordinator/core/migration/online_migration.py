@@ -20,7 +20,6 @@ JoinGroup/SyncGroup/Heartbeat/LeaveGroup of classic members inside a consumer gr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
@@ -45,33 +44,12 @@ from groupcoord.coordinator.core.contract import (
     TimerIntent,
 )
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.migration.consumer_records import consumer_group_records_from_classic
+from groupcoord.coordinator.core.migration.consumer_records import (
+    MigratingMember,
+    consumer_group_records_from_classic,
+)
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
-
-
-@dataclass(frozen=True, slots=True)
-class MigratingMember:
-    """One member as both protocols need it across a conversion.
-
-    ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
-    keeps them for its classic members so it can answer their JoinGroup and convert back
-    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer/group.py,
-    with ``session_timeout_ms``). ``assigned`` is the member's current assignment by topic
-    *name* (the embedded protocol's form); the consumer group maps names to topic ids through
-    its topics image.
-    """
-
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocols: tuple[tuple[str, bytes], ...]
-    subscribed_topics: tuple[str, ...]
-    assigned: dict[str, list[int]]
-    rack_id: str | None = None
 
 
 def can_upgrade(group: ClassicGroup, config: GroupConfig, consumer_group_max_size: int) -> bool:
