@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
@@ -80,19 +80,20 @@ PENDING: Any = _Pending()
 """``CoordinatorResult.response`` of a request answered later through a completion."""
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleTimer:
+class ScheduleTimer(NamedTuple):
     """Run ``operation()`` on the partition's loop after ``delay_ms``, replacing any timer with
     the same key. The operation's result is handled exactly like a request's; it must
-    re-validate state (the world may have moved since scheduling)."""
+    re-validate state (the world may have moved since scheduling).
+
+    Timer intents are named tuples, not frozen dataclasses: every heartbeat returns one, and a
+    frozen dataclass costs several times more to build (bench/heartbeat_core.py)."""
 
     key: str
     delay_ms: int
     operation: Callable[[], CoordinatorResult[Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class CancelTimer:
+class CancelTimer(NamedTuple):
     """Forget the timer with this key, if any."""
 
     key: str

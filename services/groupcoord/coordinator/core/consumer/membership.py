@@ -210,7 +210,7 @@ def rebalance_timer(
     once it stops."""
     key = rebalance_timer_key(group_id, after.member_id)
     if after.state is not MemberState.UNREVOKED_PARTITIONS:
-        return [CancelTimer(key)]
+        return [CancelTimer(key)] if ctx.armed.is_scheduled(key) else []
     if (
         before.state is MemberState.UNREVOKED_PARTITIONS
         and before.member_epoch == after.member_epoch
