@@ -30,24 +30,13 @@ replays it into both. A revert costs a deep copy of the state, once per failed w
 from __future__ import annotations
 
 import copy
-import copyreg
 from collections.abc import Callable, Iterable
-from types import MappingProxyType
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorShard, Timer
 from groupcoord.coordinator.runtime.timers import CommittedTimerView, LoopTimer
 
 ShardFactory = Callable[[int, Timer], CoordinatorShard]
 """Builds the coordinator shard of a partition: ``factory(partition, timer)``."""
-
-
-def _reduce_mapping_proxy(proxy: MappingProxyType[object, object]) -> tuple[object, tuple[object, ...]]:
-    return MappingProxyType, (dict(proxy),)
-
-
-# Cores keep immutable views (``MappingProxyType``, e.g. in a topics image), which ``deepcopy``
-# cannot copy by itself; the copy of a read-only view is a read-only view of a copy.
-copyreg.pickle(MappingProxyType, _reduce_mapping_proxy)  # type: ignore[arg-type]
 
 
 class ShardReplicas:
