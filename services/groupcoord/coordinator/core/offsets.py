@@ -39,8 +39,14 @@ _RETENTION_TIME_VERSIONS = range(2, 5)  # OffsetCommit v2-4 carry retention_time
 _NO_RETENTION = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CommittedOffset:
+    """One committed offset: a value, never mutated once built. Not ``frozen``: a takeover
+    builds one per offset record for each of the runtime's two replicas (a million and more),
+    and a frozen dataclass is built ~3.5x slower (its ``__init__`` goes through
+    ``object.__setattr__``); a named tuple would be built fast but read slower, and OffsetFetch
+    reads every field it answers (bench/takeover.py, bench/offsets_core.py)."""
+
     offset: int
     leader_epoch: int
     metadata: str
@@ -112,12 +118,14 @@ class OffsetMetadataManager:
                 if not topics:
                     del self.offsets[k.group_id]
             return
-        self.offsets.setdefault(k.group_id, {}).setdefault(k.topic, {})[k.partition] = (
-            CommittedOffset.from_value(value)
-        )
+        group_id = k.group_id
+        topics = self.offsets.get(group_id)
+        if topics is None:
+            topics = self.offsets[group_id] = {}
+        topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
         # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
-        if k.group_id not in self.groups:
-            self.groups[k.group_id] = ClassicGroup(k.group_id)
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id)
 
     def state(self) -> dict[str, dict[str, dict[int, CommittedOffset]]]:
         return self.offsets
