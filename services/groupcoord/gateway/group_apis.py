@@ -46,6 +46,12 @@ class CallContext:
     listener: Address
     client_host: str
 
+    @property
+    def response_type(self) -> Any:
+        """The kio response class of this request's API and version (the api key is named
+        once, in :data:`GROUP_APIS`)."""
+        return codec.response_type(int(self.header.request_api_key), self.version)
+
 
 Upstream = Callable[[Any], Awaitable[Any]]
 CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
@@ -122,8 +128,8 @@ class GroupApis:
                 found.update((gid, on_error(gid, reply)) for gid in ids)
         return [found[gid] for gid in group_ids]
 
-    def response(self, ctx: CallContext, api_key: int, message: Message) -> Any:
-        return from_proto(message, codec.response_type(api_key, ctx.version))
+    def response(self, ctx: CallContext, message: Message) -> Any:
+        return from_proto(message, ctx.response_type)
 
     # --- classic protocol -------------------------------------------------------------
 
@@ -137,24 +143,24 @@ class GroupApis:
         resp = reply.response or cg.JoinGroupResponse(
             error_code=reply.error_code, generation_id=-1, member_id=req.member_id
         )
-        return self.response(ctx, 11, resp)
+        return self.response(ctx, resp)
 
     async def sync_group(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cg.SyncGroupRequest(api_version=ctx.version))
         reply = await self.call(req.group_id, Envelope(sync_group=msg))
-        return self.response(ctx, 14, reply.response or cg.SyncGroupResponse(error_code=reply.error_code))
+        return self.response(ctx, reply.response or cg.SyncGroupResponse(error_code=reply.error_code))
 
     async def heartbeat(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cg.HeartbeatRequest(api_version=ctx.version))
         reply = await self.call(req.group_id, Envelope(heartbeat=msg))
-        return self.response(ctx, 12, reply.response or cg.HeartbeatResponse(error_code=reply.error_code))
+        return self.response(ctx, reply.response or cg.HeartbeatResponse(error_code=reply.error_code))
 
     async def leave_group(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cg.LeaveGroupRequest(api_version=ctx.version))
         if ctx.version <= 2:
             msg.members.add(member_id=req.member_id)
         reply = await self.call(req.group_id, Envelope(leave_group=msg))
-        return self.response(ctx, 13, reply.response or cg.LeaveGroupResponse(error_code=reply.error_code))
+        return self.response(ctx, reply.response or cg.LeaveGroupResponse(error_code=reply.error_code))
 
     # --- offsets ----------------------------------------------------------------------
 
@@ -178,7 +184,7 @@ class GroupApis:
                     for t in req.topics
                 ]
             )
-        return self.response(ctx, 8, resp)
+        return self.response(ctx, resp)
 
     async def offset_fetch(self, ctx: CallContext, req: Any) -> Any:
         msg = op.OffsetFetchRequest(
@@ -210,7 +216,7 @@ class GroupApis:
         )
         if ctx.version <= 7:
             only = ordered[0]
-            body_type = codec.response_type(9, ctx.version)
+            body_type = ctx.response_type
             topic_type = _entry(body_type, "topics")
             partition_type = _entry(topic_type, "partitions")
             topics = tuple(
@@ -223,12 +229,12 @@ class GroupApis:
             if "throttle_time" in body_type.__dataclass_fields__:
                 kwargs["throttle_time"] = NO_THROTTLE
             return body_type(**kwargs)
-        return self.response(ctx, 9, op.OffsetFetchResponse(groups=ordered))
+        return self.response(ctx, op.OffsetFetchResponse(groups=ordered))
 
     async def offset_delete(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, op.OffsetDeleteRequest(api_version=ctx.version))
         reply = await self.call(req.group_id, Envelope(offset_delete=msg))
-        return self.response(ctx, 47, reply.response or op.OffsetDeleteResponse(error_code=reply.error_code))
+        return self.response(ctx, reply.response or op.OffsetDeleteResponse(error_code=reply.error_code))
 
     # --- KIP-848 consumer groups ------------------------------------------------------------
 
@@ -240,7 +246,7 @@ class GroupApis:
         resp = reply.response or cgh.ConsumerGroupHeartbeatResponse(
             error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1
         )
-        return self.response(ctx, 68, resp)
+        return self.response(ctx, resp)
 
     async def consumer_group_describe(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cgh.ConsumerGroupDescribeRequest(api_version=ctx.version))
@@ -258,7 +264,7 @@ class GroupApis:
                 group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
             ),
         )
-        return self.response(ctx, 69, cgh.ConsumerGroupDescribeResponse(groups=groups))
+        return self.response(ctx, cgh.ConsumerGroupDescribeResponse(groups=groups))
 
     # --- admin --------------------------------------------------------------------------
 
@@ -275,7 +281,7 @@ class GroupApis:
                 continue
             out.error_code = out.error_code or reply.response.error_code
             out.groups.extend(reply.response.groups)
-        return self.response(ctx, 16, out)
+        return self.response(ctx, out)
 
     async def describe_groups(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, ga.DescribeGroupsRequest(api_version=ctx.version))
@@ -293,7 +299,7 @@ class GroupApis:
                 group_id=gid, error_code=reply.error_code, error_message=reply.error_message
             ),
         )
-        return self.response(ctx, 15, ga.DescribeGroupsResponse(groups=groups))
+        return self.response(ctx, ga.DescribeGroupsResponse(groups=groups))
 
     async def delete_groups(self, ctx: CallContext, req: Any) -> Any:
         results = await self.per_group(
@@ -304,10 +310,10 @@ class GroupApis:
             lambda resp: ((r.group_id, r) for r in resp.results),
             lambda gid, reply: ga.DeletableGroupResult(group_id=gid, error_code=reply.error_code),
         )
-        return self.response(ctx, 42, ga.DeleteGroupsResponse(results=results))
+        return self.response(ctx, ga.DeleteGroupsResponse(results=results))
 
     async def find_coordinator(self, ctx: CallContext, req: Any) -> Any:
-        body_type = codec.response_type(10, ctx.version)
+        body_type = ctx.response_type
         key_type = int(getattr(req, "key_type", GROUP_KEY))
         keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
         if key_type != GROUP_KEY:  # transaction coordinators live in the upstream cluster
@@ -359,7 +365,7 @@ class GroupApis:
         return tuple(mine[id(r)] if id(r) in mine else next(theirs) for r in req.resources)
 
     async def describe_configs(self, ctx: CallContext, req: Any) -> Any:
-        body_type = codec.response_type(32, ctx.version)
+        body_type = ctx.response_type
         result_type = _entry(body_type, "results")
         config_type = _entry(result_type, "configs")
 
@@ -394,7 +400,7 @@ class GroupApis:
         return body_type(throttle_time=NO_THROTTLE, results=results)
 
     async def incremental_alter_configs(self, ctx: CallContext, req: Any) -> Any:
-        body_type = codec.response_type(44, ctx.version)
+        body_type = ctx.response_type
         entry = _entry(body_type, "responses")
 
         async def one(resource: Any) -> Any:
