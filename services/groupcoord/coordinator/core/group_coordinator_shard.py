@@ -69,7 +69,6 @@ class GroupCoordinatorShard:
         self.classic = ClassicContext(
             self.groups,
             self.config,
-            delete_other_group=lambda group: group.tombstone_records(),
             join_other_group=self._join_consumer_group,
             new_uuid=new_uuid,
         )
@@ -97,7 +96,6 @@ class GroupCoordinatorShard:
             session_timeout_ms=self.group_configs.session_timeout_ms,
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
-            delete_classic_group=lambda group: group.tombstone_records(),
             upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
             downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
                 group, member_id, now_ms, joining

@@ -31,9 +31,7 @@ class ClassicContext:
     ``groups`` is the shard's map of every group (classic and consumer groups share it: a group
     id names one group); ``waiters`` the parked JoinGroup/SyncGroup requests;
     ``new_uuid()`` where new member ids come from (injected, so a test replays exactly what a
-    call returned); ``delete_other_group(group)`` the tombstones of an empty group of another
-    type (a consumer group) that a JoinGroup replaces with a classic group, as Kafka does;
-    ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
+    call returned); ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
     another type (a classic member inside a consumer group, online migration).
     """
 
@@ -41,7 +39,6 @@ class ClassicContext:
         self,
         groups: dict[str, Group],
         config: GroupConfig,
-        delete_other_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
         | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
@@ -49,7 +46,6 @@ class ClassicContext:
         self.groups = groups
         self.config = config
         self.waiters = Waiters()
-        self.delete_other_group = delete_other_group or (lambda _group: [])
         self.join_other_group = join_other_group
         self.new_uuid = new_uuid
 

@@ -75,8 +75,8 @@ def join_group(
                 return ctx.join_other_group(existing, request, now_ms)
             return CoordinatorResult(response=error_join(ErrorCode.inconsistent_group_protocol, member_id))
         if unknown:
-            # An empty consumer group becomes a classic group (its offsets stay).
-            replaced = ctx.delete_other_group(existing)
+            # An empty consumer group becomes a classic group (its offsets stay), as in Kafka.
+            replaced = existing.tombstone_records()
         existing = None
     live = existing
     if live is None and not unknown:

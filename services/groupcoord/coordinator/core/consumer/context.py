@@ -52,8 +52,7 @@ class ConsumerContext:
 
     ``image()`` is the shard's current topics image; ``session_timeout_ms(group)``,
     ``heartbeat_interval_ms(group)`` and ``assignment_interval_ms(group)`` give the
-    effective (possibly per-group) settings; ``delete_classic_group(group)`` returns the
-    tombstones of an empty classic group a consumer group replaces.
+    effective (possibly per-group) settings.
 
     ``armed`` is the read-only view of the partition's timers: handlers return timer intents
     and only ask whether one is already running (a revoking member's rebalance timeout is not
@@ -74,7 +73,6 @@ class ConsumerContext:
         session_timeout_ms: Callable[[str], int] | None = None,
         heartbeat_interval_ms: Callable[[str], int] | None = None,
         assignment_interval_ms: Callable[[str], int] | None = None,
-        delete_classic_group: Callable[[Group], list[CoordinatorRecord]] | None = None,
         assignors: Mapping[str, PartitionAssignor] | None = None,
         upgrade_classic_group: UpgradeClassicGroup | None = None,
         downgrade_to_classic: DowngradeToClassic | None = None,
@@ -91,7 +89,6 @@ class ConsumerContext:
         self.assignment_interval_ms = assignment_interval_ms or (
             lambda _g: config.consumer_group_assignment_interval_ms
         )
-        self.delete_classic_group = delete_classic_group or (lambda _g: [])
         self.upgrade_classic_group = upgrade_classic_group
         self.downgrade_to_classic = downgrade_to_classic
         self.new_uuid = new_uuid  # member ids of v0 joins (injected: tests replay exactly)

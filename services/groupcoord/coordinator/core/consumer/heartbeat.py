@@ -132,7 +132,8 @@ def _group_for(
     if existing is None or existing.is_empty():
         if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} not found.")
-        pre = ctx.delete_classic_group(existing) if existing is not None else []
+        # An empty classic group becomes a consumer group (its offsets stay).
+        pre = existing.tombstone_records() if existing is not None else []
         return ctx.new_group(r.group_id), pre, True, None
     raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} is not a consumer group.")
 
