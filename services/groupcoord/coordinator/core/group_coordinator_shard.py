@@ -162,15 +162,6 @@ class GroupCoordinatorShard:
         self.image = image
         return consumer_metadata.on_metadata_update(self.groups, image, now_ms)
 
-    def consumer_groups_by_state(self) -> dict[str, int]:
-        """Consumer group count per state (lower-case names, as the metrics label them)."""
-        counts: dict[str, int] = {}
-        for group in self.groups.values():
-            if isinstance(group, ConsumerGroup):
-                state = group.state_name().lower()
-                counts[state] = counts.get(state, 0) + 1
-        return counts
-
     # --- classic group protocol -------------------------------------------------------------
     # A classic request to a consumer group comes from a classic member inside it (online
     # migration): migration/classic_members.py serves it.
