@@ -150,6 +150,20 @@ def test_offsets_of_an_empty_group_expire_after_retention_then_the_group_goes() 
     ctx.assert_replay_equals_live()
 
 
+def test_a_group_expiring_whole_tombstones_each_offset_once() -> None:
+    config = GroupConfig(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10**9)
+    ctx = ShardContext(config)
+    ctx.commit(G, {T0: 1, ("t", 1): 2})  # a simple group: empty, offsets only
+    expiry = ctx.shard.offsets.expire_offsets(ctx.clock.now_ms + 60_000)
+    keys = [r.key.SerializeToString(deterministic=True) for r in expiry.records if r.value is None]
+    assert len(keys) == len(set(keys))
+    offsets = [r for r in expiry.records if type(r.key).__name__ == "OffsetCommitKey"]
+    assert len(offsets) == 2
+    ctx.apply(expiry)
+    assert G not in ctx.shard.groups
+    ctx.assert_replay_equals_live()
+
+
 def test_stable_consumer_group_expires_only_topics_it_no_longer_subscribes_to() -> None:
     config = GroupConfig(
         classic_group_initial_rebalance_delay_ms=0,

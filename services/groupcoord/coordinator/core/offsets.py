@@ -299,6 +299,7 @@ class OffsetMetadataManager:
         for group_id, group in list(self.groups.items()):
             topics = self.offsets.get(group_id, {})
             expired_all = True
+            tombstones: list[CoordinatorRecord] = []
             for topic, parts in topics.items():
                 subscribed = group.is_subscribed_to_topic(topic)
                 for index, committed in parts.items():
@@ -311,12 +312,12 @@ class OffsetMetadataManager:
                         base = group.offset_expiration_base_ms(committed.commit_timestamp_ms)
                         expired = base is not None and now_ms - base >= retention
                     if expired:
-                        records.append(offset_record(group_id, topic, index, None))
+                        tombstones.append(offset_record(group_id, topic, index, None))
                     else:
                         expired_all = False
-            if expired_all and group.is_empty():
-                records += self._delete_group(group)
-        # An empty group without offsets (all expired, or none ever) is deleted, as in Kafka.
+            # An empty group without offsets (all expired, or none ever) is deleted, as in
+            # Kafka; deleting it tombstones its offsets, so they are not tombstoned twice.
+            records += self._delete_group(group) if expired_all and group.is_empty() else tombstones
         return CoordinatorResult(records=records)
 
 
