@@ -419,7 +419,7 @@ class PartitionRuntime:
         elif isinstance(ev, TimerEvent):
             operation = self._timer.take(ev)
             if operation is not None:
-                self._run_internal(operation, f"timer {ev.key}")
+                self._run_internal(operation, f"timer {ev.key}", by_timer=True)
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, ev.what)
 
@@ -430,15 +430,19 @@ class PartitionRuntime:
             raise RuntimeError(f"read-only operation {op.name} returned records, timers or completions")
         return result.response
 
-    def _run_internal(self, op: Callable[[], CoordinatorResult[Any]], what: str) -> None:
+    def _run_internal(
+        self, op: Callable[[], CoordinatorResult[Any]], what: str, *, by_timer: bool = False
+    ) -> None:
         try:
             result = op()
         except Exception:
             log.exception("partition %d: %s failed", self.partition, what)
             return
-        self._apply(result, None)
+        self._apply(result, None, by_timer=by_timer)
 
-    def _apply(self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None) -> None:
+    def _apply(
+        self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, *, by_timer: bool = False
+    ) -> None:
         if result.timers:
             apply_timer_intents(self._timer, result.timers)
         records = result.records
@@ -463,7 +467,7 @@ class PartitionRuntime:
             return
         entries = [serialize_record(r) for r in records]
         if self._metrics is not None:
-            self._record_counter.observe(self._metrics, self.partition, records)
+            self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
             self._replicas.replay_live(records)
         except Exception as exc:  # a core bug; the live replica may be half-applied

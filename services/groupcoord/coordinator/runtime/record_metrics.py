@@ -3,8 +3,9 @@
 The cores stay free of metrics: the runtime looks at the records each live request or timer
 writes (never at records replayed during a load, which would recount history) and turns them
 into counts — a consumer group's epoch going up or a classic group's generation going up is a
-rebalance; an offset record is a commit, its tombstone a deletion (OffsetDelete, DeleteGroups
-or retention expiry, which the records do not tell apart).
+rebalance; an offset record is a commit. An offset tombstone is an expiry when a timer wrote it
+(the only timer that deletes offsets is retention expiry, which also deletes an empty group
+whose offsets all expired) and a deletion otherwise (OffsetDelete, DeleteGroups, a repair).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ class RecordCounter:
     def __init__(self) -> None:
         self._epochs: dict[tuple[str, str], int] = {}
 
-    def observe(self, metrics: Any, partition: int, records: Iterable[CoordinatorRecord]) -> None:
+    def observe(
+        self, metrics: Any, partition: int, records: Iterable[CoordinatorRecord], *, by_timer: bool = False
+    ) -> None:
         commits = deletions = 0
         for record in records:
             kind = type(record.key)
@@ -39,7 +42,9 @@ class RecordCounter:
                 self._rebalance(metrics, partition, "classic", record, "generation_id")
         if commits:
             metrics.record_offset_commits(commits, partition=partition)
-        if deletions:
+        if deletions and by_timer:
+            metrics.record_offset_expirations(deletions)
+        elif deletions:
             metrics.record_offset_deletions(deletions)
 
     def _rebalance(
