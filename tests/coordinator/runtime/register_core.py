@@ -22,11 +22,11 @@ import register_pb2_grpc
 from groupcoord.common.records import RECORD_TYPES
 from groupcoord.coordinator.core.contract import (
     PENDING,
+    ArmedTimers,
     CoordinatorOperation,
     CoordinatorRecord,
     CoordinatorResult,
     ScheduleTimer,
-    Timer,
     TimerIntent,
     read_operation,
     write_operation,
@@ -39,9 +39,8 @@ RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.R
 class RegisterShard:
     """All registers hashed to one state-topic partition."""
 
-    def __init__(self, partition: int, timer: Timer) -> None:
-        self.partition = partition
-        self.timer = timer
+    def __init__(self, partition: int, armed: ArmedTimers) -> None:
+        self.partition = partition  # ``armed``: registers only schedule (intents), never ask
         self.values: dict[str, int] = {}
         self.loaded_at_ms: int | None = None
         # Requests waiting for a register to appear (not state: they die with leadership).

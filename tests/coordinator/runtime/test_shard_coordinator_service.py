@@ -16,7 +16,7 @@ from register_core import RegisterShard
 from register_pb2 import RegisterKey, RegisterValue
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, Timer
+from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.coordinator_service import add_coordinator_service
@@ -28,9 +28,6 @@ pytestmark = pytest.mark.broker
 
 class OffsetsShard(RegisterShard):
     """Committed offsets kept as registers named ``group/topic/partition``."""
-
-    def __init__(self, partition: int, timer: Timer) -> None:
-        super().__init__(partition, timer)
 
     def offset_commit(self, req: offsets_pb2.OffsetCommitRequest, now_ms: int) -> CoordinatorResult:
         if not req.group_id:

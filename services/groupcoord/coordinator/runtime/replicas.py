@@ -32,11 +32,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable
 
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorShard, Timer
-from groupcoord.coordinator.runtime.timers import CommittedTimerView, LoopTimer
+from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorShard
+from groupcoord.coordinator.runtime.timers import LoopTimer
 
-ShardFactory = Callable[[int, Timer], CoordinatorShard]
-"""Builds the coordinator shard of a partition: ``factory(partition, timer)``."""
+ShardFactory = Callable[[int, ArmedTimers], CoordinatorShard]
+"""Builds the coordinator shard of a partition: ``factory(partition, armed)``, where ``armed``
+is the read-only view of the partition's timers (cores return timer intents, see contract.py)."""
 
 
 class ShardReplicas:
@@ -44,9 +45,9 @@ class ShardReplicas:
 
     def __init__(self, factory: ShardFactory, partition: int, timer: LoopTimer) -> None:
         self._timer = timer
-        self._committed_timer = CommittedTimerView(timer)
+        # Both replicas may ask which timers are armed; only the live one's results arm them.
         self.live: CoordinatorShard = factory(partition, timer)
-        self.committed: CoordinatorShard = factory(partition, self._committed_timer)
+        self.committed: CoordinatorShard = factory(partition, timer)
 
     def replay_live(self, records: Iterable[CoordinatorRecord]) -> None:
         replay = self.live.replay
@@ -62,9 +63,8 @@ class ShardReplicas:
     def revert(self) -> None:
         """Make the live replica the committed state again (a write failed).
 
-        The copy gets the live timers where the committed replica holds its timer view, so
-        the new live replica schedules as the old one did. Raises if the state cannot be
+        The copy shares the partition's timers (not copied). Raises if the state cannot be
         copied; the caller then reloads the partition instead.
         """
-        memo = {id(self._committed_timer): self._timer}
+        memo = {id(self._timer): self._timer}
         self.live = copy.deepcopy(self.committed, memo)

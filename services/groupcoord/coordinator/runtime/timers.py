@@ -1,11 +1,9 @@
 """The timers of one partition: armed on the partition's loop, owned by its live replica.
 
 A coordinator shard's timers (session and rebalance timeouts, offset expiry) are effects of the
-*live* replica (see :mod:`.replicas`): they are scheduled from its results and their operations
-close over it. The committed replica only replays what was acknowledged; it gets a
-:class:`CommittedTimerView`, which answers ``is_scheduled`` from the live timers (a read may ask
-whether a timeout is running) and drops schedule/cancel, since the live replica already had
-those effects when the records were first replayed.
+*live* replica (see :mod:`.replicas`): the runtime arms them from the intents its results carry,
+and their operations close over it. Both replicas see the timers only as a read-only view
+(``is_scheduled``); the committed replica's results are never applied.
 """
 
 from __future__ import annotations
@@ -72,21 +70,3 @@ class LoopTimer:
             return None
         del self._timers[event.key]
         return entry[2]
-
-
-class CommittedTimerView:
-    """The timer a committed replica is built with; see the module docstring."""
-
-    __slots__ = ("_live",)
-
-    def __init__(self, live: LoopTimer) -> None:
-        self._live = live
-
-    def schedule(self, key: str, delay_ms: int, operation: TimerOperation) -> None:
-        pass
-
-    def cancel(self, key: str) -> None:
-        pass
-
-    def is_scheduled(self, key: str) -> bool:
-        return self._live.is_scheduled(key)
