@@ -108,8 +108,8 @@ def test_offset_delete_rules() -> None:
     ids, gen = ctx.form_group(G, 1, protocols=[("range", sub)])
     ctx.commit(G, {T0: 1, ("u", 0): 2}, member_id=ids[0], generation=gen)
     request = opb.OffsetDeleteRequest(api_version=0, group_id=G)
-    request.topics.add(name="t", partition_indexes=[0])
-    request.topics.add(name="u", partition_indexes=[0])
+    request.topics.add(name="t").partitions.add(partition_index=0)
+    request.topics.add(name="u").partitions.add(partition_index=0)
     response = ctx.answer(ctx.call("offset_delete", request)[0])
     assert [p.error_code for t in response.topics for p in t.partitions] == [
         E.group_subscribed_to_topic.value,
@@ -125,7 +125,7 @@ def test_offset_delete_in_a_non_consumer_group_with_members_is_non_empty_group()
     ctx = ShardContext()
     ctx.form_group(G, 1, protocol_type="connect")
     request = opb.OffsetDeleteRequest(api_version=0, group_id=G)
-    request.topics.add(name="t", partition_indexes=[0])
+    request.topics.add(name="t").partitions.add(partition_index=0)
     assert ctx.answer(ctx.call("offset_delete", request)[0]).error_code == E.non_empty_group.value
 
 

@@ -261,7 +261,7 @@ class OffsetMetadataManager:
         for t in request.topics:
             rt = response.topics.add(name=t.name)
             subscribed = group.is_subscribed_to_topic(t.name)
-            for index in t.partition_indexes:
+            for index in (entry.partition_index for entry in t.partitions):
                 code = ErrorCode.group_subscribed_to_topic if subscribed else ErrorCode.none
                 if not subscribed and index in committed.get(t.name, {}):
                     records.append(offset_record(request.group_id, t.name, index, None))
