@@ -25,6 +25,7 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
+from groupcoord.gateway.topic_catalog import TopicCatalog
 from groupcoord.gateway.wire_translation import from_proto, to_proto
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
@@ -76,11 +77,13 @@ class GroupApis:
         shards: ShardClient,
         upstream: Upstream,
         coordinator_node: CoordinatorNode,
+        topics: TopicCatalog | None = None,
     ) -> None:
         self.leadership = leadership
         self.shards = shards
         self.upstream = upstream
         self.coordinator_node = coordinator_node
+        self.topics = topics if topics is not None else TopicCatalog(upstream)
         self.apis = GROUP_APIS
 
     async def handle(self, header: Any, request: Any, listener: Address, client_host: str = "") -> Any:
@@ -165,25 +168,21 @@ class GroupApis:
     # --- offsets ----------------------------------------------------------------------
 
     async def offset_commit(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, op.OffsetCommitRequest(api_version=ctx.version))
-        reply = await self.call(req.group_id, Envelope(offset_commit=msg))
-        resp = reply.response
-        if resp is None:  # every partition carries the request-level error
-            resp = op.OffsetCommitResponse(
-                topics=[
-                    op.OffsetCommitResponseTopic(
-                        name=getattr(t, "name", "") or "",
-                        topic_id=t.topic_id.bytes if getattr(t, "topic_id", None) else b"",
-                        partitions=[
-                            op.OffsetCommitResponsePartition(
-                                partition_index=p.partition_index, error_code=reply.error_code
-                            )
-                            for p in t.partitions
-                        ],
-                    )
-                    for t in req.topics
-                ]
+        """Partitions that do not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION here,
+        as Kafka's request handler does; the rest go to the group's shard (none: no call)."""
+        unknown = await self.topics.unknown_partitions(
+            (t.name, p.partition_index) for t in req.topics if getattr(t, "name", None) for p in t.partitions
+        )
+        known = _without(req.topics, unknown) if unknown else req.topics
+        resp = op.OffsetCommitResponse()
+        if known:
+            msg = to_proto(
+                dataclasses.replace(req, topics=known), op.OffsetCommitRequest(api_version=ctx.version)
             )
+            reply = await self.call(req.group_id, Envelope(offset_commit=msg))
+            resp = reply.response or _commit_errors(known, reply.error_code)
+        if unknown:
+            resp = _in_request_order(req.topics, resp, unknown)
         return self.response(ctx, resp)
 
     async def offset_fetch(self, ctx: CallContext, req: Any) -> Any:
@@ -232,9 +231,32 @@ class GroupApis:
         return self.response(ctx, op.OffsetFetchResponse(groups=ordered))
 
     async def offset_delete(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, op.OffsetDeleteRequest(api_version=ctx.version))
+        """Topics that do not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION for each
+        of their partitions, as Kafka's request handler does; the shard answers the rest (and
+        the group-level error), and every requested partition is echoed with its own error."""
+        absent = await self.topics.unknown_topics(t.name for t in req.topics)
+        known = tuple(t for t in req.topics if t.name not in absent)
+        msg = to_proto(
+            dataclasses.replace(req, topics=known), op.OffsetDeleteRequest(api_version=ctx.version)
+        )
         reply = await self.call(req.group_id, Envelope(offset_delete=msg))
-        return self.response(ctx, reply.response or op.OffsetDeleteResponse(error_code=reply.error_code))
+        resp = reply.response or op.OffsetDeleteResponse(error_code=reply.error_code)
+        if absent and resp.error_code == ErrorCode.none.value:
+            answered = {t.name: t for t in resp.topics}
+            del resp.topics[:]
+            for t in req.topics:
+                if t.name in answered:
+                    resp.topics.append(answered[t.name])
+                    continue
+                code = ErrorCode.unknown_topic_or_partition.value
+                resp.topics.add(
+                    name=t.name,
+                    partitions=[
+                        op.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+        return self.response(ctx, resp)
 
     # --- KIP-848 consumer groups ------------------------------------------------------------
 
@@ -424,6 +446,62 @@ class GroupApis:
 
         responses = await self._per_resource(req, one, "responses")
         return body_type(throttle_time=NO_THROTTLE, responses=responses)
+
+
+def _without(topics: tuple[Any, ...], unknown: set[tuple[str, int]]) -> tuple[Any, ...]:
+    """The OffsetCommit request topics minus the ``unknown`` (topic, partition) pairs."""
+    kept = (
+        dataclasses.replace(
+            t, partitions=tuple(p for p in t.partitions if (t.name, p.partition_index) not in unknown)
+        )
+        for t in topics
+    )
+    return tuple(t for t in kept if t.partitions)
+
+
+def _topic_key(name: str, topic_id: Any) -> tuple[str, bytes]:
+    return name or "", topic_id.bytes if hasattr(topic_id, "bytes") else (topic_id or b"")
+
+
+def _commit_errors(topics: Iterable[Any], code: int) -> op.OffsetCommitResponse:
+    """An OffsetCommit answer giving every partition of ``topics`` the same error."""
+    return op.OffsetCommitResponse(
+        topics=[
+            op.OffsetCommitResponseTopic(
+                name=getattr(t, "name", "") or "",
+                topic_id=_topic_key("", getattr(t, "topic_id", None))[1],
+                partitions=[
+                    op.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ]
+    )
+
+
+def _in_request_order(
+    topics: tuple[Any, ...], answered: op.OffsetCommitResponse, unknown: set[tuple[str, int]]
+) -> op.OffsetCommitResponse:
+    """Every requested partition in request order: its error from ``answered`` (the shard's
+    answer for the known partitions), UNKNOWN_TOPIC_OR_PARTITION for the ``unknown`` ones."""
+    errors = {
+        (_topic_key(t.name, t.topic_id), p.partition_index): p.error_code
+        for t in answered.topics
+        for p in t.partitions
+    }
+    out = op.OffsetCommitResponse(throttle_time_ms=answered.throttle_time_ms)
+    for t in topics:
+        name, topic_id = _topic_key(getattr(t, "name", ""), getattr(t, "topic_id", None))
+        rt = out.topics.add(name=name, topic_id=topic_id)
+        for p in t.partitions:
+            code = (
+                ErrorCode.unknown_topic_or_partition.value
+                if (name, p.partition_index) in unknown
+                else errors.get(((name, topic_id), p.partition_index), ErrorCode.unknown_server_error.value)
+            )
+            rt.partitions.add(partition_index=p.partition_index, error_code=code)
+    return out
 
 
 GROUP_APIS: dict[int, ServedApi] = {
