@@ -4,6 +4,8 @@ envelope and answers from it)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -47,7 +49,9 @@ class RecordingShards:
         )
 
 
-def group_apis(leaders: dict[int, tuple[int, int]]) -> tuple[GroupApis, RecordingShards]:
+def group_apis(
+    leaders: dict[int, tuple[int, int]], failover_wait_s: float = 0.3
+) -> tuple[GroupApis, RecordingShards]:
     table = LeadershipTable(PARTITIONS)
     table.update(leaders, {0: ShardEndpoint("shard-0", 7000), 1: ShardEndpoint("shard-1", 7000)})
     shards = RecordingShards()
@@ -58,7 +62,8 @@ def group_apis(leaders: dict[int, tuple[int, int]]) -> tuple[GroupApis, Recordin
     async def node(listener: tuple[str, int]) -> tuple[int, str, int]:
         return 1, *listener
 
-    return GroupApis(table, shards, no_upstream, node), shards  # type: ignore[arg-type]
+    apis = GroupApis(table, shards, no_upstream, node, failover_wait_s=failover_wait_s)  # type: ignore[arg-type]
+    return apis, shards
 
 
 def header(api_key: int, version: int) -> SimpleNamespace:
@@ -80,7 +85,8 @@ async def test_groups_are_split_by_partition_and_answered_in_request_order() -> 
     by_partition = groups_by_partition()
     names = [g for pair in zip(*by_partition.values(), strict=False) for g in pair]  # interleaved
     names.append(names[0])  # a group named twice is answered twice, like Kafka
-    # partition 2 has no leader (being moved): its groups get COORDINATOR_NOT_AVAILABLE
+    # partition 2 has no leader (being moved) for longer than the gateway holds requests: its
+    # groups get COORDINATOR_LOAD_IN_PROGRESS, which clients retry without telling the application
     apis, shards = group_apis({0: (0, 1), 1: (1, 1)})
 
     response = await apis.handle(header(42, 2), DeleteGroupsRequest(groups_names=tuple(names)), LISTENER)
@@ -88,13 +94,55 @@ async def test_groups_are_split_by_partition_and_answered_in_request_order() -> 
     assert [r.group_id for r in response.results] == names
     for result in response.results:
         leaderless = partition_for(result.group_id, PARTITIONS) == 2
-        assert result.error_code == (ErrorCode.coordinator_not_available if leaderless else ErrorCode.none)
+        assert result.error_code == (ErrorCode.coordinator_load_in_progress if leaderless else ErrorCode.none)
     # one call per partition with a leader, carrying that partition's groups in request order
     assert sorted(env.partition for _, env in shards.sent) == [0, 1]
     for address, env in shards.sent:
         expected = [g for g in names if partition_for(g, PARTITIONS) == env.partition]
         assert list(env.delete_groups.groups_names) == expected
         assert address == ("shard-0" if env.partition == 0 else "shard-1", 7000)
+
+
+async def test_a_request_for_a_partition_between_leaders_waits_for_the_new_leader() -> None:
+    """A failover is latency, not an error: the request is held until the control plane names
+    the new leader, then answered by it."""
+    gid = groups_by_partition()[2][0]
+    apis, shards = group_apis({0: (0, 1), 1: (1, 1)}, failover_wait_s=10)
+    request = DeleteGroupsRequest(groups_names=(gid,))
+
+    async def failover_completes() -> None:
+        await asyncio.sleep(0.2)
+        apis.leadership.update({0: (0, 1), 1: (1, 1), 2: (1, 2)}, apis.leadership.shards)
+
+    started = time.monotonic()
+    response, _ = await asyncio.gather(apis.handle(header(42, 2), request, LISTENER), failover_completes())
+
+    assert [(r.group_id, r.error_code) for r in response.results] == [(gid, ErrorCode.none)]
+    assert [(address, env.partition) for address, env in shards.sent] == [(("shard-1", 7000), 2)]
+    assert 0.2 <= time.monotonic() - started < 2
+
+
+async def test_a_leader_that_resigned_is_asked_again_once_the_table_moves_on() -> None:
+    gid = groups_by_partition()[0][0]
+    apis, shards = group_apis({0: (0, 1), 1: (1, 1), 2: (1, 1)}, failover_wait_s=10)
+    answer = shards.call
+    refusals = iter([ShardReply(ErrorCode.not_coordinator.value, "resigned", None)])
+
+    async def resigned_once(address: tuple[str, int], envelope: pb.CoordinatorEnvelope) -> ShardReply:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            shards.sent.append((address, envelope))
+            apis.leadership.update({0: (1, 2), 1: (1, 1), 2: (1, 1)}, apis.leadership.shards)
+            return refusal
+        return await answer(address, envelope)
+
+    shards.call = resigned_once  # type: ignore[method-assign]
+    started = time.monotonic()
+    response = await apis.handle(header(42, 2), DeleteGroupsRequest(groups_names=(gid,)), LISTENER)
+    assert time.monotonic() - started < 0.2  # the table had already moved on: no wait
+
+    assert [(r.group_id, r.error_code) for r in response.results] == [(gid, ErrorCode.none)]
+    assert [address for address, _ in shards.sent] == [("shard-0", 7000), ("shard-1", 7000)]
 
 
 async def test_describe_groups_uses_the_same_split_and_names_the_api_once() -> None:

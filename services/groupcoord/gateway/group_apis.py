@@ -3,9 +3,9 @@
 Each adapter turns one decoded Kafka request (any supported version) into calls on the
 coordinator shards, one per state-topic partition involved (multi-group requests are split by
 partition and merged back in request order), and builds the response for the request's
-version. Request-level errors from the shard (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-COORDINATOR_NOT_AVAILABLE when no leader is known) are placed where that API carries errors,
-exactly as a Kafka broker would, so clients retry through a failover.
+version. A partition between leaders (a shard died, the partition is moving or loading) holds
+its requests until the new leader answers (:meth:`GroupApis.call_partition`); a request-level
+error that remains is placed where that API carries errors, exactly as a Kafka broker would.
 """
 
 from __future__ import annotations
@@ -38,6 +38,19 @@ GROUP_RESOURCE = 16  # ConfigResource.Type.GROUP
 GROUP_KEY = 0  # FindCoordinator key type (1: transaction coordinators, upstream)
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 T = TypeVar("T")
+
+# Request-level errors of a partition between leaders: held and sent again (call_partition).
+FAILOVER_ERRORS = frozenset(
+    e.value
+    for e in (
+        ErrorCode.coordinator_not_available,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_load_in_progress,
+    )
+)
+FAILOVER_WAIT_S = 10.0  # below every client's request timeout (librdkafka, Java: 30 s and more)
+LOADING_POLL_S = 0.05
+LEADERSHIP_POLL_S = 0.25  # also re-try a leader whose stream broke without a table change
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,12 +91,14 @@ class GroupApis:
         upstream: Upstream,
         coordinator_node: CoordinatorNode,
         topics: TopicCatalog | None = None,
+        failover_wait_s: float = FAILOVER_WAIT_S,
     ) -> None:
         self.leadership = leadership
         self.shards = shards
         self.upstream = upstream
         self.coordinator_node = coordinator_node
         self.topics = topics if topics is not None else TopicCatalog(upstream)
+        self.failover_wait_s = failover_wait_s
         self.apis = GROUP_APIS
 
     async def handle(self, header: Any, request: Any, listener: Address, client_host: str = "") -> Any:
@@ -96,11 +111,37 @@ class GroupApis:
         return await self.call_partition(self.leadership.partition_of(group_id), request)
 
     async def call_partition(self, partition: int, request: Envelope) -> ShardReply:
-        address = self.leadership.address_of(partition)
-        if address is None:
-            return failed(ErrorCode.coordinator_not_available, f"no leader for state partition {partition}")
-        request.partition = partition
-        return await self.shards.call(address, request)
+        """The reply of the shard worker leading ``partition``, held through a failover.
+
+        While the partition has no reachable leader (its shard died, the control plane is moving
+        it, the new leader is still loading) the request waits for the leadership table to
+        change and is sent again, for at most ``failover_wait_s``: clients see a failover as
+        latency, not as an error (librdkafka surfaces NOT_COORDINATOR and
+        COORDINATOR_NOT_AVAILABLE from OffsetFetch to the application). Sending again is what
+        the client itself would do on those errors. If the wait runs out, the answer is
+        COORDINATOR_LOAD_IN_PROGRESS, which every client we test retries silently.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.failover_wait_s
+        while True:
+            version = self.leadership.version
+            address = self.leadership.address_of(partition)
+            if address is None:
+                reply = failed(
+                    ErrorCode.coordinator_not_available, f"no leader for state partition {partition}"
+                )
+            else:
+                request.partition = partition
+                reply = await self.shards.call(address, request)
+                if reply.response is not None or reply.error_code not in FAILOVER_ERRORS:
+                    return reply
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return failed(ErrorCode.coordinator_load_in_progress, reply.error_message)
+            if reply.error_code == ErrorCode.coordinator_load_in_progress.value:
+                await asyncio.sleep(min(LOADING_POLL_S, remaining))  # the leader is right
+            else:  # the table is stale or being changed: wait for the control plane
+                await self.leadership.wait_for_change(version, min(LEADERSHIP_POLL_S, remaining))
 
     async def per_group(
         self,

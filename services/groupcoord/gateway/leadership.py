@@ -3,11 +3,14 @@
 The gateway never guesses: leadership comes from the control plane (the local control plane
 of ``groupcoord up`` updates a :class:`LeadershipTable` directly; on Kubernetes a watcher of
 the GroupCoordinator resource's status does). No leader known means the partition is being
-moved, which clients must see as COORDINATOR_NOT_AVAILABLE and retry.
+moved: the gateway holds requests for such a partition until the table changes
+(:meth:`LeadershipTable.wait_for_change`), so a failover is latency to clients, not an error.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from groupcoord.common.partitioning import partition_for, worker_for
@@ -34,6 +37,8 @@ class LeadershipTable:
     partitions: int
     leaders: dict[int, tuple[int, int]] = field(default_factory=dict)
     shards: dict[int, ShardEndpoint] = field(default_factory=dict)
+    version: int = 0  # how many updates the table has taken
+    _changed: asyncio.Future[None] | None = field(default=None, repr=False, compare=False)
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
@@ -46,5 +51,27 @@ class LeadershipTable:
         return None if endpoint is None else endpoint.worker_address(partition)
 
     def update(self, leaders: dict[int, tuple[int, int]], shards: dict[int, ShardEndpoint]) -> None:
+        """Take the control plane's new layout and wake every request waiting for it (from any
+        thread: a watcher may run beside the gateway's event loop)."""
         self.leaders = dict(leaders)
         self.shards = dict(shards)
+        self.version += 1
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            with contextlib.suppress(RuntimeError):  # its loop is closed: nobody waits any more
+                changed.get_loop().call_soon_threadsafe(_settle, changed)
+
+    async def wait_for_change(self, since: int, timeout_s: float) -> None:
+        """Return once the table is newer than ``version`` ``since`` (at once if it already
+        is), or after ``timeout_s``."""
+        if self.version != since:
+            return
+        if self._changed is None:
+            self._changed = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._changed), timeout_s)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

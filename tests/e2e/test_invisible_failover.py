@@ -1,0 +1,127 @@
+"""Issue 16 acceptance: a shard killed every few seconds for a minute is invisible to
+applications. Three consumers of one group consume, commit synchronously and poll
+``committed()`` throughout (what librdkafka applications do to checkpoint), while the shard
+leading the group's state partition is killed with SIGKILL again and again. Afterwards: no
+error ever reached an application (consume, commit or committed()), no acknowledged commit is
+lost, and no partition was ever owned by two consumers. Failovers cost latency only: the
+gateway holds requests for a partition between leaders until the new leader answers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord.background_cluster import BackgroundCluster
+from groupcoord.common.partitioning import partition_for
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.local_cluster import ClusterOptions
+
+from .consumers import ConfluentConsumer
+from .test_consumer_groups import assert_no_double_ownership, wait_until
+from .test_failover import PARTITIONS, KeepProducing
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow]
+KILL_LOOP_S = 60.0
+KILL_EVERY_S = 4.0
+
+
+class CheckpointingConsumer(ConfluentConsumer):
+    """A consumer application: every error its API calls return or raise is recorded, and it
+    reads its committed offsets back after each batch (``committed()``)."""
+
+    def poll_once(self) -> None:
+        msgs = self.consumer.consume(500, timeout=0.2)
+        batch: dict[int, int] = {}
+        for m in msgs:
+            if m.error() is not None:
+                if m.error().code() != KafkaError._PARTITION_EOF:
+                    self.history.errors.append(f"consume: {m.error()}")
+                continue
+            self.history.records.add((m.partition(), m.offset()))
+            batch[m.partition()] = m.offset() + 1
+        if not batch:
+            return
+        tps = [TopicPartition(self.topic, p, o) for p, o in batch.items()]
+        result = self.consumer.commit(offsets=tps, asynchronous=False)  # raises on a request error
+        self.history.errors += [f"commit {tp.partition}: {tp.error}" for tp in result if tp.error]
+        acked = {tp.partition: tp.offset for tp in result if tp.error is None}
+        if acked:
+            self.history.commits.append((time.monotonic(), acked))
+        for tp in self.consumer.committed([TopicPartition(self.topic, p) for p in batch], timeout=30):
+            if tp.error is not None:
+                self.history.errors.append(f"committed {tp.partition}: {tp.error}")
+            elif tp.offset < acked.get(tp.partition, -1):
+                self.history.errors.append(f"committed {tp.partition}: {tp.offset} < acked {acked}")
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
+    broker: EmbeddedBroker, tmp_path, protocol: str
+) -> None:
+    options = ClusterOptions(
+        port=0,
+        partitions=4,
+        shards=2,
+        metrics=False,
+        state_topic=f"__inv_{uuid.uuid4().hex[:6]}",
+        log_dir=tmp_path,
+    )
+    with BackgroundCluster((broker.host, broker.port), options) as cluster:
+        bootstrap = cluster.bootstrap
+        topic, group = f"inv-{uuid.uuid4().hex[:6]}", f"inv-g-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+            fut.result(15)
+        producer = KeepProducing(bootstrap, topic)
+        producer.start()
+        consumers = [
+            CheckpointingConsumer(bootstrap, topic, group, f"c{i}", **{"group.protocol": protocol})
+            for i in range(3)
+        ]
+        for c in consumers:
+            c.start()
+        control = cluster.cluster.control
+        state_partition = partition_for(group, options.partitions)
+        kills = 0
+        try:
+            wait_until(lambda: all(c.history.commits for c in consumers), what="every consumer committing")
+            end = time.monotonic() + KILL_LOOP_S
+            while time.monotonic() < end:
+                # every few seconds, kill -9 the shard leading the group (once the other is up)
+                wait_until(lambda: all(p.alive for p in control.processes.values()), what="both shards up")
+                victim = control.processes[control.placement[state_partition].leader]
+                os.killpg(victim.process.pid, signal.SIGKILL)
+                kills += 1
+                time.sleep(KILL_EVERY_S)
+            # and the applications carry on committing after the last kill
+            after = time.monotonic()
+            wait_until(
+                lambda: all(any(t > after + 1 for t, _ in c.history.commits) for c in consumers),
+                timeout=60,
+                what="commits after the last kill",
+            )
+        finally:
+            producer.stop.set()
+            producer.join(30)
+            for c in consumers:
+                c.stop()
+        assert kills >= KILL_LOOP_S // (2 * KILL_EVERY_S)  # a restarted shard takes a few seconds
+        assert {c.name: c.history.errors for c in consumers} == {c.name: [] for c in consumers}
+        acked: dict[int, int] = {}
+        for c in consumers:
+            for _, batch in c.history.commits:
+                for p, offset in batch.items():
+                    acked[p] = max(acked.get(p, -1), offset)
+        fresh = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            committed = fresh.committed([TopicPartition(topic, p) for p in acked], timeout=30)
+        finally:
+            fresh.close()
+        assert {tp.partition: tp.offset for tp in committed} == acked
+        assert_no_double_ownership(consumers)
