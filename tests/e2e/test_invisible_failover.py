@@ -22,7 +22,7 @@ from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 
-from .consumers import ConfluentConsumer
+from .consumers import AioKafkaConsumer, ConfluentConsumer, ConsumerThread, KafkaPythonConsumer
 from .test_consumer_groups import assert_no_double_ownership, wait_until
 from .test_failover import PARTITIONS, KeepProducing
 
@@ -60,10 +60,48 @@ class CheckpointingConsumer(ConfluentConsumer):
                 self.history.errors.append(f"committed {tp.partition}: {tp.offset} < acked {acked}")
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+class CheckpointingKafkaPython(KafkaPythonConsumer):
+    """kafka-python: a commit or committed() that raises is recorded by the base class."""
+
+    def poll_once(self) -> None:
+        from kafka import TopicPartition as KafkaPythonPartition  # noqa: PLC0415
+
+        before = len(self.history.commits)
+        super().poll_once()
+        if len(self.history.commits) > before:
+            for p, acked in self.history.commits[-1][1].items():
+                seen = self.consumer.committed(KafkaPythonPartition(self.topic, p))
+                if seen is None or seen < acked:
+                    self.history.errors.append(f"committed {p}: {seen} < acked {acked}")
+
+
+class CheckpointingAioKafka(AioKafkaConsumer):
+    def poll_once(self) -> None:
+        from aiokafka.structs import TopicPartition as AioPartition  # noqa: PLC0415
+
+        before = len(self.history.commits)
+        super().poll_once()
+        if len(self.history.commits) > before:
+            for p, acked in self.history.commits[-1][1].items():
+                seen = self.loop.run_until_complete(self.consumer.committed(AioPartition(self.topic, p)))
+                if seen is None or seen < acked:
+                    self.history.errors.append(f"committed {p}: {seen} < acked {acked}")
+
+
+# client -> (application, its configuration, seconds of kills)
+CLIENTS: dict[str, tuple[type[ConsumerThread], dict[str, str], float]] = {
+    "confluent-classic": (CheckpointingConsumer, {"group.protocol": "classic"}, KILL_LOOP_S),
+    "confluent-consumer-protocol": (CheckpointingConsumer, {"group.protocol": "consumer"}, KILL_LOOP_S),
+    "kafka-python": (CheckpointingKafkaPython, {}, KILL_LOOP_S / 2),
+    "aiokafka": (CheckpointingAioKafka, {}, KILL_LOOP_S / 2),
+}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
 def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
-    broker: EmbeddedBroker, tmp_path, protocol: str
+    broker: EmbeddedBroker, tmp_path, client: str
 ) -> None:
+    application, config, kill_loop_s = CLIENTS[client]
     options = ClusterOptions(
         port=0,
         partitions=4,
@@ -80,10 +118,7 @@ def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
             fut.result(15)
         producer = KeepProducing(bootstrap, topic)
         producer.start()
-        consumers = [
-            CheckpointingConsumer(bootstrap, topic, group, f"c{i}", **{"group.protocol": protocol})
-            for i in range(3)
-        ]
+        consumers = [application(bootstrap, topic, group, f"c{i}", **config) for i in range(3)]
         for c in consumers:
             c.start()
         control = cluster.cluster.control
@@ -91,7 +126,7 @@ def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
         kills = 0
         try:
             wait_until(lambda: all(c.history.commits for c in consumers), what="every consumer committing")
-            end = time.monotonic() + KILL_LOOP_S
+            end = time.monotonic() + kill_loop_s
             while time.monotonic() < end:
                 # every few seconds, kill -9 the shard leading the group (once the other is up)
                 wait_until(lambda: all(p.alive for p in control.processes.values()), what="both shards up")
@@ -111,7 +146,7 @@ def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
             producer.join(30)
             for c in consumers:
                 c.stop()
-        assert kills >= KILL_LOOP_S // (2 * KILL_EVERY_S)  # a restarted shard takes a few seconds
+        assert kills >= kill_loop_s // (2 * KILL_EVERY_S)  # a restarted shard takes a few seconds
         assert {c.name: c.history.errors for c in consumers} == {c.name: [] for c in consumers}
         acked: dict[int, int] = {}
         for c in consumers:
