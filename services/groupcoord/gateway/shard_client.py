@@ -115,6 +115,7 @@ class ShardClient:
         self.timeout_s = timeout_s
         self.streams_per_worker = streams_per_worker
         self._streams: dict[tuple[Address, int], _Stream] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
 
     async def call(self, address: Address, envelope: pb.CoordinatorEnvelope) -> ShardReply:
@@ -125,6 +126,9 @@ class ShardClient:
         key = (address, envelope.partition % self.streams_per_worker)
         stream = self._streams.get(key)
         if stream is None or stream.broken:
+            if stream is not None:  # its channel would stay open (a failover retries every 0.25 s)
+                self._closing.add(task := asyncio.create_task(stream.close()))
+                task.add_done_callback(self._closing.discard)
             stream = self._streams[key] = _Stream(address)
         envelope.correlation_id = next(self._ids)
         try:
