@@ -22,6 +22,7 @@ from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
+from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 
 HELP = "start a local cluster: embedded broker (unless --kafka), coordinator shards and the gateway"
 log = logging.getLogger(__name__)
@@ -51,6 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=0, help="gateway /metrics port (default: a free port)"
     )
     parser.add_argument(
+        "--metric-samples-interval",
+        dest="metric_samples_interval_s",
+        type=float,
+        default=DEFAULT_SAMPLES_INTERVAL_S,
+        help="seconds between the shards' metric samples to __groupcoord_metrics, which "
+        "`groupcoord capacity` reads; 0 = off (default %(default)s)",
+    )
+    parser.add_argument(
         "--no-coordinator",
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
@@ -72,6 +81,7 @@ class ClusterOptions:
     no_coordinator: bool = False
     metrics: bool = True
     metrics_port: int = 0  # gateway /metrics (0: a free port, written to the state file)
+    metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -116,6 +126,7 @@ class LocalCluster:
                 state_topic=args.state_topic,
                 log_dir=args.log_dir,
                 metrics=args.metrics,
+                metric_samples_interval_s=args.metric_samples_interval_s,
                 state_file=state_file(args.port) if args.port else None,
                 on_placement=publish,
             )

@@ -204,24 +204,33 @@ class MetricSamplePublisher:
         self._last = time.monotonic()
         self._task = asyncio.create_task(self._run(), name=f"metric-samples-{self.metrics.shard_id}")
 
+    def next_tick(self) -> float:
+        """The next multiple of ``interval_s`` on the wall clock. Every worker of a shard
+        publishes at the same ticks, so their samples share ``ts`` and the capacity job's
+        per-(shard, ts) sums see the whole shard in one row."""
+        now = self.wall_clock()
+        return (now // self.interval_s + 1) * self.interval_s
+
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            delay = max(0.0, self._last + self.interval_s - time.monotonic())
+            tick = self.next_tick()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                await asyncio.wait_for(self._stopping.wait(), max(0.0, tick - self.wall_clock()))
             if self._stopping.is_set():
                 return  # stop() publishes the final interval itself
             try:
-                await self.publish_once()
+                await self.publish_once(ts=tick)
             except Exception:
                 log.exception("publishing metric samples failed; dropping this interval")
 
-    async def publish_once(self) -> list[MetricSample]:
-        """Drain the interval now and publish its samples (returns what was sent)."""
+    async def publish_once(self, ts: float | None = None) -> list[MetricSample]:
+        """Drain the interval now and publish its samples stamped ``ts`` (default: now);
+        returns what was sent."""
         assert self._producer is not None, "start() first"
         now = time.monotonic()
         interval, self._last = now - self._last, now
-        samples = collect_samples(self.metrics, ts=self.wall_clock(), interval_s=interval, top_n=self.top_n)
+        stamp = self.wall_clock() if ts is None else ts
+        samples = collect_samples(self.metrics, ts=stamp, interval_s=interval, top_n=self.top_n)
         futures = [
             await self._producer.send(self.topic, s.to_json(), key=s.key, timestamp_ms=int(s.ts * 1000))
             for s in samples

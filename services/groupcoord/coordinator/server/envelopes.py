@@ -95,7 +95,12 @@ class EnvelopeDispatcher:
         def answered(envelope: Any, api: str, started: float) -> Callable[[asyncio.Future[Any]], None]:
             def done(fut: asyncio.Future[Any]) -> None:
                 if metrics is not None:
-                    metrics.observe_request(api, time.perf_counter() - started, partition=envelope.partition)
+                    metrics.observe_request(
+                        api,
+                        time.perf_counter() - started,
+                        partition=envelope.partition,
+                        group=getattr(getattr(envelope, api), "group_id", None) or None,
+                    )
                 replies.put_nowait(self.reply_for(envelope, fut, api))
 
             return done

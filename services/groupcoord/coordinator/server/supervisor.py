@@ -24,6 +24,8 @@ from types import FrameType
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.server.worker import GROUP_CORE, WorkerConfig, worker_main
+from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
+from groupcoord.observability.metric_samples import DEFAULT_TOPIC as DEFAULT_METRICS_TOPIC
 
 HELP = "run a shard process: worker processes hosting the coordinator shards of state-topic partitions"
 
@@ -49,6 +51,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=9100, help="worker i serves /metrics on this + i; 0 = off"
     )
     parser.add_argument(
+        "--metrics-topic",
+        default=DEFAULT_METRICS_TOPIC,
+        help="topic of the metric samples the capacity job reads (default %(default)s)",
+    )
+    parser.add_argument(
+        "--metric-samples-interval",
+        type=float,
+        default=DEFAULT_SAMPLES_INTERVAL_S,
+        help="seconds between metric samples published to --metrics-topic; 0 = off (default %(default)s)",
+    )
+    parser.add_argument(
         "--leadership",
         default="local",
         help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
@@ -72,6 +85,8 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             grpc_port=args.grpc_port,
             bind_host=args.grpc_host,
             metrics_port=args.metrics_port,
+            metrics_topic=args.metrics_topic,
+            metric_samples_interval_s=args.metric_samples_interval,
             core=args.core,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),

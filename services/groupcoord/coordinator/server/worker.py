@@ -26,6 +26,8 @@ from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
+from groupcoord.observability.metric_samples import DEFAULT_TOPIC as DEFAULT_METRICS_TOPIC
+from groupcoord.observability.metric_samples import MetricSamplePublisher
 from groupcoord.observability.metrics_endpoint import serve_metrics
 from groupcoord.observability.shard_metrics import ShardMetrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
@@ -46,7 +48,9 @@ class WorkerConfig:
     grpc_port: int
     bind_host: str = "0.0.0.0"
     peer_host: str = "127.0.0.1"
-    metrics_port: int = 0
+    metrics_port: int = 0  # 0: no /metrics endpoint
+    metrics_topic: str = DEFAULT_METRICS_TOPIC
+    metric_samples_interval_s: float = 0.0  # 0: no samples to the metrics topic
     core: str = GROUP_CORE
     leadership: str = "local"
     log_level: str = "INFO"
@@ -107,10 +111,25 @@ async def _publish_metrics(runtime: WorkerRuntime, every_s: float = 1.0) -> None
         await asyncio.sleep(every_s)
 
 
+async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricSamplePublisher | None:
+    """The metric-sample publisher of this worker (the capacity job's input), or None when it
+    cannot start: metrics never take a shard down."""
+    publisher = MetricSamplePublisher(
+        metrics, config.bootstrap, topic=config.metrics_topic, interval_s=config.metric_samples_interval_s
+    )
+    try:
+        await publisher.start()
+    except Exception:
+        log.exception("metric samples to %s are off: the publisher did not start", config.metrics_topic)
+        return None
+    return publisher
+
+
 async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:
     """Run one worker until SIGTERM/SIGINT (or cancellation)."""
     core = load_core(config.core)
-    metrics = ShardMetrics(config.shard_id) if config.metrics_port else None
+    publishes_samples = config.metric_samples_interval_s > 0
+    metrics = ShardMetrics(config.shard_id) if config.metrics_port or publishes_samples else None
     runtime = WorkerRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
@@ -133,8 +152,12 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     await server.start()
     background = [asyncio.create_task(job(runtime)) for job in core.background]
     if metrics is not None:
-        serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
         background.append(asyncio.create_task(_publish_metrics(runtime)))
+    if metrics is not None and config.metrics_port:
+        serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
+    samples = None
+    if metrics is not None and publishes_samples:
+        samples = await _start_samples(metrics, config)
     watcher = None
     if config.leadership.startswith("kubernetes:"):
         watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))
@@ -157,6 +180,8 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
             watcher.cancel()
         for task in background:
             task.cancel()
+        if samples is not None:
+            await samples.stop()  # publishes the last partial interval
         await server.stop(grace=1)
         await runtime.close()
 
