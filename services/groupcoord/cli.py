@@ -11,6 +11,7 @@ import argparse
 import importlib
 import logging
 import sys
+from types import ModuleType
 
 SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
@@ -22,9 +23,31 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
-def _help_of(module_name: str) -> str:
+# Subcommands whose dependencies are an optional extra: subcommand -> extra.
+EXTRAS: dict[str, str] = {"operator": "operator", "capacity": "spark"}
+
+
+def _missing_extra(name: str, exc: ModuleNotFoundError) -> str:
+    extra = EXTRAS.get(name)
+    install = f"pip install 'groupcoord[{extra}]'" if extra else "reinstall groupcoord"
+    module = (exc.name or 'a module that is missing').split('.')[0]
+    return f"groupcoord {name} needs {module}: {install}"
+
+
+def _import(name: str) -> ModuleType:
+    """The subcommand's module; a missing optional dependency ends the command with one line
+    naming the extra to install (never a traceback)."""
     try:
-        return str(importlib.import_module(module_name).HELP)
+        return importlib.import_module(SUBCOMMANDS[name])
+    except ModuleNotFoundError as exc:
+        raise SystemExit(_missing_extra(name, exc)) from None
+
+
+def _help_of(name: str) -> str:
+    try:
+        return str(importlib.import_module(SUBCOMMANDS[name]).HELP)
+    except ModuleNotFoundError as exc:
+        return f"(unavailable: {_missing_extra(name, exc).split(': ', 1)[1]})"
     except Exception as exc:  # a broken optional subcommand must not break the others
         return f"(unavailable: {exc})"
 
@@ -35,20 +58,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if a in SUBCOMMANDS), None)
-    for name, module_name in SUBCOMMANDS.items():
+    for name in SUBCOMMANDS:
         if name == chosen:
-            module = importlib.import_module(module_name)
+            module = _import(name)
             p = sub.add_parser(name, help=module.HELP, description=module.HELP)
             module.add_arguments(p)
             p.set_defaults(_module=module)
         else:
-            sub.add_parser(name, help=_help_of(module_name) if chosen is None else None, add_help=False)
+            sub.add_parser(name, help=_help_of(name) if chosen is None else None, add_help=False)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(args._module.main(args) or 0)
+    try:
+        return int(args._module.main(args) or 0)
+    except ModuleNotFoundError as exc:  # an optional dependency imported when the command runs
+        raise SystemExit(_missing_extra(chosen or "", exc)) from None
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ class _TopicPartition(InputPartition):
         self.end = end
 
 
-async def _offsets(bootstrap: str, topic: str) -> list[tuple[int, int, int]]:
+async def topic_offsets(bootstrap: str, topic: str) -> list[tuple[int, int, int]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - runs in Spark's Python worker
 
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -123,7 +123,7 @@ class _KafkaTopicReader(DataSourceReader):
         self.topic = options["topic"]
 
     def partitions(self) -> list[InputPartition]:
-        found = asyncio.run(_offsets(self.bootstrap, self.topic))
+        found = asyncio.run(topic_offsets(self.bootstrap, self.topic))
         return [_TopicPartition(self.topic, p, start, end) for p, start, end in found]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:

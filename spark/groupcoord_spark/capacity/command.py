@@ -8,7 +8,9 @@ whose master then wins over local mode.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +21,7 @@ from groupcoord.observability.metric_samples import DEFAULT_TOPIC
 from groupcoord_spark.capacity.job import CapacityResult, Progress, run
 from groupcoord_spark.capacity.report import report_text
 from groupcoord_spark.capacity.sizing import DEFAULT_PARAMS, CapacityParams
-from groupcoord_spark.sources import read_metrics_topic, read_sample_files
+from groupcoord_spark.sources import read_metrics_topic, read_sample_files, topic_offsets
 
 HELP = "capacity plan from the metrics history (PySpark, local mode by default)"
 
@@ -80,6 +82,32 @@ def session(master: str | None = None, app: str = "groupcoord-capacity") -> Spar
     return builder.getOrCreate()
 
 
+def check_inputs(args: argparse.Namespace) -> None:
+    """One line and a non-zero exit, before Spark starts, for what would otherwise end in a
+    JVM or reader traceback: no Java, no metrics topic, an empty one."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise SystemExit(
+            "groupcoord capacity needs Java 17+ for Spark: install a JRE "
+            "(Debian: openjdk-17-jre-headless) or set JAVA_HOME"
+        )
+    if args.files or not args.bootstrap:
+        return
+    try:
+        offsets = asyncio.run(topic_offsets(args.bootstrap, args.topic))
+    except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster: say it in one line
+        raise SystemExit(f"capacity: cannot read {args.topic!r} at {args.bootstrap}: {exc}") from None
+    if not offsets:
+        raise SystemExit(
+            f"capacity: no metrics topic {args.topic!r} at {args.bootstrap} "
+            "(shards publish it when metric samples are on, the default)"
+        )
+    if all(end <= begin for _partition, begin, end in offsets):
+        raise SystemExit(
+            f"capacity: the metrics topic {args.topic!r} at {args.bootstrap} is empty "
+            "(let the shards run for at least one sample interval)"
+        )
+
+
 def run_from_args(args: argparse.Namespace, spark: SparkSession) -> CapacityResult:
     progress = Progress(7)
     if args.files:
@@ -90,6 +118,8 @@ def run_from_args(args: argparse.Namespace, spark: SparkSession) -> CapacityResu
         print(f"[capacity] reading topic {args.topic} ({how} reader)", file=sys.stderr)
     else:
         raise SystemExit("capacity: give --bootstrap (metrics topic) or --files")
+    if samples.limit(1).count() == 0:
+        raise SystemExit("capacity: no metric samples in the input")
     if args.export_json:
         samples.write.mode("overwrite").json(args.export_json)
     result = run(spark, samples, params_from(args), Path(args.out), progress=progress)
@@ -99,6 +129,7 @@ def run_from_args(args: argparse.Namespace, spark: SparkSession) -> CapacityResu
 
 def main(args: argparse.Namespace) -> int:
     """``groupcoord capacity``: one job in its own session."""
+    check_inputs(args)
     spark = session(args.master)
     try:
         run_from_args(args, spark)
