@@ -22,6 +22,7 @@ from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
+from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 
 HELP = "start a local cluster: embedded broker (unless --kafka), coordinator shards and the gateway"
@@ -60,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "`groupcoord capacity` reads; 0 = off (default %(default)s)",
     )
     parser.add_argument(
+        "--lag-interval",
+        dest="lag_interval_s",
+        type=float,
+        default=DEFAULT_LAG_INTERVAL_S,
+        help="seconds between consumer-lag updates on the shards' /metrics; 0 = off (default %(default)s)",
+    )
+    parser.add_argument(
         "--no-coordinator",
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
@@ -82,6 +90,7 @@ class ClusterOptions:
     metrics: bool = True
     metrics_port: int = 0  # gateway /metrics (0: a free port, written to the state file)
     metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
+    lag_interval_s: float = DEFAULT_LAG_INTERVAL_S
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -127,6 +136,7 @@ class LocalCluster:
                 log_dir=args.log_dir,
                 metrics=args.metrics,
                 metric_samples_interval_s=args.metric_samples_interval_s,
+                lag_interval_s=args.lag_interval_s,
                 state_file=state_file(args.port) if args.port else None,
                 on_placement=publish,
             )

@@ -30,6 +30,7 @@ import grpc
 
 from groupcoord.controlplane.placement import Assignment, place
 from groupcoord.embedded_broker import free_port, stop_process_group
+from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
@@ -94,6 +95,7 @@ class LocalControlPlane:
     host: str = "127.0.0.1"
     metrics: bool = True  # each worker's /metrics, and metric samples to the metrics topic
     metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
+    lag_interval_s: float = DEFAULT_LAG_INTERVAL_S
     log_dir: Path | None = None
     state_file: Path | None = None
     ping_interval_s: float = 0.5
@@ -155,6 +157,8 @@ class LocalControlPlane:
             str(proc.metrics_port),
             "--metric-samples-interval",
             str(self.metric_samples_interval_s if self.metrics else 0),
+            "--lag-interval",
+            str(self.lag_interval_s),
             "--leadership",
             "local",
             "--core",

@@ -24,6 +24,8 @@ from types import FrameType
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.server.worker import GROUP_CORE, WorkerConfig, worker_main
+from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
+from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC as DEFAULT_METRICS_TOPIC
 
@@ -62,6 +64,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between metric samples published to --metrics-topic; 0 = off (default %(default)s)",
     )
     parser.add_argument(
+        "--lag-interval",
+        type=float,
+        default=DEFAULT_LAG_INTERVAL_S,
+        help="seconds between consumer-lag updates on /metrics; 0 = off (default %(default)s)",
+    )
+    parser.add_argument(
+        "--lag-top-partitions",
+        type=int,
+        default=DEFAULT_LAG_TOP_N,
+        help="partitions with the most lag exported per worker (default %(default)s)",
+    )
+    parser.add_argument(
         "--leadership",
         default="local",
         help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
@@ -87,6 +101,8 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             metrics_port=args.metrics_port,
             metrics_topic=args.metrics_topic,
             metric_samples_interval_s=args.metric_samples_interval,
+            lag_interval_s=args.lag_interval,
+            lag_top_partitions=args.lag_top_partitions,
             core=args.core,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),

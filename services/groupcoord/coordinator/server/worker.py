@@ -26,6 +26,14 @@ from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
+from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
+from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
+from groupcoord.observability.consumer_lag import (
+    ConsumerLagCollector,
+    LogEndOffsets,
+    committed_offsets,
+    positions_of,
+)
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC as DEFAULT_METRICS_TOPIC
 from groupcoord.observability.metric_samples import MetricSamplePublisher
 from groupcoord.observability.metrics_endpoint import serve_metrics
@@ -51,6 +59,8 @@ class WorkerConfig:
     metrics_port: int = 0  # 0: no /metrics endpoint
     metrics_topic: str = DEFAULT_METRICS_TOPIC
     metric_samples_interval_s: float = 0.0  # 0: no samples to the metrics topic
+    lag_interval_s: float = DEFAULT_LAG_INTERVAL_S  # consumer lag export (with /metrics); 0: off
+    lag_top_partitions: int = DEFAULT_LAG_TOP_N
     core: str = GROUP_CORE
     leadership: str = "local"
     log_level: str = "INFO"
@@ -111,6 +121,25 @@ async def _publish_metrics(runtime: WorkerRuntime, every_s: float = 1.0) -> None
         await asyncio.sleep(every_s)
 
 
+async def _track_consumer_lag(
+    runtime: WorkerRuntime, collector: ConsumerLagCollector, log_end: LogEndOffsets, interval_s: float
+) -> None:
+    """Every ``interval_s``: the committed offsets of the partitions this worker leads (their
+    acknowledged replicas), against the upstream's log end. Between events, off the request
+    path; a failed round is logged and the next one retries."""
+    try:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                parts = (runtime.partition(p) for p, _epoch in runtime.active_partitions())
+                committed = committed_offsets(part.committed_shard for part in parts if part is not None)
+                collector.update(committed, await log_end.fetch(positions_of(committed)))
+            except Exception:
+                log.exception("consumer lag round failed")
+    finally:
+        await log_end.close()
+
+
 async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricSamplePublisher | None:
     """The metric-sample publisher of this worker (the capacity job's input), or None when it
     cannot start: metrics never take a shard down."""
@@ -155,6 +184,14 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         background.append(asyncio.create_task(_publish_metrics(runtime)))
     if metrics is not None and config.metrics_port:
         serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
+        if config.lag_interval_s > 0:
+            lag = ConsumerLagCollector(config.shard_id, top_n=config.lag_top_partitions)
+            metrics.registry.register(lag)
+            background.append(
+                asyncio.create_task(
+                    _track_consumer_lag(runtime, lag, LogEndOffsets(config.bootstrap), config.lag_interval_s)
+                )
+            )
     samples = None
     if metrics is not None and publishes_samples:
         samples = await _start_samples(metrics, config)
