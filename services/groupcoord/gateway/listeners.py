@@ -20,6 +20,7 @@ from typing import Any
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway import broker_addresses
+from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.upstream import READ_SIZE
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class BrokerListeners:
             server = await asyncio.start_server(on_connect, self.listen_host, 0, limit=READ_SIZE)
         bound = server.sockets[0].getsockname()[1]
         listener.server = server
-        listener.address = (self.advertised_host or self.listen_host, bound)
+        listener.address = (advertised_host(self.listen_host, self.advertised_host), bound)
         self.listeners[upstream] = listener
         log.info("gateway listener %s:%s -> upstream %s:%s", *listener.address, *upstream)
         return listener
