@@ -1,0 +1,194 @@
+"""A Docker Engine, a Debian base image and our image, for the container tests.
+
+Nothing is pulled from a registry: the base image is made from Debian packages
+(``mmdebstrap --variant=minbase`` piped into ``docker import``, from the mirror the host's apt
+sources name), and our image is built from the repository's real Dockerfile on top of it with
+``--build-arg BASE_IMAGE``. Build containers reach the package index only the way the host
+does: ``--network host``, with the host's pip configuration (its http(s) index URLs) and CA
+bundle passed as BuildKit secrets (``pipconf``, ``pipcert``), never copied into a layer.
+Docker's layer cache keeps a rebuild to seconds when only sources changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE_IMAGE = os.environ.get("GROUPCOORD_TEST_BASE_IMAGE", "groupcoord-base:test")
+IMAGE = "groupcoord:test"
+SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+# What a slim Debian image leaves out too: documentation and translations (~50 MB).
+DPKG_EXCLUDES = ["/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*"]
+
+
+class DockerUnavailable(RuntimeError):
+    """No Docker Engine can be used or started here (the reason says why)."""
+
+
+def docker_cli() -> str:
+    """Debian's client (BuildKit built in) before any other ``docker`` on PATH: a newer client
+    without the buildx plugin refuses ``DOCKER_BUILDKIT=1``."""
+    for candidate in (os.environ.get("GROUPCOORD_TEST_DOCKER"), "/usr/bin/docker", shutil.which("docker")):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise DockerUnavailable("no docker client (apt-get install docker.io)")
+
+
+@dataclass
+class Docker:
+    cli: str
+    daemon: subprocess.Popen[bytes] | None = None  # the dockerd this session started, if any
+
+    def run(
+        self, *args: str, check: bool = True, timeout: float = 600, **kwargs
+    ) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+        done = subprocess.run(
+            [self.cli, *args], capture_output=True, text=True, timeout=timeout, check=False, **kwargs
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(
+                f"docker {' '.join(args[:3])} ... failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            )
+        return done
+
+    def answers(self) -> bool:
+        return self.run("version", "--format", "{{.Server.Version}}", check=False, timeout=30).returncode == 0
+
+    def has_image(self, ref: str) -> bool:
+        return self.run("image", "inspect", ref, check=False).returncode == 0
+
+    def stop_daemon(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.terminate()
+            try:
+                self.daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait(10)
+
+
+def connect(log_dir: Path) -> Docker:
+    """A Docker Engine that answers: the running one, else a ``dockerd`` started here (as root)."""
+    docker = Docker(docker_cli())
+    if docker.answers():
+        return docker
+    dockerd = shutil.which("dockerd") or (
+        "/usr/sbin/dockerd" if os.access("/usr/sbin/dockerd", os.X_OK) else None
+    )
+    if dockerd is None:
+        raise DockerUnavailable(
+            "no Docker Engine answers and there is no dockerd (apt-get install docker.io)"
+        )
+    if os.geteuid() != 0:
+        raise DockerUnavailable("no Docker Engine answers and starting dockerd needs root")
+    log = open(log_dir / "dockerd.log", "ab")  # noqa: SIM115 - the daemon's own log, for the session
+    docker.daemon = subprocess.Popen(
+        [dockerd], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while not docker.answers():
+        if docker.daemon.poll() is not None or time.monotonic() > deadline:
+            docker.stop_daemon()
+            raise DockerUnavailable(f"dockerd did not come up; see {log_dir / 'dockerd.log'}")
+        time.sleep(0.5)
+    return docker
+
+
+def debian_mirror() -> str:
+    """The Debian mirror the host's apt sources use (deb822 ``URIs:`` or one-line ``deb``)."""
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for url in re.findall(r"^(?:URIs:\s*|deb\s+(?:\[[^\]]*\]\s+)?)(\S+)", text, re.MULTILINE):
+            if re.search(r"/debian/?$", url):
+                return url.rstrip("/")
+    return DEFAULT_MIRROR
+
+
+def build_base_image(docker: Docker) -> str:
+    """``groupcoord-base:test``: Debian minbase with python3, venv and CA certificates."""
+    if docker.has_image(BASE_IMAGE):
+        return BASE_IMAGE
+    if shutil.which("mmdebstrap") is None:
+        raise DockerUnavailable("no base image and no mmdebstrap to make one (apt-get install mmdebstrap)")
+    cmd = [
+        "mmdebstrap",
+        "--variant=minbase",
+        "--include=python3,python3-venv,ca-certificates",
+        *[f"--dpkgopt=path-exclude={p}" for p in DPKG_EXCLUDES],
+        "--dpkgopt=path-include=/usr/share/doc/*/copyright",
+        SUITE,
+        "-",
+        debian_mirror(),
+    ]
+    mm = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    imported = subprocess.run(
+        [docker.cli, "import", "-", BASE_IMAGE],
+        stdin=mm.stdout,
+        capture_output=True,
+        timeout=900,
+        check=False,
+    )
+    assert mm.stdout is not None and mm.stderr is not None
+    mm.stdout.close()
+    err = mm.stderr.read().decode(errors="replace")
+    if mm.wait() != 0 or imported.returncode != 0:
+        raise RuntimeError(f"making {BASE_IMAGE} failed:\n{err[-3000:]}\n{imported.stderr[-2000:]}")
+    return BASE_IMAGE
+
+
+def host_pip_secrets(work: Path) -> list[str]:
+    """``--secret`` arguments carrying the host's pip index URLs and CA bundle into the build.
+
+    Only http(s) indexes travel (the host's ``file://`` indexes and local find-links do not exist
+    in a container); the CA bundle is the one pip uses here (``PIP_CERT`` / ``global.cert``),
+    which a TLS-intercepting egress proxy needs."""
+    listed = subprocess.run(
+        ["python3", "-m", "pip", "config", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    settings: dict[str, list[str]] = {}
+    for key, value in re.findall(r"^\S*?\.([\w-]+)='(.*)'$", listed, re.MULTILINE):
+        settings.setdefault(key, []).extend(value.split())
+    lines = ["[global]"]
+    for key in ("index-url", "extra-index-url", "trusted-host"):
+        values = [
+            v for v in settings.get(key, []) if key == "trusted-host" or v.startswith(("http://", "https://"))
+        ]
+        if values:
+            lines.append(f"{key} = {' '.join(dict.fromkeys(values))}")
+    conf = work / "pip.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    secrets = ["--secret", f"id=pipconf,src={conf}"]
+    cert = os.environ.get("PIP_CERT") or next(iter(settings.get("cert", [])), None)
+    if cert and Path(cert).is_file():
+        secrets += ["--secret", f"id=pipcert,src={cert}"]
+    return secrets
+
+
+def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
+    """Our image from the repository's Dockerfile on ``base``; returns its tag and build seconds."""
+    started = time.monotonic()
+    docker.run(
+        "build",
+        "--network",
+        "host",
+        *host_pip_secrets(work),
+        "--build-arg",
+        f"BASE_IMAGE={base}",
+        "-t",
+        IMAGE,
+        str(ROOT),
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        timeout=1200,
+    )
+    return IMAGE, time.monotonic() - started
