@@ -81,6 +81,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
     )
     parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=0.0,
+        help="on SIGTERM: report NOT_SERVING to health checks and keep serving up to this many "
+        "seconds until the control plane has moved this shard's partitions away (default 0)",
+    )
+    parser.add_argument(
         "--core",
         default=GROUP_CORE,
         help="coordinator shards to host: 'group' (default) or module:function returning a worker Core",
@@ -106,6 +113,7 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             core=args.core,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),
+            drain_timeout_s=args.drain_timeout,
         )
         for i in range(args.threads)
     ]
@@ -151,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
                 failed = True
                 stop(signal.SIGTERM, None)
     for p in procs:
-        p.join(timeout=10)
+        p.join(timeout=10 + args.drain_timeout)
         if p.is_alive():
             p.kill()
     return 1 if failed else 0
