@@ -122,7 +122,7 @@ class LocalControlPlane:
     async def start(self, timeout_s: float = 60.0) -> None:
         for shard_id in range(self.shards):
             grpc_port = free_port_block(self.threads, self.host)
-            metrics_port = free_port_block(self.threads, self.host) if self.metrics else 0
+            metrics_port = free_port(self.host) if self.metrics else 0
             proc = ShardProcess(shard_id, self.host, grpc_port, metrics_port, self.threads)
             self.processes[shard_id] = proc
             self._spawn(proc)
@@ -364,7 +364,6 @@ class LocalControlPlane:
             await proc.reset_channel()
             proc.threads, proc.workers = threads, 0
             proc.grpc_port = free_port_block(threads, self.host)
-            proc.metrics_port = free_port_block(threads, self.host) if self.metrics else 0
             self._spawn(proc)
             await self._wait_alive([proc], timeout_s)
         finally:

@@ -19,6 +19,7 @@ import signal
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import grpc
@@ -58,7 +59,9 @@ class WorkerConfig:
     grpc_port: int
     bind_host: str = "0.0.0.0"
     peer_host: str = "127.0.0.1"
-    metrics_port: int = 0  # 0: no /metrics endpoint
+    # /metrics on a loopback port of its own, reported to the supervisor (which serves every
+    # worker's series on the pod's one metrics port: observability/worker_metrics.py)
+    metrics: bool = False
     metrics_topic: str = DEFAULT_METRICS_TOPIC
     metric_samples_interval_s: float = 0.0  # 0: no samples to the metrics topic
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S  # consumer lag export (with /metrics); 0: off
@@ -172,11 +175,14 @@ async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricS
     return publisher
 
 
-async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:
-    """Run one worker until SIGTERM/SIGINT (or cancellation)."""
+async def serve(
+    config: WorkerConfig, ready: Callable[[], None] | None = None, metrics_report: Connection | None = None
+) -> None:
+    """Run one worker until SIGTERM/SIGINT (or cancellation). With ``config.metrics`` the port
+    of its loopback ``/metrics`` endpoint is sent over ``metrics_report``."""
     core = load_core(config.core)
     publishes_samples = config.metric_samples_interval_s > 0
-    metrics = ShardMetrics(config.shard_id) if config.metrics_port or publishes_samples else None
+    metrics = ShardMetrics(config.shard_id) if config.metrics or publishes_samples else None
     runtime = WorkerRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
@@ -215,8 +221,11 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
     background = [asyncio.create_task(job(runtime)) for job in core.background]
     if metrics is not None:
         background.append(asyncio.create_task(_publish_metrics(runtime)))
-    if metrics is not None and config.metrics_port:
-        serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
+    if metrics is not None and config.metrics:
+        metrics_server, _ = serve_metrics(0, addr=config.peer_host)
+        if metrics_report is not None:
+            metrics_report.send(metrics_server.server_port)
+            metrics_report.close()
         if config.lag_interval_s > 0:
             lag = ConsumerLagCollector(config.shard_id, top_n=config.lag_top_partitions)
             metrics.registry.register(lag)
@@ -267,7 +276,7 @@ async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) 
         log.info("drain timeout: stopping while still leading %s", runtime.led_partitions())
 
 
-def worker_main(config: WorkerConfig) -> None:
+def worker_main(config: WorkerConfig, metrics_report: Connection | None = None) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
     logging.basicConfig(
         level=getattr(logging, config.log_level.upper(), logging.INFO),
@@ -276,4 +285,4 @@ def worker_main(config: WorkerConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(serve(config))
+        runner.run(serve(config, metrics_report=metrics_report))
