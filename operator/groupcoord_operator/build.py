@@ -7,7 +7,7 @@ any API server, and re-running a reconcile produces byte-identical objects (idem
 Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gateway``)::
 
     groupcoord shard --shard-id <ordinal> --threads <T> --kafka <bootstrap> --state-topic <topic>
-        --partitions <P> --grpc-port 50051 --metrics-port 9100
+        --partitions <P> --grpc-port 50051 --metrics-port 9100 --drain-timeout 20
         --leadership kubernetes:<namespace>/<name>
     groupcoord gateway --port 9092 --kafka <bootstrap> --metrics-port 9100
         --leadership kubernetes:<namespace>/<name>
@@ -30,6 +30,9 @@ from groupcoord_operator.spec import Spec
 GRPC_PORT = 50051
 KAFKA_PORT = 9092
 METRICS_PORT = 9100
+# A stopping shard reports NOT_SERVING and waits this long for its partitions to be moved away
+# (inside the pod's terminationGracePeriodSeconds of 30).
+SHARD_DRAIN_S = 20
 DEFAULT_IMAGE = "ghcr.io/groupcoord/groupcoord:0.1.0"
 MANAGED_BY = "groupcoord-operator"
 TLS_MOUNT = "/etc/groupcoord/kafka-tls"
@@ -179,6 +182,8 @@ def shard_args(name: str, namespace: str, spec: Spec) -> list[str]:
         str(GRPC_PORT),
         "--metrics-port",
         str(METRICS_PORT),
+        "--drain-timeout",
+        str(SHARD_DRAIN_S),
         "--leadership",
         leadership_ref(namespace, name),
     ]
@@ -228,9 +233,11 @@ def build_shard_statefulset(
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
-        "readinessProbe": {"grpc": {"port": GRPC_PORT}, "periodSeconds": 5, "failureThreshold": 2},
+        # grpc.health.v1 on worker 0 (groupcoord.coordinator.server.health): "" is SERVING when
+        # every worker can lead partitions; "liveness" when no worker is wedged.
+        "readinessProbe": {"grpc": {"port": GRPC_PORT, "service": ""}, "periodSeconds": 5, "failureThreshold": 2},
         "livenessProbe": {
-            "httpGet": {"path": "/metrics", "port": "metrics"},
+            "grpc": {"port": GRPC_PORT, "service": "liveness"},
             "periodSeconds": 10,
             "failureThreshold": 6,
         },

@@ -168,14 +168,15 @@ class LocalCluster:
         await self.gateway.start()
 
     def metrics_targets(self) -> list[str]:
-        """host:port of every /metrics endpoint: the gateway's and each shard worker's."""
+        """host:port of every /metrics endpoint: the gateway's and each shard process's (which
+        serves all its workers' series, labelled ``worker``)."""
         targets = []
         if getattr(self, "metrics_server", None) is not None:
             targets.append(f"{self.advertised_host}:{self.metrics_server.server_port}")
         if self.control is not None:
             for proc in self.control.processes.values():
                 if proc.metrics_port:
-                    targets.extend(f"{proc.host}:{proc.metrics_port + i}" for i in range(proc.threads))
+                    targets.append(f"{proc.host}:{proc.metrics_port}")
         return targets
 
     async def stop(self) -> None:

@@ -55,7 +55,9 @@ def member(bootstrap: str, group: str, topic: str, protocol: str) -> Consumer:
 def test_prometheus_reads_group_and_commit_metrics_from_a_running_cluster(
     broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    options = ClusterOptions(port=0, partitions=8, metrics=True, state_topic=f"__prom_{uuid.uuid4().hex[:6]}")
+    options = ClusterOptions(
+        port=0, partitions=8, threads=2, metrics=True, state_topic=f"__prom_{uuid.uuid4().hex[:6]}"
+    )
     with BackgroundCluster((broker.host, broker.port), options) as cluster:
         bootstrap = cluster.bootstrap
         topic = f"prom-{uuid.uuid4().hex[:6]}"
@@ -110,6 +112,14 @@ def test_prometheus_reads_group_and_commit_metrics_from_a_running_cluster(
                 assert float(prom.query(heartbeat_count)[0]["value"][1]) > 0
                 partitions = total("sum by (state) (groupcoord_partition_count)")
                 assert partitions.get("active") == options.partitions
+                # one metrics port per shard process, every worker's series behind it
+                assert len(cluster.cluster.metrics_targets()) == 1 + options.shards
+                up = prom.query("groupcoord_shard_worker_up == 1")
+                assert sorted((r["metric"]["shard"], r["metric"]["worker"]) for r in up) == [
+                    (str(s), str(w)) for s in range(options.shards) for w in range(options.threads)
+                ]
+                per_worker = prom.query('sum by (shard, worker) (groupcoord_partition_count{state="active"})')
+                assert len(per_worker) == options.shards * options.threads
         finally:
             stable.close()
             classic.close()

@@ -85,7 +85,7 @@ def test_shard_command_line_matches_the_documented_contract():
     assert container["args"] == [
         "shard", "--shard-id", "$(SHARD_ID)", "--threads", "8", "--kafka", "b1:9093,b2:9093",
         "--state-topic", "gc-state", "--partitions", "48", "--grpc-port", "50051",
-        "--metrics-port", "9100", "--leadership", "kubernetes:kafka/gc",
+        "--metrics-port", "9100", "--drain-timeout", "20", "--leadership", "kubernetes:kafka/gc",
     ]  # fmt: skip
     env = {e["name"]: e for e in container["env"]}
     assert env["SHARD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (

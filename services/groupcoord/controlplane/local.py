@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groupcoord.controlplane.placement import Assignment, place
 from groupcoord.embedded_broker import free_port, stop_process_group
@@ -71,12 +72,20 @@ class ShardProcess:
     misses: int = 0
     alive: bool = False
     restarts: int = 0
+    workers: int = 0  # worker processes the shard itself reports (0: not known yet)
+    restarting: bool = False  # being replaced on purpose (set_threads): the watcher keeps off
     channel: grpc.aio.Channel | None = field(default=None, repr=False)
 
-    def stub(self) -> sc_grpc.ShardControlStub:
+    def _channel(self) -> grpc.aio.Channel:
         if self.channel is None:
             self.channel = grpc.aio.insecure_channel(f"{self.host}:{self.grpc_port}")
-        return sc_grpc.ShardControlStub(self.channel)
+        return self.channel
+
+    def stub(self) -> sc_grpc.ShardControlStub:
+        return sc_grpc.ShardControlStub(self._channel())
+
+    def health_stub(self) -> health_pb2_grpc.HealthStub:
+        return health_pb2_grpc.HealthStub(self._channel())
 
     async def reset_channel(self) -> None:
         channel, self.channel = self.channel, None
@@ -113,7 +122,7 @@ class LocalControlPlane:
     async def start(self, timeout_s: float = 60.0) -> None:
         for shard_id in range(self.shards):
             grpc_port = free_port_block(self.threads, self.host)
-            metrics_port = free_port_block(self.threads, self.host) if self.metrics else 0
+            metrics_port = free_port(self.host) if self.metrics else 0
             proc = ShardProcess(shard_id, self.host, grpc_port, metrics_port, self.threads)
             self.processes[shard_id] = proc
             self._spawn(proc)
@@ -190,10 +199,18 @@ class LocalControlPlane:
         stop_process_group(proc.process, grace_s=10)
 
     async def _ping(self, proc: ShardProcess) -> bool:
+        """Whether the shard can lead partitions: its ``grpc.health.v1`` readiness (every
+        worker started; not draining). Its worker count is read from it each time (the live
+        layout the gateway routes on, never a guess)."""
         if proc.process is None or proc.process.poll() is not None:
             return False
         try:
-            await proc.stub().Ping(sc.ShardPingRequest(), timeout=1.0)
+            health = await proc.health_stub().Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=1.0
+            )
+            if health.status != health_pb2.HealthCheckResponse.SERVING:
+                return False
+            proc.workers = int((await proc.stub().Ping(sc.ShardPingRequest(), timeout=1.0)).workers)
             return True
         except grpc.aio.AioRpcError:
             return False
@@ -275,6 +292,7 @@ class LocalControlPlane:
                     "grpc_port": p.grpc_port,
                     "metrics_port": p.metrics_port,
                     "threads": p.threads,
+                    "workers": p.workers,
                     "alive": p.alive,
                     "pid": p.process.pid if p.process else None,
                     "restarts": p.restarts,
@@ -300,7 +318,7 @@ class LocalControlPlane:
                 log.exception("control plane check failed")
 
     async def check_once(self) -> None:
-        procs = list(self.processes.values())
+        procs = [p for p in self.processes.values() if not p.restarting]
         results = await asyncio.gather(*(self._ping(p) for p in procs))
         changed = False
         for proc, ok in zip(procs, results, strict=True):
@@ -328,6 +346,29 @@ class LocalControlPlane:
                 self._spawn(proc)
         if changed:
             await self.reconcile()
+
+    async def set_threads(self, shard_id: int, threads: int, timeout_s: float = 60.0) -> None:
+        """Replace shard ``shard_id`` by one with ``threads`` worker processes, the way the
+        operator rolls a pod: its partitions move to the other shards first (it resigns them
+        before they are led elsewhere), then it stops, starts with the new worker count, and
+        takes back its share once ready. The gateway sees each step as a placement with the
+        shard's live worker count; clients see only retriable errors, held by the gateway."""
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, got {threads}")
+        proc = self.processes[shard_id]
+        proc.restarting = True
+        try:
+            proc.alive = False
+            await self.reconcile()  # partitions leave before the process does
+            self._terminate(proc)
+            await proc.reset_channel()
+            proc.threads, proc.workers = threads, 0
+            proc.grpc_port = free_port_block(threads, self.host)
+            self._spawn(proc)
+            await self._wait_alive([proc], timeout_s)
+        finally:
+            proc.restarting = False
+        await self.reconcile()
 
     async def status(self) -> list[sc.StatusResponse]:
         async def one(proc: ShardProcess) -> sc.StatusResponse | None:

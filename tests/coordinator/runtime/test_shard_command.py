@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))  # register_core.py, for the w
 def shard(broker: EmbeddedBroker) -> Iterator[tuple[subprocess.Popen[bytes], int, int, str]]:
     topic = f"state-{uuid.uuid4().hex[:8]}"
     grpc_port = free_port_block(WORKERS)
-    metrics_port = free_port_block(WORKERS)
+    metrics_port = free_port_block(1)
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "groupcoord.cli", "shard"),
@@ -119,16 +119,26 @@ async def test_shard_process_serves_its_partitions_from_two_workers(shard, broke
             expected = 0 if worker_for(e.partition, WORKERS) == w else 16
             assert replies[e.correlation_id].error_code == expected
 
-    async def scrape() -> str | None:  # gauges are published once a second
-        url = f"http://127.0.0.1:{metrics_port + 1}/metrics"
-        text = (await asyncio.to_thread(urllib.request.urlopen, url, timeout=5)).read().decode()
-        return text if 'groupcoord_partition_count{shard="7",state="active"} 2.0' in text else None
+    # One metrics port for the shard process: every worker's series, labelled by worker.
+    active = [f'groupcoord_partition_count{{shard="7",state="active",worker="{w}"}} 2.0' for w in range(2)]
 
-    body = await wait_for(scrape, "worker 1 publishes its two active partitions")
-    assert 'groupcoord_partition_count{shard="7",state="active"} 2.0' in body  # worker 1's two
-    assert 'groupcoord_request_latency_seconds_count{api="put",component="shard",shard="7"} 80.0' in body
+    async def scrape() -> str | None:  # gauges are published once a second
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        text = (await asyncio.to_thread(urllib.request.urlopen, url, timeout=5)).read().decode()
+        return text if all(line in text for line in active) else None
+
+    body = await wait_for(scrape, "both workers publish their two active partitions")
+    for w in range(WORKERS):
+        assert f'groupcoord_shard_worker_up{{shard="7",worker="{w}"}} 1.0' in body
+        # each worker answered all 80 puts (20 per partition) sent to it, its own or not
+        assert (
+            'groupcoord_request_latency_seconds_count{api="put",component="shard",shard="7",'
+            f'worker="{w}"}} 80.0'
+        ) in body
+        assert f'groupcoord_thread_idle_ratio_avg{{shard="7",worker="{w}"}}' in body  # custom collector
+        assert f'process_resident_memory_bytes{{worker="{w}"}}' in body
     assert "groupcoord_state_write_latency_seconds_count" in body
-    assert 'groupcoord_thread_idle_ratio_avg{shard="7"}' in body  # busy time of worker 1's loop
+    assert body.count("# TYPE groupcoord_partition_count gauge") == 1  # merged, not repeated
 
     proc.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(proc.wait, 30) == 0

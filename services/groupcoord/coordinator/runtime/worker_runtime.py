@@ -214,6 +214,19 @@ class WorkerRuntime:
             (p, part.epoch) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
         ]
 
+    def led_partitions(self) -> list[int]:
+        """Partitions the control plane wants this worker to lead (loaded or not)."""
+        return sorted(p for p, role in self._desired.items() if role.kind is RoleKind.LEADER)
+
+    def leads_anything(self) -> bool:
+        """Whether a partition is (or is meant to be) led here: what a draining worker waits
+        to lose before it stops."""
+        if self.led_partitions():
+            return True
+        return any(
+            part.state in (PartitionState.ACTIVE, PartitionState.LOADING) for part in self._parts.values()
+        )
+
     def partition(self, partition: int) -> PartitionRuntime | None:
         return self._parts.get(partition)
 

@@ -12,6 +12,7 @@ import grpc
 
 from groupcoord.coordinator.runtime.partition_loop import PartitionState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
+from groupcoord.coordinator.server.health import ShardHealth
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
@@ -25,12 +26,19 @@ _STATES = {
 
 
 class ShardControlServicer(sc_grpc.ShardControlServicer):
-    """Leadership pushed by a control plane. Worker 0 fans out to the other workers."""
+    """Leadership pushed by a control plane. Worker 0 fans out to the other workers.
 
-    def __init__(self, runtime: WorkerRuntime, host: str, base_port: int) -> None:
+    Until the worker's runtime has started (``health.started``) every call is refused with
+    UNAVAILABLE: a control plane that pings a starting shard must not push it leadership it
+    cannot take up yet (the gRPC server starts early so health probes get an answer)."""
+
+    def __init__(
+        self, runtime: WorkerRuntime, host: str, base_port: int, health: ShardHealth | None = None
+    ) -> None:
         self.runtime = runtime
         self.host = host
         self.base_port = base_port
+        self.health = health
         self._peers: dict[int, sc_grpc.ShardControlStub] = {}
 
     def _peer(self, worker: int) -> sc_grpc.ShardControlStub:
@@ -45,9 +53,14 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
             return []
         return list(range(1, self.runtime.workers))
 
+    async def _check_started(self, context: grpc.aio.ServicerContext) -> None:
+        if self.health is not None and not self.health.started:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "shard worker is starting")
+
     async def SetLeadership(
         self, request: sc.SetLeadershipRequest, context: grpc.aio.ServicerContext
     ) -> sc.SetLeadershipResponse:
+        await self._check_started(context)
         leaders = {pe.partition: pe.epoch for pe in request.leaders}
         standbys = set(request.standbys) - set(leaders)
         self.runtime.apply_leadership(leaders, standbys)
@@ -58,6 +71,7 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
         return sc.SetLeadershipResponse()
 
     async def Status(self, request: sc.StatusRequest, context: grpc.aio.ServicerContext) -> sc.StatusResponse:
+        await self._check_started(context)
         out = sc.StatusResponse(shard_id=self.runtime.shard_id)
         for info in self.runtime.status():
             out.partitions.add(
@@ -84,6 +98,7 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
     async def Ping(
         self, request: sc.ShardPingRequest, context: grpc.aio.ServicerContext
     ) -> sc.ShardPingResponse:
+        await self._check_started(context)
         return sc.ShardPingResponse(
             shard_id=self.runtime.shard_id, worker=self.runtime.worker, workers=self.runtime.workers
         )

@@ -19,7 +19,10 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+from multiprocessing.connection import Connection
 from types import FrameType
+
+from prometheus_client import CollectorRegistry
 
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
@@ -28,6 +31,8 @@ from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_
 from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC as DEFAULT_METRICS_TOPIC
+from groupcoord.observability.metrics_endpoint import serve_metrics
+from groupcoord.observability.worker_metrics import WorkerExpositions
 
 HELP = "run a shard process: worker processes hosting the coordinator shards of state-topic partitions"
 
@@ -50,7 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grpc-port", type=int, default=50051, help="worker i listens on this + i")
     parser.add_argument("--grpc-host", default="0.0.0.0", help="address to bind gRPC to")
     parser.add_argument(
-        "--metrics-port", type=int, default=9100, help="worker i serves /metrics on this + i; 0 = off"
+        "--metrics-port",
+        type=int,
+        default=9100,
+        help="/metrics of every worker process (label worker=<i>) on this one port; 0 = off",
     )
     parser.add_argument(
         "--metrics-topic",
@@ -81,6 +89,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="local (a control plane calls ShardControl.SetLeadership) or kubernetes:<ns>/<name>",
     )
     parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=0.0,
+        help="on SIGTERM: report NOT_SERVING to health checks and keep serving up to this many "
+        "seconds until the control plane has moved this shard's partitions away (default 0)",
+    )
+    parser.add_argument(
         "--core",
         default=GROUP_CORE,
         help="coordinator shards to host: 'group' (default) or module:function returning a worker Core",
@@ -98,7 +113,7 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             partitions=args.partitions,
             grpc_port=args.grpc_port,
             bind_host=args.grpc_host,
-            metrics_port=args.metrics_port,
+            metrics=bool(args.metrics_port),
             metrics_topic=args.metrics_topic,
             metric_samples_interval_s=args.metric_samples_interval,
             lag_interval_s=args.lag_interval,
@@ -106,6 +121,7 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             core=args.core,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),
+            drain_timeout_s=args.drain_timeout,
         )
         for i in range(args.threads)
     ]
@@ -116,10 +132,22 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("--threads and --partitions must be at least 1")
     asyncio.run(ensure_topic(args.kafka, args.state_topic, args.partitions, args.replication_factor))
     ctx = multiprocessing.get_context("spawn")
-    procs = [
-        ctx.Process(target=worker_main, args=(c,), name=f"shard-{c.shard_id}-w{c.worker}")
-        for c in configs(args)
-    ]
+    procs = []
+    reports: dict[int, Connection] = {}  # worker -> where it reports its metrics port
+    sending_ends: list[Connection] = []
+    for c in configs(args):
+        report = None
+        if c.metrics:
+            reports[c.worker], report = ctx.Pipe(duplex=False)
+            sending_ends.append(report)
+        procs.append(
+            ctx.Process(target=worker_main, args=(c, report), name=f"shard-{c.shard_id}-w{c.worker}")
+        )
+    metrics_server = None
+    if args.metrics_port:
+        registry = CollectorRegistry()
+        registry.register(WorkerExpositions(str(args.shard_id), reports))
+        metrics_server, _ = serve_metrics(args.metrics_port, registry, addr=args.grpc_host)
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -133,6 +161,8 @@ def main(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, stop)
     for p in procs:
         p.start()
+    for conn in sending_ends:
+        conn.close()  # each worker holds its own copy now: a dead worker reads as EOF
     log.info(
         "shard process %s: %d worker(s), gRPC ports %d..%d",
         args.shard_id,
@@ -151,7 +181,9 @@ def main(args: argparse.Namespace) -> int:
                 failed = True
                 stop(signal.SIGTERM, None)
     for p in procs:
-        p.join(timeout=10)
+        p.join(timeout=10 + args.drain_timeout)
         if p.is_alive():
             p.kill()
+    if metrics_server is not None:
+        metrics_server.shutdown()
     return 1 if failed else 0

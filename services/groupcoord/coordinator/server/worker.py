@@ -12,12 +12,14 @@ the owning worker and talks to it directly, with no forwarding hop through a fro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import signal
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import grpc
@@ -26,6 +28,7 @@ from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
+from groupcoord.coordinator.server.health import ShardHealth
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
 from groupcoord.observability.consumer_lag import (
@@ -56,7 +59,9 @@ class WorkerConfig:
     grpc_port: int
     bind_host: str = "0.0.0.0"
     peer_host: str = "127.0.0.1"
-    metrics_port: int = 0  # 0: no /metrics endpoint
+    # /metrics on a loopback port of its own, reported to the supervisor (which serves every
+    # worker's series on the pod's one metrics port: observability/worker_metrics.py)
+    metrics: bool = False
     metrics_topic: str = DEFAULT_METRICS_TOPIC
     metric_samples_interval_s: float = 0.0  # 0: no samples to the metrics topic
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S  # consumer lag export (with /metrics); 0: off
@@ -64,6 +69,7 @@ class WorkerConfig:
     core: str = GROUP_CORE
     leadership: str = "local"
     log_level: str = "INFO"
+    drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,27 +96,42 @@ def load_core(spec: str) -> Core:
     return getattr(importlib.import_module(module_name), function)()  # type: ignore[no-any-return]
 
 
-async def _watch_leadership(spec: str, runtime: WorkerRuntime) -> None:
+async def _watch_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
     """``kubernetes:<ns>/<name>``: leadership read from the GroupCoordinator resource's status
     (``groupcoord.controlplane.kubernetes_leadership``, a blocking watch run on a thread).
-    Each placement is applied whole: this shard's leaders at their epochs, and its standbys."""
+    Each placement is applied whole: this shard's leaders at their epochs, and its standbys.
+    The first placement read makes the worker ready (it will see what it is given)."""
     module = importlib.import_module("groupcoord.controlplane.kubernetes_leadership")
     source = module.KubernetesLeadership.from_ref(spec)
     loop = asyncio.get_running_loop()
     stop = threading.Event()
     me = int(runtime.shard_id)
+    pending: set[asyncio.Task[None]] = set()
 
     def apply(placement: dict[int, Any]) -> None:
         leaders = {p: a.epoch for p, a in placement.items() if a.leader == me}
         standbys = {p for p, a in placement.items() if me in a.standbys}
         runtime.apply_leadership(leaders, standbys)
+        log.info("leadership: leading %d partition(s), %d standby(s)", len(leaders), len(standbys))
+        if not health.leadership_synced:
+            pending.add(task := loop.create_task(health.mark_leadership_synced()))
+            task.add_done_callback(pending.discard)
+
+    finished = loop.create_future()
 
     def follow() -> None:
-        for placement in source.watch(stop):
-            loop.call_soon_threadsafe(apply, placement)
+        try:
+            for placement in source.watch(stop):
+                loop.call_soon_threadsafe(apply, placement)
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop is gone
+                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
 
+    # A daemon thread, not the loop's executor: the watch blocks in a long poll, and the
+    # executor would hold the worker's exit until the poll times out (minutes).
+    threading.Thread(target=follow, daemon=True, name="leadership-watch").start()
     try:
-        await asyncio.to_thread(follow)
+        await finished
     finally:
         stop.set()
 
@@ -154,11 +175,14 @@ async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricS
     return publisher
 
 
-async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -> None:
-    """Run one worker until SIGTERM/SIGINT (or cancellation)."""
+async def serve(
+    config: WorkerConfig, ready: Callable[[], None] | None = None, metrics_report: Connection | None = None
+) -> None:
+    """Run one worker until SIGTERM/SIGINT (or cancellation). With ``config.metrics`` the port
+    of its loopback ``/metrics`` endpoint is sent over ``metrics_report``."""
     core = load_core(config.core)
     publishes_samples = config.metric_samples_interval_s > 0
-    metrics = ShardMetrics(config.shard_id) if config.metrics_port or publishes_samples else None
+    metrics = ShardMetrics(config.shard_id) if config.metrics or publishes_samples else None
     runtime = WorkerRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
@@ -169,21 +193,39 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         workers=config.workers,
         metrics=metrics,
     )
-    await runtime.start()
+    if config.leadership != "local" and not config.leadership.startswith("kubernetes:"):
+        raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")
+    health = ShardHealth(
+        worker=config.worker,
+        workers=config.workers,
+        peer_host=config.peer_host,
+        base_port=config.grpc_port,
+        needs_leadership_source=config.leadership != "local",
+    )
+    # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
+    # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
     server = grpc.aio.server()
+    health.add_to(server)
     sc_grpc.add_ShardControlServicer_to_server(
-        ShardControlServicer(runtime, config.peer_host, config.grpc_port), server
+        ShardControlServicer(runtime, config.peer_host, config.grpc_port, health), server
     )
     core.add_services(server, runtime)
     port = config.grpc_port + config.worker
     if server.add_insecure_port(f"{config.bind_host}:{port}") == 0:
         raise OSError(f"cannot listen on {config.bind_host}:{port}")
+    await health.start()
     await server.start()
+    stop = stop_on_signals()
+    await runtime.start()
+    await health.mark_started()
     background = [asyncio.create_task(job(runtime)) for job in core.background]
     if metrics is not None:
         background.append(asyncio.create_task(_publish_metrics(runtime)))
-    if metrics is not None and config.metrics_port:
-        serve_metrics(config.metrics_port + config.worker, addr=config.bind_host)
+    if metrics is not None and config.metrics:
+        metrics_server, _ = serve_metrics(0, addr=config.peer_host)
+        if metrics_report is not None:
+            metrics_report.send(metrics_server.server_port)
+            metrics_report.close()
         if config.lag_interval_s > 0:
             lag = ConsumerLagCollector(config.shard_id, top_n=config.lag_top_partitions)
             metrics.registry.register(lag)
@@ -197,10 +239,7 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         samples = await _start_samples(metrics, config)
     watcher = None
     if config.leadership.startswith("kubernetes:"):
-        watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime))
-    elif config.leadership != "local":
-        raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")
-    stop = stop_on_signals()
+        watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime, health))
     log.info(
         "shard process %s worker %d/%d serving on port %d",
         config.shard_id,
@@ -212,7 +251,10 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         ready()
     try:
         await stop.wait()
+        await health.drain()
+        await _drain(runtime, config.drain_timeout_s)
     finally:
+        await health.close()
         if watcher is not None:
             watcher.cancel()
         for task in background:
@@ -223,7 +265,18 @@ async def serve(config: WorkerConfig, ready: Callable[[], None] | None = None) -
         await runtime.close()
 
 
-def worker_main(config: WorkerConfig) -> None:
+async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) -> None:
+    """Keep serving (NOT_SERVING to probes) until the control plane has moved this worker's
+    partitions away, for at most ``timeout_s``: clients see a planned move, not a failover."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while runtime.leads_anything() and loop.time() < deadline:
+        await asyncio.sleep(poll_s)
+    if runtime.leads_anything():
+        log.info("drain timeout: stopping while still leading %s", runtime.led_partitions())
+
+
+def worker_main(config: WorkerConfig, metrics_report: Connection | None = None) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
     logging.basicConfig(
         level=getattr(logging, config.log_level.upper(), logging.INFO),
@@ -232,4 +285,4 @@ def worker_main(config: WorkerConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(serve(config))
+        runner.run(serve(config, metrics_report=metrics_report))

@@ -1,0 +1,146 @@
+"""`groupcoord shard` serves grpc.health.v1 the way a kubelet probes it.
+
+A real shard process (two workers, the group core) against the real broker, following a
+GroupCoordinator resource on kmock's Kubernetes API emulator as it does in a pod, probed with
+the real ``grpc_health.v1`` client stub on worker 0's port (the pod's gRPC port):
+NOT_SERVING until its leadership source answers, SERVING then, NOT_SERVING as soon as it is
+asked to stop while it still leads partitions (draining), and a clean exit once the control
+plane has moved them away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import grpc
+import kmock
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from groupcoord.controlplane.local import free_port_block
+from groupcoord.controlplane.placement import place, placement_to_status
+from groupcoord.coordinator.server.health import LIVENESS_SERVICE, WORKER_SERVICE
+from groupcoord.embedded_broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(120)]
+
+NS, NAME = "kafka", "hc"
+COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+PARTITIONS, WORKERS = 4, 2
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+def kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: kmock\n"
+        f"clusters: [{{name: kmock, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: kmock, user: {token: test}}]\n"
+        "contexts: [{name: kmock, context: {cluster: kmock, user: kmock}}]\n"
+    )
+    return path
+
+
+async def send(k: Any, method: str, path: str, body: dict[str, Any]) -> None:
+    headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
+    async with getattr(k, method)(path, json=body, headers=headers) as resp:
+        assert resp.status < 300, await resp.text()
+
+
+async def check(port: int, service: str = "", worker: int = 0) -> int | None:
+    """One probe as the kubelet makes it; None when nothing answers."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port + worker}") as channel:
+        try:
+            reply = await health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=1
+            )
+        except grpc.aio.AioRpcError:
+            return None
+        return int(reply.status)
+
+
+async def until(what: str, predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await predicate():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.1)
+
+
+async def test_shard_health_follows_start_ready_and_drain(
+    kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
+        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
+    )
+    grpc_port = free_port_block(WORKERS)
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "groupcoord.cli", "shard", "--shard-id", "0"),
+            *("--threads", str(WORKERS), "--kafka", broker.bootstrap, "--partitions", str(PARTITIONS)),
+            *("--state-topic", f"state-{uuid.uuid4().hex[:8]}", "--grpc-host", "127.0.0.1"),
+            *("--grpc-port", str(grpc_port), "--metrics-port", "0", "--metric-samples-interval", "0"),
+            *("--leadership", f"kubernetes:{NS}/{NAME}", "--drain-timeout", "60"),
+        ],
+        start_new_session=True,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", str(kmock.url)))},
+    )
+    try:
+        # Starting: the resource does not exist yet, so the shard cannot learn what to lead.
+        async def answers(worker: int) -> bool:
+            return await check(grpc_port, WORKER_SERVICE, worker) is not None
+
+        await until("worker 0 answers health checks", lambda: answers(0))
+        await until("worker 1 answers health checks", lambda: answers(1))
+        assert await check(grpc_port, WORKER_SERVICE, 1) == NOT_SERVING
+        assert await check(grpc_port) == NOT_SERVING
+        assert await check(grpc_port, LIVENESS_SERVICE) == SERVING
+        await asyncio.sleep(1.5)  # a few health rounds later: still not ready
+        assert await check(grpc_port) == NOT_SERVING
+
+        # The operator publishes a placement: every partition on shard 0.
+        first = place(PARTITIONS, [0])
+        await send(
+            kmock,
+            "post",
+            COLLECTION,
+            {
+                "apiVersion": "groupcoord.io/v1alpha1",
+                "kind": "GroupCoordinator",
+                "metadata": {"name": NAME, "namespace": NS},
+                "spec": {"shards": 2},
+                "status": {"partitions": placement_to_status(first)},
+            },
+        )
+        await until("ready", lambda: _is(check(grpc_port), SERVING))
+        assert await check(grpc_port, WORKER_SERVICE, 1) == SERVING
+        assert await check(grpc_port, "no.such.service") is None  # NOT_FOUND, as the library answers
+
+        # Asked to stop while it leads partitions: NOT_SERVING at once, and still running.
+        proc.send_signal(signal.SIGTERM)
+        await until("not ready once draining", lambda: _is(check(grpc_port), NOT_SERVING), timeout=10)
+        assert await check(grpc_port, WORKER_SERVICE, 1) == NOT_SERVING
+        assert await check(grpc_port, LIVENESS_SERVICE) == SERVING  # draining is not wedged
+        await asyncio.sleep(1)
+        assert proc.poll() is None
+
+        # The operator moves the partitions to shard 1: the drained shard exits cleanly.
+        second = place(PARTITIONS, [1], first)
+        status = {"status": {"partitions": placement_to_status(second)}}
+        await send(kmock, "patch", f"{COLLECTION}/{NAME}/status", status)
+        assert await asyncio.to_thread(proc.wait, 30) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+async def _is(status: Any, expected: int) -> bool:
+    return await status == expected
