@@ -30,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="create or update the CRD in the cluster and exit (the Helm upgrade hook runs this)",
     )
     parser.add_argument("--liveness", default="http://0.0.0.0:8080/healthz", help="kopf liveness endpoint")
+    parser.add_argument(
+        "--metrics-port", type=int, default=9100, help="Prometheus metrics port (default 9100; 0 = off)"
+    )
 
 
 def crd_yaml() -> str:
@@ -85,6 +88,10 @@ def main(args: argparse.Namespace) -> int:
     from groupcoord_operator import handlers  # importing registers the handlers
 
     handlers.PROCESS.namespaces = list(args.namespace)
+    if args.metrics_port:
+        from groupcoord.observability.metrics_endpoint import serve_metrics
+
+        serve_metrics(args.metrics_port)  # shard states, partitions without a Ready leader
 
     kopf.run(
         standalone=True,  # leader election is ours (a Lease), not kopf peering

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
-from groupcoord_operator import build
+from groupcoord_operator import build, metrics
 from groupcoord_operator.health import FAILED, placement_candidates, shard_states, states_from_status
 from groupcoord_operator.kube import Kube, collection_path, object_path
 from groupcoord_operator.spec import SpecError, parse_spec
@@ -87,6 +87,7 @@ def _reconcile(
     path = object_path("GroupCoordinator", namespace, name)
     body = kube.get(path)
     if body is None or (body.get("metadata") or {}).get("deletionTimestamp"):
+        metrics.forget(namespace, name)
         return None  # gone or going: owner references garbage-collect the workloads
     status = body.get("status") or {}
     generation = (body.get("metadata") or {}).get("generation")
@@ -139,6 +140,7 @@ def _reconcile(
     if moved:
         log.info("%s/%s: partitions %s change leader (live shards %s)", namespace, name, moved, live)
 
+    metrics.export(namespace, name, spec.partitions, placement, states)
     # leadership first, so a shard about to be removed is already deposed when its pod stops
     pre_status = status_for(placement, states, problem)
     written = write_status(pre_status)

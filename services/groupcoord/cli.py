@@ -16,6 +16,7 @@ from types import ModuleType
 SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
     "status": "groupcoord.status",
+    "groups": "groupcoord.admin.command",
     "gateway": "groupcoord.gateway.command",
     "shard": "groupcoord.coordinator.server.supervisor",
     "operator": "groupcoord_operator.command",

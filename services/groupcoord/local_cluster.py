@@ -159,6 +159,9 @@ class LocalCluster:
             from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
             self.gateway.metrics = GatewayMetrics()
+            handler = self.gateway.group_handler
+            if isinstance(handler, GroupApis):
+                self.gateway.metrics.watch_leadership(handler.leadership)
             self.metrics_server, _ = serve_metrics(args.metrics_port or free_port(), addr=args.host)
             if self.control is not None:
                 self.control.extra_state["gateway_metrics"] = (

@@ -53,7 +53,11 @@ NON_DEFAULT = {
         "groupDefaults": {"migrationPolicy": "upgrade", "assignors": ["range"]},
         "gateway": {"replicas": 3, "serviceType": "LoadBalancer"},
     },
-    "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}},
+    "metrics": {
+        "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+        "prometheusRule": {"enabled": True, "consumerLag": 500, "consumerLagFor": "15m"},
+        "dashboard": {"enabled": True},
+    },
 }
 ALL_NAMESPACES = {"operator": {"watchAllNamespaces": True}, "coordinator": {"create": False}}
 
@@ -92,7 +96,7 @@ def test_chart_lints_clean(values):
 )
 def test_every_rendered_object_validates(chart, values):
     objects, _ = render(chart, values)
-    custom = {"GroupCoordinator", "ServiceMonitor"}
+    custom = {"GroupCoordinator", "ServiceMonitor", "PodMonitor", "PrometheusRule"}  # see test_monitoring.py
     for obj in objects:
         if obj["kind"] in custom:
             continue
@@ -165,6 +169,14 @@ def test_custom_values_reach_the_resource_and_rbac(chart):
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
     monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    rules = {
+        r["alert"]: r
+        for o in objects
+        if o["kind"] == "PrometheusRule"
+        for r in o["spec"]["groups"][0]["rules"]
+    }
+    lag = rules["GroupcoordConsumerLagHigh"]
+    assert lag["expr"].endswith("> 500") and lag["for"] == "15m" and 'coordinator="orders"' in lag["expr"]
     assert "Job" not in kinds(objects), "crds.upgrade=false: no hook"
     assert "kubectl apply --server-side" in notes
     assert "orders-gateway" in notes
@@ -190,6 +202,9 @@ def test_cluster_wide_mode_uses_cluster_roles_only(chart):
         {"coordinator": {"groupDefaults": {"migrationPolicy": "sideways"}}},
         {"operator": {"replicas": 0}},
         {"metrics": {"serviceMonitor": {"interval": "soon"}}},
+        {"metrics": {"prometheusRule": {"consumerLagFor": "soon"}}},
+        {"metrics": {"prometheusRule": {"eventQueueSeconds": 0}}},
+        {"metrics": {"dashboard": {"color": "red"}}},
         {"unknownKey": 1},
     ],
 )

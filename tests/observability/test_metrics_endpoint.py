@@ -27,20 +27,42 @@ def test_serve_metrics_exposes_the_registry_over_http() -> None:
 
 
 def test_grafana_dashboard_queries_only_metrics_we_export() -> None:
+    """Every series name the chart's dashboard queries is exported by a shard worker, the
+    gateway or the operator, once each has seen some activity."""
     import json
     import re
     from pathlib import Path
 
+    from prometheus_client import REGISTRY
+
+    from groupcoord.gateway.leadership import LeadershipTable
+    from groupcoord.observability.consumer_lag import ConsumerLagCollector
+    from groupcoord_operator import metrics as operator_metrics
+
     r = CollectorRegistry()
     m = ShardMetrics("0", r)
-    GatewayMetrics(r).observe_request("JoinGroup", 0.01)
+    gateway = GatewayMetrics(r)
+    gateway.observe_request("JoinGroup", 0.01)
+    gateway.watch_leadership(table := LeadershipTable(4))
     m.observe_request("JoinGroup", 0.01)
     m.observe_event(0.001, 0.001)
     m.observe_partition_load(0, 1.0)
     m.set_event_queue_size(0, 1)
     m.observe_state_write(0, 0.01, 2)
-    exported = {s.name for fam in text_string_to_metric_families(exposition(r)) for s in fam.samples}
-    dashboard = Path(__file__).parents[2] / "helm" / "dashboards" / "groupcoord.json"
+    m.record_state_write_error(0)
+    lag = ConsumerLagCollector("0")
+    r.register(lag)
+    lag.update({"g": {"t": {0: 5}}}, {("t", 0): 9})
+    lag.update({"g": {"t": {0: 6}}}, {("t", 0): 9})  # a second report gives lag seconds
+    operator_metrics.export("ns", "gc", 1, {}, {0: "Ready"})
+    exported = {
+        s.name
+        for registry in (r, REGISTRY)
+        for fam in text_string_to_metric_families(exposition(registry))
+        for s in fam.samples
+    }
+    dashboard = Path(__file__).parents[2] / "helm" / "groupcoord" / "dashboards" / "groupcoord.json"
     exprs = [t["expr"] for p in json.loads(dashboard.read_text())["panels"] for t in p["targets"]]
     used = {name for e in exprs for name in re.findall(r"groupcoord_[a-z_]+", e)}
     assert used and used <= exported, used - exported
+    assert table.partitions == 4

@@ -77,6 +77,7 @@ def test_events_offsets_rebalances_and_state_writes() -> None:
     m.record_offset_deletions(1)
     m.observe_state_write(2, 0.02, 12)
     m.observe_state_write(2, 0.04, 3)
+    m.record_state_write_error(2)
     assert value(r, "groupcoord_event_queue_time_seconds_count", shard="3") == 2
     assert value(r, "groupcoord_event_queue_time_seconds_sum", shard="3") == pytest.approx(0.004)
     assert value(r, "groupcoord_event_processing_time_seconds_sum", shard="3") == pytest.approx(0.010)
@@ -85,6 +86,7 @@ def test_events_offsets_rebalances_and_state_writes() -> None:
     assert value(r, "groupcoord_rebalance_total", shard="3", protocol="classic") == 1
     assert value(r, "groupcoord_offset_commit_total", shard="3") == 5
     assert value(r, "groupcoord_offset_expiration_total", shard="3") == 2
+    assert value(r, "groupcoord_state_write_errors_total", shard="3", partition="2") == 1
     assert value(r, "groupcoord_offset_deletion_total", shard="3") == 1
     assert value(r, "groupcoord_state_write_latency_seconds_count", shard="3", partition="2") == 2
     assert value(r, "groupcoord_state_write_batch_records_sum", shard="3", partition="2") == 15

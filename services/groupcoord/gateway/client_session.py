@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import api_versions_response
+from groupcoord.gateway.group_apis import served_by
 from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
 from groupcoord.gateway.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
 
@@ -128,7 +129,7 @@ class ClientSession:
         started = self.started.pop(seq, None)
         if started is not None and self.gateway.metrics is not None:
             self.gateway.metrics.observe_request(
-                codec.API_NAMES[started[0]], time.perf_counter() - started[1]
+                codec.API_NAMES[started[0]], time.perf_counter() - started[1], shard=served_by.get()
             )
         out = self.conn.respond(seq, payload)
         if not out or self.writer.is_closing():

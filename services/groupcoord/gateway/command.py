@@ -104,6 +104,7 @@ def _follow_kubernetes(
 async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
     stop_watch = threading.Event()
     shard_client: ShardClient | None = None
+    table: LeadershipTable | None = None
     if args.leadership:
         if not args.shard_address_template:
             raise SystemExit("--leadership needs --shard-address-template")
@@ -129,6 +130,8 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
         from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
         gateway.metrics = GatewayMetrics()
+        if table is not None:
+            gateway.metrics.watch_leadership(table)
         serve_metrics(args.metrics_port)
     await gateway.start()
     host, port = gateway.bootstrap_address

@@ -11,6 +11,7 @@ error that remains is placed where that API carries errors, exactly as a Kafka b
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import datetime
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -51,6 +52,10 @@ FAILOVER_ERRORS = frozenset(
 FAILOVER_WAIT_S = 10.0  # below every client's request timeout (librdkafka, Java: 30 s and more)
 LOADING_POLL_S = 0.05
 LEADERSHIP_POLL_S = 0.25  # also re-try a leader whose stream broke without a table change
+# The shard that served the group request running in this task (for the gateway's latency
+# metric's ``shard`` label); "" for forwarded APIs and requests fanned out to several shards
+# (each part runs in a task of its own, so its setting stays there).
+served_by: contextvars.ContextVar[str] = contextvars.ContextVar("groupcoord_served_by", default="")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +137,8 @@ class GroupApis:
                 )
             else:
                 request.partition = partition
+                leader = self.leadership.leaders.get(partition)
+                served_by.set("" if leader is None else str(leader[0]))
                 reply = await self.shards.call(address, request)
                 if reply.response is not None or reply.error_code not in FAILOVER_ERRORS:
                     return reply

@@ -23,6 +23,7 @@ offset-commit-rate/count               ``groupcoord_offset_commit_total{shard}``
 offset-expiration-rate/count           ``groupcoord_offset_expiration_total{shard}``
 offset-deletion-rate/count             ``groupcoord_offset_deletion_total{shard}``
 batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{shard,partition}``
+(failed state-topic writes)            ``groupcoord_state_write_errors_total{shard,partition}``
 (records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
 (per-API request latency)              ``groupcoord_request_latency_seconds{component,shard,api}``
 =====================================  =====================================================
@@ -139,6 +140,12 @@ class MetricFamilies:
             "Time from sending a batch to the state topic to its acknowledgement (acks=all).",
             ["shard", "partition"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_write_errors = Counter(
+            "groupcoord_state_write_errors",
+            "State-topic writes that failed (the live replica reverts; callers get a retriable error).",
+            ["shard", "partition"],
             registry=r,
         )
         self.state_write_batch = Histogram(

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from prometheus_client import REGISTRY, CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from groupcoord.observability.families import ApiLabel, families_of
+
+if TYPE_CHECKING:
+    from groupcoord.gateway.leadership import LeadershipTable
 
 
 class GatewayMetrics:
@@ -20,3 +30,43 @@ class GatewayMetrics:
 
     def observe_request(self, api: str, seconds: float, *, shard: str = "") -> None:
         self._families.request_latency.labels("gateway", str(shard), self._apis(api)).observe(seconds)
+
+    def watch_leadership(self, table: LeadershipTable) -> None:
+        """Export how many of ``table``'s partitions have no leader (for the alert rules)."""
+        with _LEADERSHIP_LOCK:
+            collector = _LEADERSHIP.get(self.registry)
+            if collector is None:
+                collector = _LEADERSHIP[self.registry] = LeadershipCollector()
+                self.registry.register(collector)
+        collector.add(table)
+
+
+class LeadershipCollector(Collector):
+    """``groupcoord_gateway_partitions_without_leader``: state-topic partitions for which the
+    gateway knows no leader right now (their requests are being held). Read from the gateway's
+    leadership tables at scrape time; one collector per registry, the worst table reported
+    (tests run several gateways in one process)."""
+
+    def __init__(self) -> None:
+        self.tables: list[weakref.ref[LeadershipTable]] = []  # the table is a dataclass: unhashable
+
+    def add(self, table: LeadershipTable) -> None:
+        self.tables = [r for r in self.tables if r() is not None and r() is not table] + [weakref.ref(table)]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "groupcoord_gateway_partitions_without_leader",
+            "State-topic partitions the gateway knows no leader for (their requests are held).",
+        )
+        family.add_metric(
+            [],
+            max(
+                (sum(1 for p in range(t.partitions) if t.address_of(p) is None) for t in (r() for r in self.tables) if t),
+                default=0,
+            ),
+        )
+        yield family
+
+
+_LEADERSHIP: weakref.WeakKeyDictionary[CollectorRegistry, LeadershipCollector] = weakref.WeakKeyDictionary()
+_LEADERSHIP_LOCK = threading.Lock()

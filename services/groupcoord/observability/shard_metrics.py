@@ -179,6 +179,10 @@ class ShardMetrics:
         self._f.state_write_latency.labels(self.shard_id, str(partition)).observe(seconds)
         self._f.state_write_batch.labels(self.shard_id, str(partition)).observe(records)
 
+    def record_state_write_error(self, partition: int) -> None:
+        """A write to a state-topic partition that failed (not acknowledged)."""
+        self._f.state_write_errors.labels(self.shard_id, str(partition)).inc()
+
     # -- sampling for the metrics topic ---------------------------------------------------------
 
     @property

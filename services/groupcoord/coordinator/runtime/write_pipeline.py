@@ -126,6 +126,8 @@ class WritePipeline:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
+                if self._metrics is not None:
+                    self._metrics.record_state_write_error(self.partition)
                 self._on_failed(exc, self.abandon())
                 continue
             for first, last in spans:

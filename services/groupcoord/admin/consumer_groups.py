@@ -1,0 +1,315 @@
+"""Consumer-group administration over the Kafka protocol, as ``kafka-consumer-groups.sh`` does it.
+
+Everything goes through the gateway's Kafka listener with aiokafka (ListGroups, DescribeGroups,
+OffsetFetch, ListOffsets and Fetch high watermarks, an admin OffsetCommit, DeleteGroups), so the same commands work
+against ``groupcoord up`` and a Kubernetes deployment. The decisions are pure functions
+(:func:`describe_rows`, :func:`reset_plan`, :func:`check_inactive`); :class:`ConsumerGroupsAdmin`
+only fetches what they need and applies what they decide.
+
+Kafka's safety rule is kept: offsets are reset only while the group is inactive (Empty or
+Dead). The coordinator enforces it too — an admin commit to a group with members is refused
+with UNKNOWN_MEMBER_ID — but checking first gives the operator Kafka's message instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.client import AIOKafkaClient
+from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import for_code
+from aiokafka.protocol.admin import DeleteGroupsRequest
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+from groupcoord.observability.consumer_lag import LogEndOffsets
+
+INACTIVE_STATES = frozenset({"Empty", "Dead"})
+
+
+class AdminError(Exception):
+    """A refusal or failure to print as one line (Kafka's wording where Kafka has one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str  # Kafka's state names: Empty, Stable, PreparingRebalance, ..., Dead
+    protocol_type: str
+    members: tuple[Member, ...] = ()
+
+    @property
+    def exists(self) -> bool:
+        return self.state != "Dead"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRow:
+    """One line of ``describe``: Kafka's GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+    CONSUMER-ID HOST CLIENT-ID (``None`` prints as ``-``)."""
+
+    group: str
+    topic: str
+    partition: int
+    current_offset: int | None
+    log_end_offset: int | None
+    lag: int | None
+    consumer_id: str | None = None
+    host: str | None = None
+    client_id: str | None = None
+
+
+def describe_rows(
+    group: GroupDescription,
+    committed: Mapping[TopicPartition, int],
+    end_offsets: Mapping[TopicPartition, int],
+) -> list[PartitionRow]:
+    """Every partition the group is assigned or has committed, with its lag (as
+    ``kafka-consumer-groups --describe``: assigned partitions without a commit show no lag)."""
+    owner = {tp: m for m in group.members for tp in m.assignment}
+    rows = []
+    for tp in sorted(set(owner) | set(committed)):
+        current = committed.get(tp)
+        end = end_offsets.get(tp)
+        lag = max(0, end - current) if current is not None and end is not None else None
+        m = owner.get(tp)
+        rows.append(
+            PartitionRow(
+                group.group_id,
+                tp.topic,
+                tp.partition,
+                current,
+                end,
+                lag,
+                m.member_id if m else None,
+                m.host if m else None,
+                m.client_id if m else None,
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class ResetSpec:
+    """Which offsets to move to: exactly one of the four, as ``kafka-consumer-groups``."""
+
+    to_earliest: bool = False
+    to_latest: bool = False
+    to_datetime: datetime | None = None
+    shift_by: int | None = None
+
+    def __post_init__(self) -> None:
+        chosen = [self.to_earliest, self.to_latest, self.to_datetime is not None, self.shift_by is not None]
+        if sum(chosen) != 1:
+            raise AdminError(
+                "Option reset-offsets needs exactly one of --to-earliest, --to-latest, "
+                "--to-datetime, --shift-by"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetBounds:
+    """What the upstream says about each partition: log start, log end, and (for
+    ``--to-datetime``) the first offset at or after the timestamp (``None``: none yet)."""
+
+    earliest: Mapping[TopicPartition, int]
+    latest: Mapping[TopicPartition, int]
+    by_time: Mapping[TopicPartition, int | None] = field(default_factory=dict)
+
+
+def reset_plan(
+    spec: ResetSpec,
+    partitions: Iterable[TopicPartition],
+    committed: Mapping[TopicPartition, int],
+    bounds: OffsetBounds,
+) -> dict[TopicPartition, int]:
+    """The new offset of every partition, clamped to the log as Kafka's tool does (a shift past
+    either end lands on that end; a time after the last record means the log end). Shifting a
+    partition the group never committed is refused, as ``resetByShiftBy`` refuses it."""
+    plan: dict[TopicPartition, int] = {}
+    for tp in sorted(partitions):
+        low, high = bounds.earliest[tp], bounds.latest[tp]
+        if spec.to_earliest:
+            target = low
+        elif spec.to_latest:
+            target = high
+        elif spec.to_datetime is not None:
+            at = bounds.by_time.get(tp)
+            target = high if at is None else at
+        else:
+            assert spec.shift_by is not None
+            if tp not in committed:
+                raise AdminError(
+                    f"Cannot shift offset for partition {tp.topic}-{tp.partition} "
+                    "since there is no current committed offset"
+                )
+            target = committed[tp] + spec.shift_by
+        plan[tp] = min(max(target, low), high)
+    return plan
+
+
+def check_inactive(group: GroupDescription) -> None:
+    """Kafka's rule (``ConsumerGroupCommand.resetOffsets``): no reset while the group has members."""
+    if group.state not in INACTIVE_STATES:
+        raise AdminError(
+            f"Assignments can only be reset if the group '{group.group_id}' is inactive, "
+            f"but the current state is {group.state}."
+        )
+
+
+def parse_topic_partitions(spec: str, partition_counts: Mapping[str, int]) -> list[TopicPartition]:
+    """``topic`` (all its partitions) or ``topic:0,2`` (those), as ``--topic`` of Kafka's tool."""
+    topic, _, listed = spec.partition(":")
+    count = partition_counts.get(topic)
+    if count is None:
+        raise AdminError(f"Topic '{topic}' does not exist")
+    if not listed:
+        return [TopicPartition(topic, p) for p in range(count)]
+    try:
+        chosen = sorted({int(p) for p in listed.split(",")})
+    except ValueError:
+        raise AdminError(f"--topic {spec!r}: partitions must be integers, e.g. {topic}:0,1") from None
+    missing = [p for p in chosen if not 0 <= p < count]
+    if missing:
+        raise AdminError(f"Topic '{topic}' has {count} partitions; no partition {missing[0]}")
+    return [TopicPartition(topic, p) for p in chosen]
+
+
+def parse_datetime(text: str) -> datetime:
+    """ISO 8601 (``2026-11-24T08:00:00``, ``...Z``, ``...+01:00``); no zone means UTC."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise AdminError(f"--to-datetime {text!r} is not ISO 8601, e.g. 2026-11-24T08:00:00Z") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _group_description(raw: tuple) -> GroupDescription:
+    error_code, group_id, state, protocol_type, _protocol, members = raw[:6]
+    if error_code and error_code != 69:  # GROUP_ID_NOT_FOUND describes a group that does not exist
+        raise for_code(error_code)(f"DescribeGroups {group_id}")
+    if error_code:
+        state = "Dead"
+    out = []
+    for member in members:
+        member_id, client_id, host = member[0], member[1], member[2]
+        raw_assignment = member[-1]
+        assignment: tuple[TopicPartition, ...] = ()
+        if protocol_type == "consumer" and raw_assignment:
+            decoded = ConsumerProtocolMemberAssignment.decode(raw_assignment)
+            assignment = tuple(sorted(decoded.partitions()))
+        out.append(Member(member_id, client_id, host.lstrip("/"), assignment))
+    return GroupDescription(group_id, state, protocol_type, tuple(out))
+
+
+class ConsumerGroupsAdmin:
+    """An aiokafka admin client and consumer (for ListOffsets) on ``bootstrap``: use as
+    ``async with ConsumerGroupsAdmin(...) as admin``."""
+
+    def __init__(
+        self, bootstrap: str, *, client_id: str = "groupcoord-admin", timeout_s: float = 30.0
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.client_id = client_id
+        self.timeout_ms = int(timeout_s * 1000)
+        self.admin = AIOKafkaAdminClient(
+            bootstrap_servers=bootstrap, client_id=client_id, request_timeout_ms=self.timeout_ms
+        )
+        self.offsets = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id=client_id,
+            enable_auto_commit=False,
+            request_timeout_ms=self.timeout_ms,
+        )
+        self.log_end = LogEndOffsets(bootstrap)
+
+    async def __aenter__(self) -> ConsumerGroupsAdmin:
+        await self.admin.start()
+        await self.offsets.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        # aiokafka's consumer.stop() can re-raise the CancelledError of its own background
+        # task when it stops right after starting; closing must not mask the command's result.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self.offsets.stop()
+        with contextlib.suppress(Exception):
+            await self.admin.close()
+        with contextlib.suppress(Exception):
+            await self.log_end.close()
+
+    async def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, protocol type) of every group, sorted."""
+        return sorted((str(g[0]), str(g[1])) for g in await self.admin.list_consumer_groups())
+
+    async def describe(self, group_ids: list[str]) -> list[GroupDescription]:
+        # One group per request: aiokafka 0.14 decodes DescribeGroups v3 responses with the v2
+        # schema (no authorized_operations), which misreads every group after the first.
+        responses = await asyncio.gather(*(self.admin.describe_consumer_groups([g]) for g in group_ids))
+        return [_group_description(r[0].groups[0]) for r in responses]
+
+    async def committed(self, group_id: str) -> dict[TopicPartition, int]:
+        fetched = await self.admin.list_consumer_group_offsets(group_id)
+        return {tp: om.offset for tp, om in fetched.items() if om.offset >= 0}
+
+    async def partition_counts(self) -> dict[str, int]:
+        cluster = await self.offsets._client.fetch_all_metadata()
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    async def bounds(self, partitions: list[TopicPartition], at: datetime | None = None) -> OffsetBounds:
+        """Log start and end (ListOffsets earliest/latest), and the offsets at a time."""
+        if not partitions:
+            return OffsetBounds({}, {})
+        earliest = await self.offsets.beginning_offsets(partitions)
+        # The log end is the high watermark of a Fetch (what Kafka's ListOffsets "latest"
+        # answers; the embedded broker's ListOffsets counts batches, not records).
+        high = await self.log_end.fetch({(tp.topic, tp.partition): o for tp, o in earliest.items()})
+        missing = [tp for tp in partitions if (tp.topic, tp.partition) not in high]
+        latest = await self.offsets.end_offsets(missing) if missing else {}
+        latest.update({TopicPartition(t, p): o for (t, p), o in high.items()})
+        by_time: dict[TopicPartition, int | None] = {}
+        if at is not None:
+            found = await self.offsets.offsets_for_times(
+                {tp: int(at.timestamp() * 1000) for tp in partitions}
+            )
+            by_time = {tp: (None if v is None or v.timestamp < 0 else v.offset) for tp, v in found.items()}
+        return OffsetBounds(earliest, latest, by_time)
+
+    async def commit(self, group_id: str, offsets: Mapping[TopicPartition, int]) -> None:
+        """An admin commit (no member, generation -1), as AdminClient.alterConsumerGroupOffsets."""
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            client_id=self.client_id,
+            group_id=group_id,
+            enable_auto_commit=False,
+            request_timeout_ms=self.timeout_ms,
+        )
+        await consumer.start()
+        try:
+            consumer.assign(list(offsets))
+            await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+        finally:
+            await consumer.stop()
+
+    async def delete(self, group_ids: list[str]) -> dict[str, int]:
+        """DeleteGroups at each group's coordinator: group id -> Kafka error code (0 = deleted)."""
+        client: AIOKafkaClient = self.admin._client  # the admin client has no DeleteGroups call
+        out: dict[str, int] = {}
+        for group_id in group_ids:
+            node = await self.admin.find_coordinator(group_id)
+            response = await client.send(node, DeleteGroupsRequest([group_id]))
+            out.update({str(g): int(code) for g, code in response.results})
+        return out
