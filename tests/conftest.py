@@ -1,8 +1,12 @@
-"""Shared fixtures: a real tansu broker (no mocks between us and Kafka)."""
+"""Shared fixtures: a real tansu broker (no mocks between us and Kafka), and one local Spark
+session for every test that runs the capacity job (starting one takes 5–15 s)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -39,3 +43,20 @@ def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
     APIs served by our coordinator) in front of the session broker."""
     with BackgroundCluster((broker.host, broker.port)) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    sql = pytest.importorskip("pyspark.sql")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    s = (
+        sql.SparkSession.builder.master("local[2]")
+        .appName("groupcoord-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()

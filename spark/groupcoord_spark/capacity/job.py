@@ -26,7 +26,7 @@ from groupcoord_spark.capacity.load import (
     with_derived,
 )
 from groupcoord_spark.capacity.output import write_plan, write_tables
-from groupcoord_spark.capacity.plot import plot_utilisation
+from groupcoord_spark.capacity.plot import plot_utilisation, projection_factor
 from groupcoord_spark.capacity.report import report_text
 from groupcoord_spark.capacity.sizing import (
     DEFAULT_PARAMS,
@@ -127,7 +127,11 @@ def run(
         progress.step("wrote Parquet tables")
 
         series = utilisation_series(timeline, max(interval, span / max_plot_points))
-        plot_utilisation(series, params.target_utilisation, out_dir / "capacity.png")
+        projection = (
+            projection_factor(plan),
+            f"projected: {rec['shards']} shards × {rec['threads_per_shard']} threads, ×{rec['growth_factor']:.2f} growth",
+        )
+        plot_utilisation(series, params.target_utilisation, out_dir / "capacity.png", projection)
         result.files["plot"] = str(out_dir / "capacity.png")
         result.files.update(write_plan(out_dir, plan, report_text(plan)))
         progress.step(f"wrote plot, plan and report to {out_dir}")
