@@ -11,14 +11,20 @@ import time
 
 class UpProcess:
     def __init__(
-        self, kafka: str, port: int, shards: int = 2, threads: int = 1, partitions: int = 50
+        self,
+        kafka: str,
+        port: int,
+        shards: int = 2,
+        threads: int = 1,
+        partitions: int = 50,
+        extra: list[str] | None = None,
     ) -> None:
         self.port = port
         self.cmd = [
             sys.executable, "-m", "groupcoord.cli", "--log-level", "WARNING", "up",
             "--kafka", kafka, "--port", str(port), "--shards", str(shards),
             "--threads", str(threads), "--partitions", str(partitions),
-        ]  # fmt: skip
+        ] + list(extra or [])  # fmt: skip
         self.proc: subprocess.Popen[str] | None = None
 
     @property
