@@ -123,6 +123,7 @@ def alert(name: str, at: str, *firing: dict[str, str]) -> dict:
 
 SEVERITY = {
     "GroupcoordShardDown": "critical",
+    "GroupcoordShardWorkerDown": "critical",
     "GroupcoordShardNotReady": "warning",
     "GroupcoordPartitionsWithoutLeader": "critical",
     "GroupcoordPartitionLoadTimeHigh": "warning",
@@ -147,6 +148,32 @@ EXPECTED: dict[str, tuple[list[dict], list[dict]]] = {
                 "GroupcoordShardDown",
                 "4m",
                 {**SEL, "component": "shard", "pod": "gc-groupcoord-shard-0"},
+            ),
+        ],
+    ),
+    "GroupcoordShardWorkerDown": (
+        [
+            series(
+                "groupcoord_shard_worker_up",
+                "1 1 0 0 0 0",
+                shard="0",
+                worker="1",
+                pod="gc-groupcoord-shard-0",
+            ),
+            series(
+                "groupcoord_shard_worker_up",
+                "1 1 1 1 1 1",
+                shard="0",
+                worker="0",
+                pod="gc-groupcoord-shard-0",
+            ),
+        ],
+        [
+            alert("GroupcoordShardWorkerDown", "3m"),
+            alert(
+                "GroupcoordShardWorkerDown",
+                "5m",
+                {**SEL, "shard": "0", "worker": "1", "pod": "gc-groupcoord-shard-0"},
             ),
         ],
     ),
