@@ -7,11 +7,16 @@ any API server, and re-running a reconcile produces byte-identical objects (idem
 Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gateway``)::
 
     groupcoord shard --shard-id <ordinal> --threads <T> --kafka <bootstrap> --state-topic <topic>
-        --partitions <P> --grpc-port 50051 --metrics-port 9100 --drain-timeout 20
-        --leadership kubernetes:<namespace>/<name>
-    groupcoord gateway --port 9092 --kafka <bootstrap> --metrics-port 9100
-        --leadership kubernetes:<namespace>/<name>
+        --partitions <P> --replication-factor <R> --min-insync-replicas <M>
+        --grpc-port 50051 --metrics-port 9100 --drain-timeout 20 --leadership kubernetes:<namespace>/<name>
+    groupcoord gateway --port <listener port> --advertised-host $(GROUPCOORD_ADVERTISED_HOST)
+        --kafka <bootstrap> --metrics-port 9100 --leadership kubernetes:<namespace>/<name>
         --shard-address-template '<name>-shard-{shard}.<name>-shard.<namespace>.svc:50051'
+
+Addresses clients can reach follow Strimzi's listener model (:func:`advertised_host_env`): a
+gateway pod advertises its pod IP (``internal``), its node's IP with every listener port as a
+hostPort (``nodeport``), or the load balancer's address (``loadbalancer``); the bootstrap
+address of each listener is in ``status.listeners`` (:func:`build_listener_status`).
 
 Kafka security and group defaults reach the processes as ``GROUPCOORD_*`` environment
 variables (see :func:`kafka_env` and :func:`group_defaults_env`).
@@ -20,12 +25,15 @@ variables (see :func:`kafka_env` and :func:`group_defaults_env`).
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from groupcoord.common.topic_replication import Replication
 from groupcoord.controlplane.placement import Placement, placement_to_status
 from groupcoord_operator.crd import API_VERSION, KIND
-from groupcoord_operator.spec import Spec
+from groupcoord_operator.spec import PodTemplate, Spec
 
 GRPC_PORT = 50051
 KAFKA_PORT = 9092
@@ -39,6 +47,9 @@ TLS_MOUNT = "/etc/groupcoord/kafka-tls"
 
 SHARD = "shard"
 GATEWAY = "gateway"
+TEMPLATE_HASH = "groupcoord.io/template-hash"
+ADVERTISED_HOST_ENV = "GROUPCOORD_ADVERTISED_HOST"
+SUPERVISOR_CPU_MILLIS = 100  # the shard's supervisor process, on top of its workers
 
 
 def labels(name: str, component: str) -> dict[str, str]:
@@ -80,6 +91,64 @@ def shard_service_name(name: str) -> str:
 def shard_address_template(name: str, namespace: str) -> str:
     """Stable per-pod DNS names of the headless shard Service; ``{shard}`` is the ordinal."""
     return f"{name}-shard-{{shard}}.{shard_service_name(name)}.{namespace}.svc:{GRPC_PORT}"
+
+
+def gateway_service_name(name: str) -> str:
+    return f"{name}-gateway"
+
+
+def label_selector_string(name: str, component: str) -> str:
+    """``selector()`` as a label-selector string (the scale subresource's labelSelectorPath)."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector(name, component).items()))
+
+
+def cpu_millis(quantity: str | int | float) -> int:
+    """A Kubernetes CPU quantity (``500m``, ``2``, ``0.5``) in millicores."""
+    text = str(quantity).strip()
+    if text.endswith("m"):
+        return int(float(text[:-1]))
+    return int(round(float(text) * 1000))
+
+
+def shard_resources(spec: Spec) -> dict[str, Any]:
+    """The shard container's resources: the CPU request grows with the worker processes.
+
+    Every worker is one busy event loop, so a shard with ``threadsPerShard`` workers needs that
+    many times the CPU of one (``resources.cpuPerShardThread``) plus a little for its
+    supervisor. An explicit ``resources.shard.requests.cpu`` wins.
+    """
+    resources = {k: dict(v) for k, v in spec.shard_resources.items() if v}
+    requests = resources.setdefault("requests", {})
+    if "cpu" not in requests:
+        requests["cpu"] = f"{cpu_millis(spec.cpu_per_shard_thread) * spec.threads + SUPERVISOR_CPU_MILLIS}m"
+    return resources
+
+
+def template_hash(pod_template: Mapping[str, Any]) -> str:
+    """A short digest of a pod template: pods carry it, so the operator sees which run the
+    current one (:mod:`groupcoord_operator.rollout`)."""
+    return hashlib.sha256(json.dumps(pod_template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def advertised_host_env(spec: Spec, load_balancer_host: str | None = None) -> dict[str, Any]:
+    """Where a gateway pod tells clients to connect, by listener type (Strimzi's model).
+
+    ``internal``: its pod IP (downward API), reachable from every pod of the cluster network;
+    ``nodeport``: its node's IP (the listener ports are hostPorts, so node:port is this pod);
+    ``loadbalancer``: the load balancer's address (``advertisedHost``, else the Service's
+    ingress once the cloud assigned it; until then the pod IP, for clients inside).
+    """
+    listener = spec.listener
+    if listener.type == "loadbalancer" and (listener.advertised_host or load_balancer_host):
+        return {"name": ADVERTISED_HOST_ENV, "value": listener.advertised_host or load_balancer_host}
+    field_path = "status.hostIP" if listener.type == "nodeport" else "status.podIP"
+    return {"name": ADVERTISED_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+def listener_port_names(spec: Spec) -> list[tuple[str, int]]:
+    """``(name, port)`` of the bootstrap listener and each per-broker listener (port + n)."""
+    ports = spec.listener.ports
+    return [("kafka", ports[0])] + [(f"broker-{n}", port) for n, port in enumerate(ports[1:], 1)]
 
 
 def kafka_env(spec: Spec) -> list[dict[str, Any]]:
@@ -142,6 +211,29 @@ def _container_security() -> dict[str, Any]:
     }
 
 
+def _apply_pod_template(
+    pod: dict[str, Any], metadata: dict[str, Any], template: PodTemplate, name: str, component: str
+) -> None:
+    """Strimzi-style pod overrides; the operator's own labels and annotations win."""
+    if template.labels:
+        metadata["labels"] = {**template.labels, **metadata["labels"]}
+    if template.annotations:
+        metadata["annotations"] = {**template.annotations, **metadata.get("annotations", {})}
+    if template.affinity:
+        pod["affinity"] = dict(template.affinity)
+    if template.tolerations:
+        pod["tolerations"] = [dict(t) for t in template.tolerations]
+    if template.topology_spread_constraints:
+        pod["topologySpreadConstraints"] = [
+            {"labelSelector": {"matchLabels": selector(name, component)}, **c}
+            for c in template.topology_spread_constraints
+        ]
+    if template.node_selector:
+        pod["nodeSelector"] = dict(template.node_selector)
+    if template.priority_class_name:
+        pod["priorityClassName"] = template.priority_class_name
+
+
 def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
     # the root filesystem is read-only; /tmp is the one scratch space the processes get
     volumes = [{"name": "tmp", "emptyDir": {}}, *_tls_volume(spec)]
@@ -178,6 +270,10 @@ def shard_args(name: str, namespace: str, spec: Spec) -> list[str]:
         spec.state_topic,
         "--partitions",
         str(spec.partitions),
+        "--replication-factor",
+        str(spec.replication_factor),
+        "--min-insync-replicas",
+        str(spec.min_insync_replicas),
         "--grpc-port",
         str(GRPC_PORT),
         "--metrics-port",
@@ -193,7 +289,9 @@ def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
     return [
         "gateway",
         "--port",
-        str(KAFKA_PORT),
+        str(spec.listener.port),
+        "--advertised-host",
+        f"$({ADVERTISED_HOST_ENV})",
         "--kafka",
         spec.bootstrap_servers,
         "--metrics-port",
@@ -206,13 +304,21 @@ def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
 
 
 def build_shard_statefulset(
-    name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None, image: str | None = None
+    name: str,
+    namespace: str,
+    spec: Spec,
+    owner: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    partition: int = 0,
 ) -> dict[str, Any]:
     """The shard StatefulSet: stable ordinals are the shard ids placement talks about.
 
     ``Parallel`` pod management because shards are independent (leadership comes from the
     resource status, not from start order). The ordinal reaches the process through the
-    ``apps.kubernetes.io/pod-index`` label (Kubernetes >= 1.28).
+    ``apps.kubernetes.io/pod-index`` label (Kubernetes >= 1.28). Pods are replaced by a
+    ``RollingUpdate`` whose ``partition`` the operator lowers one ordinal at a time, after
+    moving that shard's partitions away (:mod:`groupcoord_operator.rollout`); the pod template
+    carries its own digest so the operator sees which pods run it.
     """
     container = {
         "name": SHARD,
@@ -235,15 +341,27 @@ def build_shard_statefulset(
         ],
         # grpc.health.v1 on worker 0 (groupcoord.coordinator.server.health): "" is SERVING when
         # every worker can lead partitions; "liveness" when no worker is wedged.
-        "readinessProbe": {"grpc": {"port": GRPC_PORT, "service": ""}, "periodSeconds": 5, "failureThreshold": 2},
+        "readinessProbe": {
+            "grpc": {"port": GRPC_PORT, "service": ""},
+            "periodSeconds": 5,
+            "failureThreshold": 2,
+        },
         "livenessProbe": {
             "grpc": {"port": GRPC_PORT, "service": "liveness"},
             "periodSeconds": 10,
             "failureThreshold": 6,
         },
-        "resources": dict(spec.shard_resources),
+        "resources": shard_resources(spec),
         "securityContext": _container_security(),
     }
+    pod_meta: dict[str, Any] = {
+        "labels": labels(name, SHARD),
+        "annotations": {"kubectl.kubernetes.io/default-container": SHARD},
+    }
+    pod = {**_pod_spec(spec, container), "terminationGracePeriodSeconds": 30}
+    _apply_pod_template(pod, pod_meta, spec.shard_template, name, SHARD)
+    template = {"metadata": pod_meta, "spec": pod}
+    pod_meta["annotations"][TEMPLATE_HASH] = template_hash(template)
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -252,14 +370,9 @@ def build_shard_statefulset(
             "serviceName": shard_service_name(name),
             "replicas": spec.shards,
             "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": partition}},
             "selector": {"matchLabels": selector(name, SHARD)},
-            "template": {
-                "metadata": {
-                    "labels": labels(name, SHARD),
-                    "annotations": {"kubectl.kubernetes.io/default-container": SHARD},
-                },
-                "spec": {**_pod_spec(spec, container), "terminationGracePeriodSeconds": 30},
-            },
+            "template": template,
         },
     }
     if owner is not None:
@@ -268,9 +381,29 @@ def build_shard_statefulset(
 
 
 def build_gateway_deployment(
-    name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None, image: str | None = None
+    name: str,
+    namespace: str,
+    spec: Spec,
+    owner: Mapping[str, Any] | None = None,
+    image: str | None = None,
+    load_balancer_host: str | None = None,
 ) -> dict[str, Any]:
-    """The stateless gateway Deployment clients bootstrap to."""
+    """The stateless gateway Deployment clients bootstrap to.
+
+    Every listener port it may open (the bootstrap port and one per upstream broker) is a
+    container port — a hostPort too for ``nodeport`` listeners, where the node's IP is what the
+    pod advertises (so the scheduler never puts two gateway pods on one node).
+    """
+    host_ports = spec.listener.type == "nodeport"
+    listener_ports = [
+        {
+            "name": port_name,
+            "containerPort": port,
+            "protocol": "TCP",
+            **({"hostPort": port} if host_ports else {}),
+        }
+        for port_name, port in listener_port_names(spec)
+    ]
     container = {
         "name": GATEWAY,
         "image": spec.image or image or DEFAULT_IMAGE,
@@ -279,31 +412,33 @@ def build_gateway_deployment(
         "args": gateway_args(name, namespace, spec),
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            advertised_host_env(spec, load_balancer_host),
             *kafka_env(spec),
         ],
-        "ports": [
-            {"name": "kafka", "containerPort": KAFKA_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-        ],
+        "ports": [*listener_ports, {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "kafka"}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"}, "periodSeconds": 10},
         "resources": dict(spec.gateway_resources),
         "securityContext": _container_security(),
     }
+    pod_meta: dict[str, Any] = {
+        "labels": labels(name, GATEWAY),
+        "annotations": {"kubectl.kubernetes.io/default-container": GATEWAY},
+    }
+    pod = _pod_spec(spec, container)
+    _apply_pod_template(pod, pod_meta, spec.gateway_template, name, GATEWAY)
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": f"{name}-gateway", "namespace": namespace, "labels": labels(name, GATEWAY)},
+        "metadata": {
+            "name": gateway_service_name(name),
+            "namespace": namespace,
+            "labels": labels(name, GATEWAY),
+        },
         "spec": {
             "replicas": spec.gateway_replicas,
             "selector": {"matchLabels": selector(name, GATEWAY)},
-            "template": {
-                "metadata": {
-                    "labels": labels(name, GATEWAY),
-                    "annotations": {"kubectl.kubernetes.io/default-container": GATEWAY},
-                },
-                "spec": _pod_spec(spec, container),
-            },
+            "template": {"metadata": pod_meta, "spec": pod},
         },
     }
     if owner is not None:
@@ -315,6 +450,9 @@ def build_services(
     name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """A headless shard Service (per-pod DNS for the gateway) and the client-facing gateway Service.
+
+    The gateway Service carries the bootstrap port and every per-broker listener port, under
+    the type the listener asks for (ClusterIP, NodePort, LoadBalancer).
 
     The shard Service publishes not-ready addresses: a loading shard must still be reachable
     so the gateway gets COORDINATOR_LOAD_IN_PROGRESS (retriable) rather than a connect error.
@@ -333,15 +471,23 @@ def build_services(
             ],
         },
     }
+    service_type = {"internal": "ClusterIP", "nodeport": "NodePort", "loadbalancer": "LoadBalancer"}
     gateway_svc: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": f"{name}-gateway", "namespace": namespace, "labels": labels(name, GATEWAY)},
+        "metadata": {
+            "name": gateway_service_name(name),
+            "namespace": namespace,
+            "labels": labels(name, GATEWAY),
+        },
         "spec": {
-            "type": spec.gateway_service_type,
+            "type": service_type[spec.listener.type],
             "selector": selector(name, GATEWAY),
             "ports": [
-                {"name": "kafka", "port": KAFKA_PORT, "targetPort": "kafka", "protocol": "TCP"},
+                *(
+                    {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+                    for port_name, port in listener_port_names(spec)
+                ),
                 {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
             ],
         },
@@ -351,6 +497,80 @@ def build_services(
         for svc in services:
             svc["metadata"]["ownerReferences"] = [owner_reference(owner)]
     return services
+
+
+def build_pod_disruption_budgets(
+    name: str, namespace: str, owner: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """At most one shard and one gateway pod down at a time for voluntary disruptions (node
+    drains, cluster upgrades): a second shard down would double the partitions in failover."""
+    budgets = []
+    for component in (SHARD, GATEWAY):
+        pdb: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {
+                "name": f"{name}-{component}",
+                "namespace": namespace,
+                "labels": labels(name, component),
+            },
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(name, component)}},
+        }
+        if owner is not None:
+            pdb["metadata"]["ownerReferences"] = [owner_reference(owner)]
+        budgets.append(pdb)
+    return budgets
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
+
+
+def load_balancer_host(service: Mapping[str, Any] | None) -> str | None:
+    """The first ingress address (hostname preferred) the cloud gave a LoadBalancer Service."""
+    for ingress in ((service or {}).get("status") or {}).get("loadBalancer", {}).get("ingress") or ():
+        host = ingress.get("hostname") or ingress.get("ip")
+        if host:
+            return str(host)
+    return None
+
+
+def build_listener_status(
+    name: str,
+    namespace: str,
+    spec: Spec,
+    gateway_pods: Sequence[Mapping[str, Any]] = (),
+    gateway_service: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """``status.listeners`` as Strimzi writes it: per listener its bootstrap addresses.
+
+    ``internal``: the gateway Service's DNS name; ``nodeport``: the node IPs of Ready gateway
+    pods (their hostPorts); ``loadbalancer``: the advertised host or the Service's ingress.
+    Addresses not known yet (no Ready pod, no ingress) are left out rather than guessed.
+    """
+    listener = spec.listener
+    port = listener.port
+    if listener.type == "internal":
+        hosts = [f"{gateway_service_name(name)}.{namespace}.svc"]
+    elif listener.type == "nodeport":
+        hosts = sorted(
+            {
+                str(p["status"]["hostIP"])
+                for p in gateway_pods
+                if _pod_ready(p) and (p.get("status") or {}).get("hostIP")
+            }
+        )
+    else:
+        lb = listener.advertised_host or load_balancer_host(gateway_service)
+        hosts = [lb] if lb else []
+    entry: dict[str, Any] = {"name": listener.name, "type": listener.type}
+    if hosts:
+        entry["addresses"] = [{"host": h, "port": port} for h in hosts]
+        entry["bootstrapServers"] = ",".join(f"{h}:{port}" for h in hosts)
+    return [entry]
 
 
 def build_condition(
@@ -383,11 +603,21 @@ def build_status(
     now: dt.datetime,
     problem: tuple[str, str] | None = None,
     rollout_pending: bool = False,
+    rollout_message: str = "",
+    warning: tuple[str, str] | None = None,
+    listeners: Sequence[Mapping[str, Any]] | None = None,
+    replicas: int | None = None,
+    label_selector: str | None = None,
+    replication: Replication | None = None,
+    kafka_brokers: int | None = None,
+    replacing_shard: int | None = None,
 ) -> dict[str, Any]:
     """The full ``status`` the operator writes: leadership, shard health, conditions.
 
     ``problem`` — ``(reason, message)``: an invalid spec, or no live shard — makes the resource
     Degraded with that message; leadership stays as it was so a mistake in the spec never disrupts running groups.
+    ``warning`` — ``(reason, message)``: something runs, but not as asked (e.g. the state
+    topic's replication clamped to a small Kafka cluster): a ``Warning`` condition, as Strimzi's.
     """
     leaders = {s: 0 for s in shard_states}
     for a in placement.values():
@@ -424,7 +654,7 @@ def build_status(
             "ShardsStarting" if progressing else "Stable",
             f"shards {starting} starting"
             if starting
-            else ("rollout pending" if rollout_pending else "stable"),
+            else ((rollout_message or "rollout pending") if rollout_pending else "stable"),
             generation,
             previous_conditions,
             now,
@@ -433,6 +663,10 @@ def build_status(
             "Degraded", degraded[0], degraded[1], degraded[2], generation, previous_conditions, now
         ),
     ]
+    if warning is not None:
+        conditions.append(
+            build_condition("Warning", True, warning[0], warning[1], generation, previous_conditions, now)
+        )
     status: dict[str, Any] = {
         "partitions": placement_to_status(placement),
         "shards": [
@@ -441,6 +675,22 @@ def build_status(
         "readyShards": ready,
         "conditions": conditions,
     }
+    if replacing_shard is not None:
+        status["rollout"] = {"replacingShard": replacing_shard}
+    if replicas is not None:
+        status["replicas"] = replicas
+    if label_selector is not None:
+        status["labelSelector"] = label_selector
+    if listeners is not None:
+        status["listeners"] = [dict(entry) for entry in listeners]
+    if replication is not None:
+        topic = {
+            "replicationFactor": replication.replication_factor,
+            "minInsyncReplicas": replication.min_insync_replicas,
+        }
+        if kafka_brokers is not None:
+            topic["kafkaBrokers"] = kafka_brokers
+        status["stateTopic"] = topic
     if generation is not None:
         status["observedGeneration"] = generation
     return status

@@ -28,8 +28,11 @@ MAX_STANDBYS = 3
 ASSIGNORS = ["uniform", "range"]
 MIGRATION_POLICIES = ["disabled", "downgrade", "upgrade", "bidirectional"]
 SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-SERVICE_TYPES = ["ClusterIP", "NodePort", "LoadBalancer"]
-CONDITION_TYPES = ["Ready", "Progressing", "Degraded"]
+LISTENER_TYPES = ["internal", "nodeport", "loadbalancer"]
+CONDITION_TYPES = ["Ready", "Progressing", "Degraded", "Warning"]
+MAX_BROKER_PORTS = 64
+TOLERATION_OPERATORS = ["Exists", "Equal"]
+TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
 def _int(description: str, minimum: int, maximum: int | None = None, default: int | None = None) -> dict:
@@ -65,6 +68,107 @@ def _resource_requirements(description: str) -> dict:
         "properties": {
             "requests": {"type": "object", "additionalProperties": quantity, "description": "Requests."},
             "limits": {"type": "object", "additionalProperties": quantity, "description": "Limits."},
+        },
+    }
+
+
+def _string_map(description: str) -> dict:
+    return {"type": "object", "additionalProperties": {"type": "string"}, "description": description}
+
+
+def _quantity(description: str) -> dict:
+    return {
+        **_resource_requirements("")["properties"]["requests"]["additionalProperties"],
+        "description": description,
+    }
+
+
+def _pod_template(component: str) -> dict:
+    """Strimzi's ``template.pod``: what a platform team sets on the pods of one component.
+
+    Kubernetes' own types are described as far as a structural schema needs; ``affinity`` and a
+    spread constraint's ``labelSelector`` keep their (large) Kubernetes shape unchecked here and
+    are validated by the API server when the operator writes the workload — a rejection is
+    reported in the resource's Degraded condition and changes nothing that runs.
+    """
+    kubernetes_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return {
+        "type": "object",
+        "description": f"Overrides for the {component} pods (Strimzi's template.pod).",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "description": "Extra labels and annotations on the pods (the operator's own labels win).",
+                "properties": {
+                    "labels": _string_map("Extra pod labels."),
+                    "annotations": _string_map("Extra pod annotations."),
+                },
+            },
+            "affinity": {**kubernetes_object, "description": "Pod affinity (core/v1 Affinity)."},
+            "tolerations": {
+                "type": "array",
+                "description": "Pod tolerations (core/v1 Toleration).",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "key": {"type": "string", "description": "Taint key."},
+                        "operator": {
+                            "type": "string",
+                            "enum": TOLERATION_OPERATORS,
+                            "description": "Exists or Equal.",
+                        },
+                        "value": {"type": "string", "description": "Taint value."},
+                        "effect": {"type": "string", "enum": TAINT_EFFECTS, "description": "Taint effect."},
+                        "tolerationSeconds": {
+                            "type": "integer",
+                            "description": "For NoExecute: seconds to stay.",
+                        },
+                    },
+                },
+            },
+            "topologySpreadConstraints": {
+                "type": "array",
+                "description": "Pod topology spread constraints (core/v1 TopologySpreadConstraint); labelSelector defaults to the component's pods.",
+                "items": {
+                    "type": "object",
+                    "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
+                    "properties": {
+                        "maxSkew": _int("Largest allowed difference of pod counts between domains.", 1),
+                        "topologyKey": {
+                            "type": "string",
+                            "minLength": 1,
+                            "description": "Node label of the domain.",
+                        },
+                        "whenUnsatisfiable": {
+                            "type": "string",
+                            "enum": ["DoNotSchedule", "ScheduleAnyway"],
+                            "description": "What to do when the skew cannot be kept.",
+                        },
+                        "minDomains": _int("Minimum number of eligible domains.", 1),
+                        "labelSelector": {
+                            **kubernetes_object,
+                            "description": "Pods counted (default: this component's pods).",
+                        },
+                        "matchLabelKeys": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "Pod label keys to group by.",
+                        },
+                        "nodeAffinityPolicy": {
+                            "type": "string",
+                            "enum": ["Honor", "Ignore"],
+                            "description": "Honor or Ignore.",
+                        },
+                        "nodeTaintsPolicy": {
+                            "type": "string",
+                            "enum": ["Honor", "Ignore"],
+                            "description": "Honor or Ignore.",
+                        },
+                    },
+                },
+            },
+            "nodeSelector": _string_map("Node selector."),
+            "priorityClassName": {"type": "string", "description": "PriorityClass of the pods."},
         },
     }
 
@@ -156,7 +260,28 @@ def spec_schema() -> dict[str, Any]:
                             {"rule": "self == oldSelf", "message": "stateTopic.partitions is immutable"}
                         ],
                     },
+                    "replicationFactor": _int(
+                        "Replicas of each state-topic partition when the topic is created (Kafka's "
+                        "offsets.topic.replication.factor); clamped to the Kafka cluster's broker count, "
+                        "which the Warning condition reports.",
+                        1,
+                        32,
+                        3,
+                    ),
+                    "minInsyncReplicas": _int(
+                        "min.insync.replicas of the state topic: acks=all writes need this many replicas "
+                        "(clamped to the replication factor in force).",
+                        1,
+                        32,
+                        2,
+                    ),
                 },
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "!has(self.minInsyncReplicas) || !has(self.replicationFactor) || self.minInsyncReplicas <= self.replicationFactor",
+                        "message": "minInsyncReplicas must not exceed replicationFactor",
+                    }
+                ],
             },
             "shards": _int("Number of coordinator shard pods (StatefulSet replicas).", 1, MAX_SHARDS),
             "threadsPerShard": _int("Event-loop worker threads per shard.", 1, MAX_THREADS, 2),
@@ -196,11 +321,44 @@ def spec_schema() -> dict[str, Any]:
                 "description": "The Kafka-protocol gateway clients bootstrap to.",
                 "properties": {
                     "replicas": _int("Gateway pods.", 1, 64, 2),
-                    "serviceType": {
-                        "type": "string",
-                        "enum": SERVICE_TYPES,
-                        "default": "ClusterIP",
-                        "description": "Service type of the client-facing gateway Service.",
+                    "listener": {
+                        "type": "object",
+                        "description": "How clients reach the gateway (Strimzi's listener types); status.listeners shows the bootstrap address.",
+                        "properties": {
+                            "name": {
+                                "type": "string",
+                                "pattern": "^[a-z0-9]{1,11}$",
+                                "default": "plain",
+                                "description": "Listener name, as in status.listeners.",
+                            },
+                            "type": {
+                                "type": "string",
+                                "enum": LISTENER_TYPES,
+                                "default": "internal",
+                                "description": "internal: ClusterIP Service, each pod advertises its pod IP; "
+                                "nodeport: NodePort bootstrap Service, each pod advertises its node's IP with "
+                                "every listener port as a hostPort; loadbalancer: a LoadBalancer Service with "
+                                "every listener port, pods advertise its address.",
+                            },
+                            "port": _int(
+                                "Bootstrap port; the per-broker listeners follow it (port + 1 ...).",
+                                1024,
+                                65000,
+                                9092,
+                            ),
+                            "brokerPorts": _int(
+                                "Per-broker listener ports exposed after the bootstrap port: at least the "
+                                "upstream Kafka cluster's broker count.",
+                                1,
+                                MAX_BROKER_PORTS,
+                                3,
+                            ),
+                            "advertisedHost": {
+                                "type": "string",
+                                "description": "loadbalancer only: the address clients use (a DNS name on the load "
+                                "balancer); default: the Service's load-balancer ingress once assigned.",
+                            },
+                        },
                     },
                 },
             },
@@ -208,12 +366,42 @@ def spec_schema() -> dict[str, Any]:
                 "type": "object",
                 "description": "Compute resources of the workloads.",
                 "properties": {
-                    "shard": _resource_requirements("Resources of each shard container."),
+                    "shard": _resource_requirements(
+                        "Resources of each shard container; requests.cpu, when not set, is cpuPerShardThread x threadsPerShard."
+                    ),
                     "gateway": _resource_requirements("Resources of each gateway container."),
+                    "cpuPerShardThread": {
+                        **_quantity(
+                            "CPU request per worker process of a shard: the pod requests this x threadsPerShard."
+                        ),
+                        "default": "500m",
+                    },
                 },
+            },
+            "template": {
+                "type": "object",
+                "description": "Pod template overrides per component.",
+                "properties": {"shard": _pod_template("shard"), "gateway": _pod_template("gateway")},
             },
         },
     }
+
+
+def strict(schema: Any) -> Any:
+    """``schema`` refusing unknown fields: every object that lists its properties gets
+    ``additionalProperties: false`` (except Kubernetes-typed ones that preserve unknown fields).
+
+    A CRD's structural schema may not say this itself (the API server prunes unknown fields,
+    and kubectl's default strict field validation turns a pruned field into an error); the
+    operator checks the same with this variant, for servers or clients that do neither."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if "properties" in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
 
 
 def status_schema() -> dict[str, Any]:
@@ -263,6 +451,59 @@ def status_schema() -> dict[str, Any]:
                 },
             },
             "readyShards": {"type": "integer", "description": "Shards whose pod is Ready."},
+            "replicas": {
+                "type": "integer",
+                "description": "Shard pods that exist (the scale subresource's statusReplicasPath).",
+            },
+            "labelSelector": {
+                "type": "string",
+                "description": "Selector of the shard pods (the scale subresource's labelSelectorPath).",
+            },
+            "listeners": {
+                "type": "array",
+                "description": "Where clients connect, per listener (Strimzi's status.listeners).",
+                "items": {
+                    "type": "object",
+                    "required": ["name", "type"],
+                    "properties": {
+                        "name": {"type": "string"},
+                        "type": {"type": "string", "enum": LISTENER_TYPES},
+                        "bootstrapServers": {
+                            "type": "string",
+                            "description": "Comma-separated host:port list for bootstrap.servers.",
+                        },
+                        "addresses": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {"host": {"type": "string"}, "port": {"type": "integer"}},
+                            },
+                        },
+                    },
+                },
+            },
+            "rollout": {
+                "type": "object",
+                "description": "A rolling replacement of shard pods under way.",
+                "properties": {
+                    "replacingShard": {
+                        "type": "integer",
+                        "description": "The shard whose pod is being replaced (its partitions moved away first).",
+                    }
+                },
+            },
+            "stateTopic": {
+                "type": "object",
+                "description": "The state-topic replication the shards create the topic with (after clamping).",
+                "properties": {
+                    "replicationFactor": {"type": "integer"},
+                    "minInsyncReplicas": {"type": "integer"},
+                    "kafkaBrokers": {
+                        "type": "integer",
+                        "description": "Brokers the operator found in the Kafka cluster.",
+                    },
+                },
+            },
             "conditions": {"type": "array", "items": condition},
         },
     }
@@ -293,12 +534,25 @@ def build_crd() -> dict[str, Any]:
                     "name": VERSION,
                     "served": True,
                     "storage": True,
-                    "subresources": {"status": {}},
+                    "subresources": {
+                        "status": {},
+                        # `kubectl scale groupcoordinator/<name> --replicas=N` sets spec.shards
+                        "scale": {
+                            "specReplicasPath": ".spec.shards",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.labelSelector",
+                        },
+                    },
                     "additionalPrinterColumns": [
                         {"name": "Partitions", "type": "integer", "jsonPath": ".spec.stateTopic.partitions"},
                         {"name": "Shards", "type": "integer", "jsonPath": ".spec.shards"},
                         {"name": "Threads", "type": "integer", "jsonPath": ".spec.threadsPerShard"},
                         {"name": "Ready-Shards", "type": "integer", "jsonPath": ".status.readyShards"},
+                        {
+                            "name": "Bootstrap",
+                            "type": "string",
+                            "jsonPath": ".status.listeners[0].bootstrapServers",
+                        },
                         {
                             "name": "Ready",
                             "type": "string",

@@ -58,10 +58,19 @@ def pod_is_broken(pod: Mapping[str, Any]) -> bool:
 
 
 def shard_states(
-    shards: int, pods: Iterable[Mapping[str, Any]], previous: Mapping[int, str] | None = None
+    shards: int,
+    pods: Iterable[Mapping[str, Any]],
+    previous: Mapping[int, str] | None = None,
+    replacing: Iterable[int] = (),
 ) -> dict[int, str]:
-    """State of shards ``0 .. shards-1`` given their pods and the states recorded last time."""
+    """State of shards ``0 .. shards-1`` given their pods and the states recorded last time.
+
+    ``replacing``: shards the operator is replacing on purpose (a rolling update, after their
+    partitions moved away); their pod being NotReady or gone is the replacement, not a failure,
+    so they are Starting until the new pod is Ready.
+    """
     previous = previous or {}
+    replacing = set(replacing)
     by_id: dict[int, Mapping[str, Any]] = {}
     for pod in pods:
         sid = pod_shard_id(pod)
@@ -73,7 +82,11 @@ def shard_states(
         was_up = previous.get(sid) in (READY, FAILED)
         if pod is not None and pod_is_ready(pod):
             states[sid] = READY
-        elif (pod is not None and pod_is_broken(pod)) or was_up:
+        elif pod is not None and pod_is_broken(pod):
+            states[sid] = FAILED
+        elif sid in replacing:
+            states[sid] = STARTING
+        elif was_up:
             states[sid] = FAILED
         else:
             states[sid] = STARTING

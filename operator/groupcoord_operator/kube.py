@@ -27,6 +27,7 @@ _PATHS: dict[str, tuple[str, str]] = {
     "Deployment": ("/apis/apps/v1", "deployments"),
     "Service": ("/api/v1", "services"),
     "Pod": ("/api/v1", "pods"),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
     "GroupCoordinator": (f"/apis/{GROUP}/{VERSION}", PLURAL),
 }

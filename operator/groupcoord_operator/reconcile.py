@@ -6,6 +6,8 @@ it does not matter which event arrived first or whether an event was missed. Wri
 when something differs (idempotent), leadership is published *before* workloads change (a
 shard being scaled away has already been replaced as leader, at a higher epoch, when its pod
 goes), and an invalid spec never touches workloads or leadership: it only sets Degraded.
+A changed shard pod template is rolled one shard at a time, each drained of its partitions
+before its pod is replaced (:mod:`groupcoord_operator.rollout`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.common.topic_replication import fit_replication
 from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
 from groupcoord_operator import build, metrics
 from groupcoord_operator.health import FAILED, placement_candidates, shard_states, states_from_status
-from groupcoord_operator.kube import Kube, collection_path, object_path
+from groupcoord_operator.kafka_probe import broker_count
+from groupcoord_operator.kube import Kube, KubeError, collection_path, object_path
+from groupcoord_operator.rollout import plan_rollout
 from groupcoord_operator.spec import SpecError, parse_spec
 
 log = logging.getLogger(__name__)
@@ -98,7 +103,9 @@ def _reconcile(
     def write_status(new_status: dict[str, Any]) -> bool:
         if is_subset(new_status, status) and is_subset(status, new_status):
             return False
-        kube.merge_patch(f"{path}/status", {"status": new_status})
+        # a merge patch keeps keys it does not name: name the ones that are gone as null
+        gone = {key: None for key in status if key not in new_status}
+        kube.merge_patch(f"{path}/status", {"status": {**new_status, **gone}})
         return True
 
     def status_for(
@@ -120,11 +127,26 @@ def _reconcile(
     except SpecError as exc:
         log.warning("%s/%s: invalid spec: %s", namespace, name, exc)
         new_status = status_for(previous, previous_states, ("InvalidSpec", str(exc)))
+        # what runs is unchanged, so is what the status says about it (listeners, rollout...)
+        new_status = {**{k: v for k, v in status.items() if k not in new_status}, **new_status}
         return Outcome(new_status, [], write_status(new_status))
 
     pods = kube.list(collection_path("Pod", namespace), build.selector(name, build.SHARD))
-    states = shard_states(spec.shards, pods, previous_states)
-    live = placement_candidates(states, (a.leader for a in previous.values()))
+    sts_path = object_path("StatefulSet", namespace, f"{name}-shard")
+    current_sts = kube.get(sts_path)
+    busy = {a.leader for a in previous.values()} | {s for a in previous.values() for s in a.standbys}
+    step = plan_rollout(
+        spec.shards,
+        current_sts,
+        build.build_shard_statefulset(name, namespace, spec, body, image),
+        pods,
+        busy,
+        (status.get("rollout") or {}).get("replacingShard"),
+    )
+    replacing = () if step.replacing is None else (step.replacing,)
+    states = shard_states(spec.shards, pods, previous_states, replacing=replacing)
+    candidates = placement_candidates(states, (a.leader for a in previous.values()))
+    live = [s for s in candidates if s not in step.drain] or candidates  # one shard: nowhere to drain to
     problem: tuple[str, str] | None = None
     try:
         placement = place(spec.partitions, live, previous, spec.standbys)
@@ -141,21 +163,77 @@ def _reconcile(
         log.info("%s/%s: partitions %s change leader (live shards %s)", namespace, name, moved, live)
 
     metrics.export(namespace, name, spec.partitions, placement, states)
+    # what the status reports besides leadership: listeners, replication, the scale subresource
+    secured = bool(spec.tls.get("enabled") or spec.sasl)
+    brokers = broker_count(spec.bootstrap_servers, secured=secured)
+    replication = fit_replication(spec.replication_factor, spec.min_insync_replicas, brokers)
+    warnings = []
+    if replication.clamped:
+        warnings.append(("StateTopicReplicationClamped", replication.message))
+    if brokers is not None and brokers > spec.listener.broker_ports:
+        warnings.append(
+            (
+                "TooFewBrokerPorts",
+                f"the Kafka cluster has {brokers} brokers but gateway.listener.brokerPorts is "
+                f"{spec.listener.broker_ports}: clients cannot reach every broker through the Service",
+            )
+        )
+    warning = (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None
+    gateway_pods = (
+        kube.list(collection_path("Pod", namespace), build.selector(name, build.GATEWAY))
+        if spec.listener.type == "nodeport"
+        else []
+    )
+    gateway_service = (
+        kube.get(object_path("Service", namespace, build.gateway_service_name(name)))
+        if spec.listener.type == "loadbalancer"
+        else None
+    )
+    observed = {
+        "warning": warning,
+        "listeners": build.build_listener_status(name, namespace, spec, gateway_pods, gateway_service),
+        "replicas": sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")),
+        "label_selector": build.label_selector_string(name, build.SHARD),
+        "replication": replication,
+        "kafka_brokers": brokers,
+        "rollout_pending": step.pending,
+        "rollout_message": step.message,
+        "replacing_shard": step.replacing,
+    }
+
     # leadership first, so a shard about to be removed is already deposed when its pod stops
-    pre_status = status_for(placement, states, problem)
+    pre_status = status_for(placement, states, problem, **observed)
     written = write_status(pre_status)
     if written:
         status, conditions = pre_status, pre_status["conditions"]
 
     objects = [
-        build.build_shard_statefulset(name, namespace, spec, body, image),
-        build.build_gateway_deployment(name, namespace, spec, body, image),
+        build.build_shard_statefulset(name, namespace, spec, body, image, partition=step.partition),
+        build.build_gateway_deployment(
+            name, namespace, spec, body, image, build.load_balancer_host(gateway_service)
+        ),
         *build.build_services(name, namespace, spec, body),
+        *build.build_pod_disruption_budgets(name, namespace, body),
     ]
-    changed = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if apply(kube, o)]
+    changed = []
+    rejected = []
+    for obj in objects:
+        try:
+            if apply(kube, obj):
+                changed.append(f"{obj['kind']}/{obj['metadata']['name']}")
+        except KubeError as exc:
+            if exc.status not in (400, 422):
+                raise
+            # the API server refused what the spec asks (e.g. an affinity it cannot parse):
+            # the object stays as it was, and the resource says why
+            rejected.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc}")
     final = pre_status
-    if changed:
+    if rejected:
+        problem = ("Rejected", "the API server refused: " + "; ".join(rejected))
+        final = status_for(placement, states, problem, **observed)
+        written = write_status(final) or written
+    elif changed:
         log.info("%s/%s: updated %s", namespace, name, changed)
-        final = status_for(placement, states, problem, rollout_pending=True)
+        final = status_for(placement, states, problem, **{**observed, "rollout_pending": True})
         written = write_status(final) or written
     return Outcome(final, changed, written)

@@ -13,7 +13,7 @@ from typing import Any
 
 import jsonschema
 
-from groupcoord_operator.crd import spec_schema
+from groupcoord_operator.crd import spec_schema, strict
 
 
 class SpecError(ValueError):
@@ -30,6 +30,49 @@ class GroupDefaults:
 
 
 @dataclass(frozen=True)
+class Listener:
+    """How clients reach the gateway: Strimzi's listener model, one listener."""
+
+    name: str = "plain"
+    type: str = "internal"  # internal | nodeport | loadbalancer
+    port: int = 9092
+    broker_ports: int = 3
+    advertised_host: str | None = None
+
+    @property
+    def ports(self) -> list[int]:
+        """The bootstrap port and every per-broker port the gateway may open (port + n)."""
+        return [self.port + n for n in range(self.broker_ports + 1)]
+
+
+@dataclass(frozen=True)
+class PodTemplate:
+    """Pod overrides of one component (Strimzi's ``template.pod``)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    affinity: Mapping[str, Any] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    priority_class_name: str | None = None
+
+
+def _pod_template(raw: Mapping[str, Any] | None) -> PodTemplate:
+    raw = raw or {}
+    meta = raw.get("metadata") or {}
+    return PodTemplate(
+        labels=dict(meta.get("labels") or {}),
+        annotations=dict(meta.get("annotations") or {}),
+        affinity=dict(raw.get("affinity") or {}),
+        tolerations=tuple(raw.get("tolerations") or ()),
+        topology_spread_constraints=tuple(raw.get("topologySpreadConstraints") or ()),
+        node_selector=dict(raw.get("nodeSelector") or {}),
+        priority_class_name=raw.get("priorityClassName") or None,
+    )
+
+
+@dataclass(frozen=True)
 class Spec:
     """A validated spec with every default filled in."""
 
@@ -42,17 +85,22 @@ class Spec:
     image: str | None = None
     image_pull_policy: str = "IfNotPresent"
     service_account: str | None = None
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
     gateway_replicas: int = 2
-    gateway_service_type: str = "ClusterIP"
+    listener: Listener = field(default_factory=Listener)
     tls: Mapping[str, Any] = field(default_factory=dict)
     sasl: Mapping[str, Any] = field(default_factory=dict)
     group_defaults: GroupDefaults = field(default_factory=GroupDefaults)
     shard_resources: Mapping[str, Any] = field(default_factory=dict)
     gateway_resources: Mapping[str, Any] = field(default_factory=dict)
+    cpu_per_shard_thread: str = "500m"
+    shard_template: PodTemplate = field(default_factory=PodTemplate)
+    gateway_template: PodTemplate = field(default_factory=PodTemplate)
 
 
 def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
-    validator = jsonschema.Draft7Validator(spec_schema())
+    validator = jsonschema.Draft7Validator(strict(spec_schema()))
     messages = []
     for error in sorted(validator.iter_errors(spec), key=lambda e: list(e.absolute_path)):
         where = ".".join(str(p) for p in error.absolute_path) or "(spec)"
@@ -82,7 +130,9 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         migration_policy=gd_raw.get("migrationPolicy", "bidirectional"),
     )
     gateway = raw.get("gateway") or {}
+    listener_raw = gateway.get("listener") or {}
     resources = raw.get("resources") or {}
+    template = raw.get("template") or {}
     spec = Spec(
         bootstrap_servers=raw["kafka"]["bootstrapServers"],
         partitions=topic["partitions"],
@@ -93,13 +143,24 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         image=raw.get("image") or None,
         image_pull_policy=raw.get("imagePullPolicy", "IfNotPresent"),
         service_account=raw.get("serviceAccountName") or None,
+        replication_factor=topic.get("replicationFactor", 3),
+        min_insync_replicas=topic.get("minInsyncReplicas", 2),
         gateway_replicas=gateway.get("replicas", 2),
-        gateway_service_type=gateway.get("serviceType", "ClusterIP"),
+        listener=Listener(
+            name=listener_raw.get("name", "plain"),
+            type=listener_raw.get("type", "internal"),
+            port=listener_raw.get("port", 9092),
+            broker_ports=listener_raw.get("brokerPorts", 3),
+            advertised_host=listener_raw.get("advertisedHost") or None,
+        ),
         tls=raw["kafka"].get("tls") or {},
         sasl=raw["kafka"].get("sasl") or {},
         group_defaults=gd,
         shard_resources=resources.get("shard") or {},
         gateway_resources=resources.get("gateway") or {},
+        cpu_per_shard_thread=str(resources.get("cpuPerShardThread", "500m")),
+        shard_template=_pod_template(template.get("shard")),
+        gateway_template=_pod_template(template.get("gateway")),
     )
     # the CEL rules of the CRD, checked again for servers that do not evaluate them
     if gd.heartbeat_interval_ms >= gd.session_timeout_ms:
@@ -112,6 +173,13 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
             f"spec.standbysPerPartition ({spec.standbys}) must be smaller than spec.shards ({spec.shards}): "
             "a standby lives on another shard"
         )
+    if spec.min_insync_replicas > spec.replication_factor:
+        problems.append(
+            f"spec.stateTopic.minInsyncReplicas ({spec.min_insync_replicas}) must not exceed "
+            f"replicationFactor ({spec.replication_factor})"
+        )
+    if spec.listener.advertised_host and spec.listener.type != "loadbalancer":
+        problems.append("spec.gateway.listener.advertisedHost is only for type loadbalancer")
     if current_partitions and spec.partitions != current_partitions:
         problems.append(
             f"spec.stateTopic.partitions cannot change from {current_partitions} to {spec.partitions}: "

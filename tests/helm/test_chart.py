@@ -18,7 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from groupcoord_operator.crd import build_crd, openapi_schema
+from groupcoord_operator.crd import build_crd, openapi_schema, strict
 from groupcoord_operator.spec import parse_spec
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
@@ -46,12 +46,27 @@ NON_DEFAULT = {
                 "passwordSecret": {"name": "kafka-user", "key": "password"},
             },
         },
-        "stateTopic": {"partitions": 48},
         "shards": 6,
         "threadsPerShard": 8,
         "standbysPerPartition": 2,
         "groupDefaults": {"migrationPolicy": "upgrade", "assignors": ["range"]},
-        "gateway": {"replicas": 3, "serviceType": "LoadBalancer"},
+        "gateway": {"replicas": 3, "listener": {"type": "loadbalancer", "brokerPorts": 5}},
+        "stateTopic": {"partitions": 48, "replicationFactor": 5, "minInsyncReplicas": 3},
+        "template": {
+            "shard": {
+                "priorityClassName": "kafka-critical",
+                "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                "topologySpreadConstraints": [
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "topology.kubernetes.io/zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                    }
+                ],
+                "affinity": {"nodeAffinity": {}},
+                "metadata": {"annotations": {"example.com/team": "streaming"}},
+            }
+        },
     },
     "metrics": {
         "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
@@ -199,6 +214,10 @@ def test_cluster_wide_mode_uses_cluster_roles_only(chart):
     [
         {"coordinator": {"shards": 0}},
         {"coordinator": {"threadsPerShard": 1000}},
+        {"coordinator": {"threadsPerShard": 0}},
+        {"coordinator": {"gateway": {"serviceType": "LoadBalancer"}}},  # unknown keys are refused
+        {"coordinator": {"gateway": {"listener": {"type": "ingress"}}}},
+        {"coordinator": {"stateTopic": {"partitions": 12, "replicationFactor": 0}}},
         {"coordinator": {"groupDefaults": {"migrationPolicy": "sideways"}}},
         {"operator": {"replicas": 0}},
         {"metrics": {"serviceMonitor": {"interval": "soon"}}},
@@ -231,8 +250,10 @@ def test_values_schema_documents_every_key():
     coordinator = schema["properties"]["coordinator"]["properties"]
     crd_spec = openapi_schema()["properties"]["spec"]["properties"]
     assert set(coordinator) - {"create", "name"} == set(crd_spec)
-    for key, sub in crd_spec.items():  # same rules as the CRD (CEL-only keys aside)
-        assert coordinator[key] == without_kubernetes_extensions(sub), key
+    for key, sub in crd_spec.items():  # same rules as the CRD (CEL-only keys aside), unknown keys refused
+        assert coordinator[key] == without_kubernetes_extensions(strict(sub)), (
+            f"{key}: run scripts/sync_chart_values_schema.py"
+        )
 
 
 def without_kubernetes_extensions(node):

@@ -17,7 +17,7 @@ import yaml
 
 from groupcoord.controlplane.placement import place, placement_from_status
 from groupcoord_operator import build
-from groupcoord_operator.crd import build_crd, openapi_schema
+from groupcoord_operator.crd import build_crd, openapi_schema, strict
 from groupcoord_operator.health import FAILED, READY, STARTING, placement_candidates, shard_states
 from groupcoord_operator.reconcile import is_subset
 from groupcoord_operator.spec import SpecError, parse_spec
@@ -45,7 +45,7 @@ FULL = {
             "passwordSecret": {"name": "kafka-user", "key": "password"},
         },
     },
-    "stateTopic": {"name": "gc-state", "partitions": 48},
+    "stateTopic": {"name": "gc-state", "partitions": 48, "replicationFactor": 5, "minInsyncReplicas": 3},
     "shards": 4,
     "threadsPerShard": 8,
     "standbysPerPartition": 1,
@@ -56,8 +56,45 @@ FULL = {
         "maxGroupSize": 200,
         "migrationPolicy": "upgrade",
     },
-    "gateway": {"replicas": 3, "serviceType": "LoadBalancer"},
-    "resources": {"shard": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}},
+    "gateway": {
+        "replicas": 3,
+        "listener": {"name": "external", "type": "nodeport", "port": 9192, "brokerPorts": 5},
+    },
+    "resources": {
+        "shard": {"requests": {"memory": "512Mi"}, "limits": {"memory": "1Gi"}},
+        "cpuPerShardThread": "250m",
+    },
+    "template": {
+        "shard": {
+            "metadata": {"labels": {"team": "streaming"}, "annotations": {"example.com/owner": "kafka-team"}},
+            "affinity": {
+                "podAntiAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "topologyKey": "kubernetes.io/hostname",
+                                "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "shard"}},
+                            },
+                        }
+                    ]
+                }
+            },
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}
+            ],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                }
+            ],
+            "priorityClassName": "kafka-critical",
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+        },
+        "gateway": {"priorityClassName": "kafka-critical"},
+    },
 }
 OWNER = {"metadata": {"name": "gc", "namespace": "kafka", "uid": "0f3c9b7e-1111-2222-3333-444455556666"}}
 
@@ -68,6 +105,7 @@ def all_objects(spec_raw):
         build.build_shard_statefulset("gc", "kafka", spec, OWNER),
         build.build_gateway_deployment("gc", "kafka", spec, OWNER),
         *build.build_services("gc", "kafka", spec, OWNER),
+        *build.build_pod_disruption_budgets("gc", "kafka", OWNER),
     ]
 
 
@@ -84,7 +122,8 @@ def test_shard_command_line_matches_the_documented_contract():
     assert container["command"] == ["groupcoord"]
     assert container["args"] == [
         "shard", "--shard-id", "$(SHARD_ID)", "--threads", "8", "--kafka", "b1:9093,b2:9093",
-        "--state-topic", "gc-state", "--partitions", "48", "--grpc-port", "50051",
+        "--state-topic", "gc-state", "--partitions", "48",
+        "--replication-factor", "5", "--min-insync-replicas", "3", "--grpc-port", "50051",
         "--metrics-port", "9100", "--drain-timeout", "20", "--leadership", "kubernetes:kafka/gc",
     ]  # fmt: skip
     env = {e["name"]: e for e in container["env"]}
@@ -110,15 +149,25 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
     dep = build.build_gateway_deployment("gc", "kafka", parse_spec(MINIMAL))
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == [
-        "gateway", "--port", "9092", "--kafka", "kafka:9092", "--metrics-port", "9100",
+        "gateway", "--port", "9092", "--advertised-host", "$(GROUPCOORD_ADVERTISED_HOST)",
+        "--kafka", "kafka:9092", "--metrics-port", "9100",
         "--leadership", "kubernetes:kafka/gc",
         "--shard-address-template", "gc-shard-{shard}.gc-shard.kafka.svc:50051",
     ]  # fmt: skip
-    env = {e["name"]: e.get("value") for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env["GROUPCOORD_KAFKA_SECURITY_PROTOCOL"] == "PLAINTEXT"
+    env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GROUPCOORD_KAFKA_SECURITY_PROTOCOL"]["value"] == "PLAINTEXT"
+    # an internal listener: each pod advertises its own pod IP, never 127.0.0.1
+    assert env["GROUPCOORD_ADVERTISED_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     shard_svc, gateway_svc = build.build_services("gc", "kafka", parse_spec(MINIMAL))
     assert shard_svc["spec"]["clusterIP"] == "None" and shard_svc["spec"]["publishNotReadyAddresses"]
-    assert {p["name"] for p in gateway_svc["spec"]["ports"]} == {"kafka", "metrics"}
+    assert gateway_svc["spec"]["type"] == "ClusterIP"
+    # every per-broker listener port the gateway may open (port + n) is on the Service and the pod
+    ports = {p["name"]: p["port"] for p in gateway_svc["spec"]["ports"]}
+    assert ports == {"kafka": 9092, "broker-1": 9093, "broker-2": 9094, "broker-3": 9095, "metrics": 9100}
+    container_ports = {
+        p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    assert container_ports == ports
 
 
 def test_building_twice_gives_identical_objects():
@@ -142,16 +191,40 @@ def test_crd_schema_accepts_good_and_rejects_bad_resources():
         {**MINIMAL, "groupDefaults": {"migrationPolicy": "sideways"}},
         {**MINIMAL, "groupDefaults": {"assignors": ["sticky"]}},
         {**MINIMAL, "kafka": {}},
-        {**MINIMAL, "gateway": {"serviceType": "ExternalName"}},
+        {**MINIMAL, "threadsPerShard": 0},
+        {**MINIMAL, "gateway": {"listener": {"type": "ExternalName"}}},
+        {**MINIMAL, "gateway": {"listener": {"brokerPorts": 0}}},
+        {**MINIMAL, "stateTopic": {"partitions": 12, "replicationFactor": 0}},
+        {**MINIMAL, "template": {"shard": {"tolerations": [{"operator": "Sometimes"}]}}},
     ]
     for spec in bad_specs:
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate({"spec": spec}, schema)
+    # unknown fields: the API server prunes them (kubectl's strict field validation refuses
+    # them); the operator's strict variant of the same schema refuses them too
+    assert "x-kubernetes-preserve-unknown-fields" not in schema["properties"]["spec"]
+    for unknown in ({**MINIMAL, "shardz": 3}, {**MINIMAL, "gateway": {"serviceType": "LoadBalancer"}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"spec": unknown}, strict(schema))
+        with pytest.raises(SpecError, match="Additional properties are not allowed"):
+            parse_spec(unknown)
 
 
-def test_crd_has_printer_columns_status_subresource_and_cel_rules():
+def test_crd_has_printer_columns_status_and_scale_subresources_and_cel_rules():
     version = build_crd()["spec"]["versions"][0]
-    assert version["subresources"] == {"status": {}}
+    # `kubectl scale groupcoordinator/gc --replicas=5` sets spec.shards
+    assert version["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.shards",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.labelSelector",
+        },
+    }
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["properties"]["threadsPerShard"]["minimum"] == 1
+    topic = spec["properties"]["stateTopic"]["properties"]
+    assert (topic["replicationFactor"]["default"], topic["minInsyncReplicas"]["default"]) == (3, 2)
     names = [c["name"] for c in version["additionalPrinterColumns"]]
     assert names[:3] == ["Partitions", "Shards", "Threads"] and "Ready" in names
     spec_schema = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
@@ -269,3 +342,165 @@ def test_print_crd_regenerates_the_chart_file_byte_for_byte(capsys):
 
     assert main(["operator", "--print-crd"]) == 0
     assert capsys.readouterr().out == CHART_CRD.read_text()
+
+
+def containers(obj):
+    return obj["spec"]["template"]["spec"]["containers"]
+
+
+def test_shard_cpu_request_grows_with_threads():
+    for threads, cpu in ((1, "600m"), (2, "1100m"), (8, "4100m")):
+        sts = build.build_shard_statefulset(
+            "gc", "kafka", parse_spec({**MINIMAL, "threadsPerShard": threads})
+        )
+        assert containers(sts)[0]["resources"]["requests"]["cpu"] == cpu, "500m a worker + 100m supervisor"
+    full = build.build_shard_statefulset("gc", "kafka", parse_spec(FULL))
+    assert containers(full)[0]["resources"] == {
+        "requests": {"memory": "512Mi", "cpu": "2100m"},  # 8 x 250m + 100m
+        "limits": {"memory": "1Gi"},
+    }
+    explicit = {**MINIMAL, "resources": {"shard": {"requests": {"cpu": "3"}}}}
+    sts = build.build_shard_statefulset("gc", "kafka", parse_spec(explicit))
+    assert containers(sts)[0]["resources"]["requests"]["cpu"] == "3", "an explicit request wins"
+    assert build.cpu_millis("1.5") == 1500 and build.cpu_millis("250m") == 250 and build.cpu_millis(2) == 2000
+
+
+def test_pod_template_overrides_reach_the_pods_and_operator_labels_win():
+    spec = parse_spec(
+        {
+            **FULL,
+            "template": {
+                **FULL["template"],
+                "gateway": {"metadata": {"labels": {"app.kubernetes.io/instance": "x"}}},
+            },
+        }
+    )
+    sts = build.build_shard_statefulset("gc", "kafka", spec)
+    pod = sts["spec"]["template"]["spec"]
+    meta = sts["spec"]["template"]["metadata"]
+    assert meta["labels"]["team"] == "streaming" and meta["annotations"]["example.com/owner"] == "kafka-team"
+    assert pod["priorityClassName"] == "kafka-critical"
+    assert pod["tolerations"][0]["key"] == "dedicated"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert "podAntiAffinity" in pod["affinity"]
+    # a spread constraint counts this component's pods unless told otherwise
+    assert pod["topologySpreadConstraints"][0]["labelSelector"] == {
+        "matchLabels": build.selector("gc", "shard")
+    }
+    dep = build.build_gateway_deployment("gc", "kafka", spec)
+    assert dep["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/instance"] == "gc"
+    assert "affinity" not in dep["spec"]["template"]["spec"], "overrides are per component"
+
+
+def test_template_digest_changes_with_threads_only_when_the_pod_changes():
+    def digest(raw):
+        sts = build.build_shard_statefulset("gc", "kafka", parse_spec(raw))
+        return sts["spec"]["template"]["metadata"]["annotations"][build.TEMPLATE_HASH]
+
+    assert digest(MINIMAL) == digest(MINIMAL)
+    assert digest(MINIMAL) != digest({**MINIMAL, "threadsPerShard": 4})
+    assert digest(MINIMAL) == digest({**MINIMAL, "shards": 7}), "scaling is not a new template"
+
+
+@pytest.mark.parametrize(
+    ("listener", "service_type", "advertised", "host_port"),
+    [
+        ({}, "ClusterIP", {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}, False),
+        ({"type": "nodeport"}, "NodePort", {"valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}}, True),
+        (
+            {"type": "loadbalancer"},
+            "LoadBalancer",
+            {"valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            False,
+        ),
+        (
+            {"type": "loadbalancer", "advertisedHost": "kafka.example.com"},
+            "LoadBalancer",
+            {"value": "kafka.example.com"},
+            False,
+        ),
+    ],
+    ids=["internal", "nodeport", "loadbalancer-pending", "loadbalancer-named"],
+)
+def test_listener_types_advertise_a_reachable_address(listener, service_type, advertised, host_port):
+    spec = parse_spec({**MINIMAL, "gateway": {"listener": {"brokerPorts": 2, **listener}}})
+    dep = build.build_gateway_deployment("gc", "kafka", spec)
+    container = containers(dep)[0]
+    env = {e["name"]: e for e in container["env"]}
+    assert {k: v for k, v in env["GROUPCOORD_ADVERTISED_HOST"].items() if k != "name"} == advertised
+    ports = [p for p in container["ports"] if p["name"] != "metrics"]
+    assert [p["containerPort"] for p in ports] == [9092, 9093, 9094]
+    assert all(("hostPort" in p) == host_port for p in ports)
+    _, svc = build.build_services("gc", "kafka", spec)
+    assert svc["spec"]["type"] == service_type
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094, 9100]
+    for obj in (dep, svc):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def ready_pod(name, host_ip, ready=True):
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "hostIP": host_ip,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def test_status_listeners_name_the_bootstrap_address_per_type():
+    internal = build.build_listener_status("gc", "kafka", parse_spec(MINIMAL))
+    assert internal == [
+        {
+            "name": "plain",
+            "type": "internal",
+            "addresses": [{"host": "gc-gateway.kafka.svc", "port": 9092}],
+            "bootstrapServers": "gc-gateway.kafka.svc:9092",
+        }
+    ]
+    nodeport = parse_spec({**MINIMAL, "gateway": {"listener": {"name": "ext", "type": "nodeport"}}})
+    pods = [ready_pod("a", "10.0.0.2"), ready_pod("b", "10.0.0.1"), ready_pod("c", "10.0.0.3", ready=False)]
+    (entry,) = build.build_listener_status("gc", "kafka", nodeport, pods)
+    assert entry["bootstrapServers"] == "10.0.0.1:9092,10.0.0.2:9092", "Ready pods' nodes only"
+    lb = parse_spec({**MINIMAL, "gateway": {"listener": {"type": "loadbalancer"}}})
+    assert "bootstrapServers" not in build.build_listener_status("gc", "kafka", lb)[0], "never guessed"
+    svc = {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
+    assert (
+        build.build_listener_status("gc", "kafka", lb, [], svc)[0]["bootstrapServers"] == "203.0.113.7:9092"
+    )
+    dep = build.build_gateway_deployment("gc", "kafka", lb, load_balancer_host=build.load_balancer_host(svc))
+    env = {e["name"]: e for e in containers(dep)[0]["env"]}
+    assert env["GROUPCOORD_ADVERTISED_HOST"]["value"] == "203.0.113.7"
+
+
+def test_pod_disruption_budgets_are_owned_and_allow_one_pod_down():
+    budgets = build.build_pod_disruption_budgets("gc", "kafka", OWNER)
+    assert [b["metadata"]["name"] for b in budgets] == ["gc-shard", "gc-gateway"]
+    for pdb in budgets:
+        assert pdb["spec"]["maxUnavailable"] == 1
+        assert pdb["metadata"]["ownerReferences"][0]["kind"] == "GroupCoordinator"
+        kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
+
+
+def test_status_with_warning_listeners_and_scale_fields_fits_the_crd():
+    from groupcoord.common.topic_replication import fit_replication
+
+    replication = fit_replication(3, 2, 1)
+    status = build.build_status(
+        placement=place(6, [0, 1], None, 0),
+        shard_states={0: READY, 1: READY},
+        generation=2,
+        previous_conditions=None,
+        now=NOW,
+        warning=("StateTopicReplicationClamped", replication.message),
+        listeners=build.build_listener_status("gc", "kafka", parse_spec(MINIMAL)),
+        replicas=2,
+        label_selector=build.label_selector_string("gc", "shard"),
+        replication=replication,
+        kafka_brokers=1,
+    )
+    warning = {c["type"]: c for c in status["conditions"]}["Warning"]
+    assert warning["reason"] == "StateTopicReplicationClamped" and "clamped to 1" in warning["message"]
+    assert status["stateTopic"] == {"replicationFactor": 1, "minInsyncReplicas": 1, "kafkaBrokers": 1}
+    assert status["labelSelector"] == "app.kubernetes.io/component=shard,app.kubernetes.io/instance=gc"
+    jsonschema.validate({"spec": MINIMAL, "status": status}, strict(openapi_schema()))

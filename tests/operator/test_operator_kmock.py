@@ -30,6 +30,7 @@ os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
 import kopf  # noqa: E402
 
 from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
+from groupcoord_operator.build import TEMPLATE_HASH  # noqa: E402
 from groupcoord_operator.election import format_microtime  # noqa: E402
 
 NS = "kafka"
@@ -67,6 +68,7 @@ def declare_resources(k: kmock.KubernetesEmulator) -> None:
         ("v1/events", "Event"),
         ("apps/v1/statefulsets", "StatefulSet"),
         ("apps/v1/deployments", "Deployment"),
+        ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget"),
         ("coordination.k8s.io/v1/leases", "Lease"),
     ]:
         k.resources[res] = info(kind=kind, namespaced=True, verbs={"list", "watch", "get", "create", "patch"})
@@ -141,7 +143,7 @@ def leaders(obj: dict[str, Any]) -> dict[int, int]:
     return {p: a.leader for p, a in placement_from_status(obj["status"]["partitions"]).items()}
 
 
-def shard_pod(index: int, ready: bool) -> dict[str, Any]:
+def shard_pod(index: int, ready: bool, template_hash: str | None = None) -> dict[str, Any]:
     """What the StatefulSet controller and kubelet would produce for shard ``index``."""
     return {
         "apiVersion": "v1",
@@ -149,6 +151,7 @@ def shard_pod(index: int, ready: bool) -> dict[str, Any]:
         "metadata": {
             "name": f"{NAME}-shard-{index}",
             "namespace": NS,
+            "annotations": {TEMPLATE_HASH: template_hash or "initial"},
             "labels": {
                 "app.kubernetes.io/name": "groupcoord",
                 "app.kubernetes.io/instance": NAME,
@@ -164,12 +167,17 @@ def shard_pod(index: int, ready: bool) -> dict[str, Any]:
     }
 
 
-async def set_pod_ready(k: Any, index: int, ready: bool) -> None:
+async def set_pod_ready(k: Any, index: int, ready: bool, template_hash: str | None = None) -> None:
+    """Create or update shard ``index``'s pod; with ``template_hash``, it now runs that template."""
     path = f"/api/v1/namespaces/{NS}/pods/{NAME}-shard-{index}"
+    pod = shard_pod(index, ready, template_hash)
     if await get(k, path) is None:
-        await send(k, "post", f"/api/v1/namespaces/{NS}/pods", shard_pod(index, ready))
+        await send(k, "post", f"/api/v1/namespaces/{NS}/pods", pod)
     else:
-        await send(k, "patch", path, {"status": shard_pod(index, ready)["status"]})
+        patch: dict[str, Any] = {"status": pod["status"]}
+        if template_hash:
+            patch["metadata"] = {"annotations": pod["metadata"]["annotations"]}
+        await send(k, "patch", path, patch)
 
 
 async def create_resource(k: Any, spec: dict[str, Any]) -> None:
@@ -194,7 +202,7 @@ CR = f"{CR_PATH}/{NAME}"
 
 def workload_and_status_writes(k: Any) -> int:
     """Writes the operator made so far to workloads, Services or the resource status."""
-    targets = ("/statefulsets", "/deployments", "/services")
+    targets = ("/statefulsets", "/deployments", "/services", "/poddisruptionbudgets")
     count = 0
     for r in list(k):  # the emulator's request log
         path = str(r.url.path)
@@ -239,15 +247,22 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
 
     # idempotent: with nothing changing, resyncs (every 1 s here) write nothing
     writes = workload_and_status_writes(k)
-    assert writes >= 5, "creating 4 objects and the status were writes"
+    assert writes >= 5, "creating 6 objects and the status were writes"
     await asyncio.sleep(2.5)  # a negative check needs some wait
     assert workload_and_status_writes(k) == writes
 
-    # scaling threads: the workload changes, leadership does not
-    await send(k, "patch", CR, {"spec": {"threadsPerShard": 4}})
-    await eventually(k, STS, lambda o: arg(shard_args(o), "--threads") == "4", "threads=4 rolled out")
-    cr = await get(k, CR)
-    assert placement_from_status(cr["status"]["partitions"]) == before
+    # the status says where clients connect, and what `kubectl scale` needs
+    (listener,) = cr["status"]["listeners"]
+    assert listener["bootstrapServers"] == f"{NAME}-gateway.{NS}.svc:9092" and listener["type"] == "internal"
+    assert cr["status"]["replicas"] == 3
+    assert (
+        cr["status"]["labelSelector"]
+        == f"app.kubernetes.io/component=shard,app.kubernetes.io/instance={NAME}"
+    )
+    for pdb in ("shard", "gateway"):
+        path = f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets/{NAME}-{pdb}"
+        budget = await eventually(k, path, lambda o: True, f"{pdb} PodDisruptionBudget")
+        assert budget["metadata"]["ownerReferences"][0]["name"] == NAME
 
     # scaling shards 3 → 4: replicas follow at once; leadership moves once the new shard is
     # Ready (the healthy leaders serve meanwhile), and only what balance needs, to the new shard
@@ -389,3 +404,126 @@ async def test_crd_hook_creates_the_crd_then_leaves_it_alone(kmock: kmock.Kubern
     )
     assert stored["spec"] == build_crd()["spec"]
     assert await asyncio.to_thread(apply_crd, kube) == "unchanged"
+
+
+def sts_partition(sts: dict[str, Any]) -> int:
+    return sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
+
+
+def sts_hash(sts: dict[str, Any]) -> str:
+    return sts["spec"]["template"]["metadata"]["annotations"][TEMPLATE_HASH]
+
+
+def busy_shards(partitions: list[dict[str, Any]]) -> set[int]:
+    """Shards that lead or stand by for any partition."""
+    return {p["leader"] for p in partitions} | {s for p in partitions for s in p.get("standbys") or ()}
+
+
+async def play_statefulset_controller(k: Any, shards: int, replaced: list[int]) -> None:
+    """The StatefulSet controller's RollingUpdate: a pod at an ordinal >= partition that does not
+    run the current template is replaced — its new pod starts NotReady, then turns Ready."""
+    while True:
+        sts = await get(k, STS)
+        want, partition = sts_hash(sts), sts_partition(sts)
+        pods = {i: await get(k, f"/api/v1/namespaces/{NS}/pods/{NAME}-shard-{i}") for i in range(shards)}
+        stale = [
+            i for i in range(partition, shards) if pods[i]["metadata"]["annotations"][TEMPLATE_HASH] != want
+        ]
+        if stale:
+            i = stale[-1]
+            replaced.append(i)
+            await set_pod_ready(k, i, False, want)
+            await asyncio.sleep(0.3)  # the new process starting
+            await set_pod_ready(k, i, True, want)
+        elif partition == 0 and all(
+            p["metadata"]["annotations"][TEMPLATE_HASH] == want for p in pods.values()
+        ):
+            return
+        await asyncio.sleep(0.05)
+
+
+def rollout_timeline(k: Any) -> list[tuple[str, Any]]:
+    """The operator's and the kubelet's writes, in the order the API server received them:
+    ``("status", busy shards)``, ``("partition", p)``, ``("ready", shard)`` of a pod on a new template."""
+    timeline: list[tuple[str, Any]] = []
+    for r in list(k):
+        path, method, data = str(r.url.path), str(r.method.value).upper(), r.data or {}
+        if method != "PATCH":
+            continue
+        if path == f"{CR}/status" and "partitions" in (data.get("status") or {}):
+            timeline.append(("status", busy_shards(data["status"]["partitions"])))
+        elif path == STS:
+            rolling = ((data.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
+            if "partition" in rolling:
+                timeline.append(("partition", rolling["partition"]))
+        elif (
+            path.startswith(f"/api/v1/namespaces/{NS}/pods/{NAME}-shard-")
+            and "metadata" in data
+            and data["status"]["conditions"][0]["status"] == "True"
+        ):
+            timeline.append(("ready", int(path.rsplit("-", 1)[1])))
+    return timeline
+
+
+async def test_changing_threads_rolls_shards_one_at_a_time_moving_partitions_first(operator: Any) -> None:
+    k = operator
+    await create_resource(k, SPEC)
+    for i in range(3):
+        await set_pod_ready(k, i, True)
+    cr = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    old_hash = sts_hash(await get(k, STS))
+    first_request = len(list(k))
+
+    await send(k, "patch", CR, {"spec": {"threadsPerShard": 4}})
+    sts = await eventually(k, STS, lambda o: arg(shard_args(o), "--threads") == "4", "new template")
+    assert sts_hash(sts) != old_hash
+    replaced: list[int] = []
+    await asyncio.wait_for(play_statefulset_controller(k, 3, replaced), DEADLINE_S)
+    assert replaced == [2, 1, 0], "highest ordinal first, each pod once"
+
+    timeline = rollout_timeline(list(k)[first_request:])
+    # the new template is written with every pod held (partition = shards)
+    assert timeline[timeline.index(("partition", 3))] == ("partition", 3)
+    for shard in (2, 1, 0):
+        replace_at = timeline.index(("partition", shard))
+        drained = [
+            i
+            for i, (what, busy) in enumerate(timeline[:replace_at])
+            if what == "status" and shard not in busy
+        ]
+        assert drained, f"shard {shard}'s partitions moved away before its pod was replaced"
+        later = timeline[replace_at + 1 :]
+        ready_at = later.index(("ready", shard))
+        lower = [i for i, (what, p) in enumerate(later) if what == "partition" and p < shard]
+        assert not lower or lower[0] > ready_at, f"shard {shard}'s new pod was Ready before the next one went"
+    assert timeline[-1] == ("partition", 0) or ("partition", 0) in timeline
+
+    cr = await eventually(
+        k,
+        CR,
+        lambda o: condition(o, "Ready")["status"] == "True" and len(set(leaders(o).values())) == 3,
+        "balanced",
+    )
+    # no failover storm: nobody was ever marked Failed, so no status said Degraded
+    for r in list(k)[first_request:]:
+        if str(r.url.path) == f"{CR}/status" and str(r.method.value).upper() == "PATCH":
+            for c in (r.data or {}).get("status", {}).get("conditions") or ():
+                assert not (c["type"] == "Degraded" and c["status"] == "True"), c
+    assert sorted(Counter(leaders(cr).values()).values()) == [4, 4, 4]
+
+
+async def test_replication_clamped_to_a_small_kafka_is_said_in_a_condition(
+    operator: Any, broker: Any
+) -> None:
+    """A real one-broker Kafka (tansu): asked for 3 / 2, the state topic gets 1 / 1 and the
+    resource says so; nothing else is held back."""
+    k = operator
+    await create_resource(k, {**SPEC, "kafka": {"bootstrapServers": broker.bootstrap}})
+    cr = await eventually(k, CR, lambda o: condition(o, "Warning")["status"] == "True", "Warning")
+    warning = condition(cr, "Warning")
+    assert warning["reason"] == "StateTopicReplicationClamped"
+    assert "1 broker(s): state topic replication factor 3 clamped to 1" in warning["message"]
+    assert cr["status"]["stateTopic"] == {"replicationFactor": 1, "minInsyncReplicas": 1, "kafkaBrokers": 1}
+    sts = await eventually(k, STS, lambda o: True, "shard StatefulSet")
+    assert arg(shard_args(sts), "--replication-factor") == "3", "shards get what was asked, and clamp alike"
+    assert len(cr["status"]["partitions"]) == 12

@@ -31,6 +31,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
+from groupcoord.common.topic_replication import Replication, fit_replication
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)
@@ -40,23 +41,41 @@ FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
 
 
-async def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
+async def ensure_topic(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    replication_factor: int = 1,
+    min_insync_replicas: int | None = None,
+) -> Replication:
     """Create the state topic if missing (compacted; ``min.compaction.lag.ms`` gives a fenced
-    writer's stray records time to be overwritten before compaction could prefer them)."""
+    writer's stray records time to be overwritten before compaction could prefer them).
+
+    The replication asked for is fitted to the cluster's broker count
+    (:func:`~groupcoord.common.topic_replication.fit_replication`); a clamp is logged as a
+    warning. Returns what the topic was created with (or would have been, when it existed).
+    """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
+        brokers = len((await admin.describe_cluster()).get("brokers") or ()) or None
+        fitted = fit_replication(
+            replication_factor,
+            replication_factor if min_insync_replicas is None else min_insync_replicas,
+            brokers,
+        )
         existing = await admin.list_topics()
         if topic in existing:
-            return
-        new = NewTopic(
-            topic,
-            partitions,
-            replication_factor,
-            topic_configs={"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"},
-        )
+            return fitted
+        if fitted.clamped:
+            log.warning("state topic %s: %s", topic, fitted.message)
+        configs = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
+        if min_insync_replicas is not None:
+            configs["min.insync.replicas"] = str(fitted.min_insync_replicas)
+        new = NewTopic(topic, partitions, fitted.replication_factor, topic_configs=configs)
         with contextlib.suppress(TopicAlreadyExistsError):
             await admin.create_topics([new])
+        return fitted
     finally:
         await admin.close()
 

@@ -18,6 +18,7 @@ import asyncio
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 from multiprocessing.connection import Connection
 from types import FrameType
@@ -51,7 +52,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--state-topic", default=DEFAULT_STATE_TOPIC, help=f"(default {DEFAULT_STATE_TOPIC})")
     parser.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS, help="state-topic partitions")
-    parser.add_argument("--replication-factor", type=int, default=1, help="when creating the state topic")
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=int(os.environ.get("GROUPCOORD_STATE_TOPIC_REPLICATION_FACTOR", "3")),
+        help="state topic replication factor when creating it, clamped to the broker count "
+        "(env GROUPCOORD_STATE_TOPIC_REPLICATION_FACTOR; default 3, as Kafka's offsets topic)",
+    )
+    parser.add_argument(
+        "--min-insync-replicas",
+        type=int,
+        default=int(os.environ.get("GROUPCOORD_STATE_TOPIC_MIN_INSYNC_REPLICAS", "2")),
+        help="state topic min.insync.replicas when creating it, kept below a clamped replication "
+        "factor by the same margin (env GROUPCOORD_STATE_TOPIC_MIN_INSYNC_REPLICAS; default 2)",
+    )
     parser.add_argument("--grpc-port", type=int, default=50051, help="worker i listens on this + i")
     parser.add_argument("--grpc-host", default="0.0.0.0", help="address to bind gRPC to")
     parser.add_argument(
@@ -130,7 +144,13 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
 def main(args: argparse.Namespace) -> int:
     if args.threads < 1 or args.partitions < 1:
         raise SystemExit("--threads and --partitions must be at least 1")
-    asyncio.run(ensure_topic(args.kafka, args.state_topic, args.partitions, args.replication_factor))
+    if args.replication_factor < 1 or args.min_insync_replicas < 1:
+        raise SystemExit("--replication-factor and --min-insync-replicas must be at least 1")
+    asyncio.run(
+        ensure_topic(
+            args.kafka, args.state_topic, args.partitions, args.replication_factor, args.min_insync_replicas
+        )
+    )
     ctx = multiprocessing.get_context("spawn")
     procs = []
     reports: dict[int, Connection] = {}  # worker -> where it reports its metrics port

@@ -1,0 +1,52 @@
+"""The state topic's replication, fitted to the Kafka cluster it is created on.
+
+Kafka's own offsets topic defaults to replication factor 3 with ``min.insync.replicas`` 2:
+acks=all writes survive one broker down and lose nothing when a second one fails. A smaller
+cluster (a laptop, a test, a 2-broker staging cluster) cannot host 3 replicas, and Kafka would
+refuse to create the topic at all (INVALID_REPLICATION_FACTOR). So the factor is clamped to the
+broker count, and ``min.insync.replicas`` keeps the same margin below it (3/2 on 2 brokers
+becomes 2/1, so a restarting broker does not stop state writes) — never below 1, never above the
+factor. The shard that creates the topic applies this; the operator computes the same to say so
+in the resource's status. Pure: no I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Replication:
+    """What the state topic is (or would be) created with, and why it differs from the request."""
+
+    replication_factor: int
+    min_insync_replicas: int
+    clamped: bool = False
+    message: str = ""
+
+
+def fit_replication(replication_factor: int, min_insync_replicas: int, brokers: int | None) -> Replication:
+    """Clamp ``replication_factor`` to ``brokers`` (None: unknown, keep as asked).
+
+    ``min_insync_replicas`` is first capped at ``replication_factor``; when the factor is
+    clamped, it keeps its margin (``replication_factor - min_insync_replicas``) below the new
+    factor.
+    """
+    if replication_factor < 1 or min_insync_replicas < 1:
+        raise ValueError("replication factor and min.insync.replicas must be at least 1")
+    min_isr = min(min_insync_replicas, replication_factor)
+    if brokers is None or brokers >= replication_factor:
+        return Replication(replication_factor, min_isr)
+    brokers = max(brokers, 1)
+    margin = replication_factor - min_isr
+    fitted_isr = max(1, min(min_isr, brokers - margin))
+    return Replication(
+        brokers,
+        fitted_isr,
+        clamped=True,
+        message=(
+            f"the Kafka cluster has {brokers} broker(s): state topic replication factor "
+            f"{replication_factor} clamped to {brokers}, min.insync.replicas {min_insync_replicas} "
+            f"to {fitted_isr}"
+        ),
+    )
