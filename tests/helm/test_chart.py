@@ -141,7 +141,7 @@ def test_default_install_reads_in_install_order_and_is_namespaced(chart):
         "Role", "RoleBinding",  # what the operator writes, in its namespace only
         "Role", "RoleBinding",  # the leader-election Lease
         "ServiceAccount", "Role", "RoleBinding",  # workloads read leadership
-        "Deployment",
+        "Deployment", "PodDisruptionBudget",
         "GroupCoordinator",
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job",  # CRD upgrade hook
     ]  # fmt: skip
@@ -150,6 +150,8 @@ def test_default_install_reads_in_install_order_and_is_namespaced(chart):
     gc = next(o for o in objects if o["kind"] == "GroupCoordinator")
     assert gc["spec"]["shards"] == 3 and gc["metadata"]["namespace"] == "kafka"
     assert "bootstrap.servers=gc-groupcoord-gateway.kafka.svc:9092" in notes
+    assert "jsonpath='{.status.listeners[*].bootstrapServers}'" in notes
+    assert "scale groupcoordinator gc-groupcoord --replicas=5" in notes
     assert "9100" in notes and "ServiceMonitor" not in notes.split("4. Metrics")[0]
 
 
@@ -160,6 +162,13 @@ def test_least_privilege_rbac(chart):
             assert "*" not in rule["verbs"] and "*" not in rule["resources"]
             assert "delete" not in rule["verbs"], "the operator never deletes; owner references do"
             assert "secrets" not in rule["resources"]
+    operator_role = next(
+        o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == "gc-groupcoord-operator"
+    )
+    granted = {
+        (g, r) for rule in operator_role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert {("policy", "poddisruptionbudgets"), ("", "services"), ("apps", "statefulsets")} <= granted
     lease_role = next(
         o for o in objects if o["metadata"]["name"].endswith("leader-election") and o["kind"] == "Role"
     )
@@ -194,7 +203,13 @@ def test_custom_values_reach_the_resource_and_rbac(chart):
     assert lag["expr"].endswith("> 500") and lag["for"] == "15m" and 'coordinator="orders"' in lag["expr"]
     assert "Job" not in kinds(objects), "crds.upgrade=false: no hook"
     assert "kubectl apply --server-side" in notes
-    assert "orders-gateway" in notes
+    assert "type loadbalancer" in notes and "load balancer is assigned" in notes
+    assert "bootstrap.servers=" not in notes, "an external address is not known before install"
+    assert gc["spec"]["gateway"]["listener"] == {
+        "name": "plain", "type": "loadbalancer", "port": 9092, "brokerPorts": 5
+    }  # fmt: skip
+    assert gc["spec"]["stateTopic"]["replicationFactor"] == 5
+    assert gc["spec"]["template"]["shard"]["priorityClassName"] == "kafka-critical"
 
 
 def test_cluster_wide_mode_uses_cluster_roles_only(chart):
