@@ -10,7 +10,7 @@ Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gatew
         --partitions <P> --replication-factor <R> --min-insync-replicas <M>
         --grpc-port 50051 --metrics-port 9100 --drain-timeout 20 --leadership kubernetes:<namespace>/<name>
     groupcoord gateway --port <listener port> --advertised-host $(GROUPCOORD_ADVERTISED_HOST)
-        --kafka <bootstrap> --metrics-port 9100 --leadership kubernetes:<namespace>/<name>
+        --broker-ports <N> --kafka <bootstrap> --metrics-port 9100 --leadership kubernetes:<namespace>/<name>
         --shard-address-template '<name>-shard-{shard}.<name>-shard.<namespace>.svc:50051'
 
 Addresses clients can reach follow Strimzi's listener model (:func:`advertised_host_env`): a
@@ -146,9 +146,11 @@ def advertised_host_env(spec: Spec, load_balancer_host: str | None = None) -> di
 
 
 def listener_port_names(spec: Spec) -> list[tuple[str, int]]:
-    """``(name, port)`` of the bootstrap listener and each per-broker listener (port + n)."""
+    """``(name, port)`` of the bootstrap listener and each per-broker listener: ``broker-<i>``
+    is ``port + 1 + i``, the listener of the upstream broker with node id ``i`` on every gateway
+    pod (``groupcoord gateway --broker-ports``)."""
     ports = spec.listener.ports
-    return [("kafka", ports[0])] + [(f"broker-{n}", port) for n, port in enumerate(ports[1:], 1)]
+    return [("kafka", ports[0])] + [(f"broker-{n}", port) for n, port in enumerate(ports[1:])]
 
 
 def kafka_env(spec: Spec) -> list[dict[str, Any]]:
@@ -292,6 +294,8 @@ def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
         str(spec.listener.port),
         "--advertised-host",
         f"$({ADVERTISED_HOST_ENV})",
+        "--broker-ports",
+        str(spec.listener.broker_ports),
         "--kafka",
         spec.bootstrap_servers,
         "--metrics-port",

@@ -341,14 +341,15 @@ def spec_schema() -> dict[str, Any]:
                                 "every listener port, pods advertise its address.",
                             },
                             "port": _int(
-                                "Bootstrap port; the per-broker listeners follow it (port + 1 ...).",
+                                "Bootstrap port; the upstream broker with node id i is at port + 1 + i.",
                                 1024,
                                 65000,
                                 9092,
                             ),
                             "brokerPorts": _int(
-                                "Per-broker listener ports exposed after the bootstrap port: at least the "
-                                "upstream Kafka cluster's broker count.",
+                                "Per-broker listener ports after the bootstrap port, one per upstream node id "
+                                "0 .. brokerPorts-1 (the same port on every gateway pod, so any pod behind the "
+                                "Service serves it): more than the largest broker node id.",
                                 1,
                                 MAX_BROKER_PORTS,
                                 3,

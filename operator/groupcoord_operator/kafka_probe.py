@@ -1,4 +1,4 @@
-"""How many brokers the upstream Kafka cluster has, asked the way any client would.
+"""Which brokers the upstream Kafka cluster has, asked the way any client would.
 
 The operator needs the number for two things it reports in the resource's status: the
 replication the shards will create the state topic with (clamped to the broker count, see
@@ -23,24 +23,24 @@ log = logging.getLogger(__name__)
 CACHE_SECONDS = 60.0
 TIMEOUT_MS = 3000
 
-_cache: dict[str, tuple[float, int | None]] = {}
+_cache: dict[str, tuple[float, tuple[int, ...] | None]] = {}
 _guard = threading.Lock()
 
 
-async def _count(bootstrap: str) -> int:
+async def _node_ids(bootstrap: str) -> tuple[int, ...]:
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS)
     await asyncio.wait_for(admin.start(), TIMEOUT_MS / 1000)
     try:
         cluster = await asyncio.wait_for(admin.describe_cluster(), TIMEOUT_MS / 1000)
-        return len(cluster.get("brokers") or ())
+        return tuple(sorted(int(b["node_id"]) for b in cluster.get("brokers") or ()))
     finally:
         await admin.close()
 
 
-def broker_count(bootstrap: str, *, secured: bool, now: float | None = None) -> int | None:
-    """The broker count of the cluster at ``bootstrap``, or None when unknown."""
+def broker_node_ids(bootstrap: str, *, secured: bool, now: float | None = None) -> tuple[int, ...] | None:
+    """The node ids of the brokers of the cluster at ``bootstrap``, or None when unknown."""
     if secured or os.environ.get("GROUPCOORD_OPERATOR_KAFKA_PROBE", "true").lower() == "false":
         return None
     now = time.monotonic() if now is None else now
@@ -49,10 +49,10 @@ def broker_count(bootstrap: str, *, secured: bool, now: float | None = None) -> 
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             return cached[1]
     try:
-        count: int | None = asyncio.run(_count(bootstrap)) or None
+        found: tuple[int, ...] | None = asyncio.run(_node_ids(bootstrap)) or None
     except Exception as exc:  # unreachable, DNS, timeouts: unknown, asked again in a minute
         log.info("kafka %s: broker count unknown (%s)", bootstrap, exc)
-        count = None
+        found = None
     with _guard:
-        _cache[bootstrap] = (now, count)
-    return count
+        _cache[bootstrap] = (now, found)
+    return found

@@ -23,7 +23,7 @@ from groupcoord.common.topic_replication import fit_replication
 from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
 from groupcoord_operator import build, metrics
 from groupcoord_operator.health import FAILED, placement_candidates, shard_states, states_from_status
-from groupcoord_operator.kafka_probe import broker_count
+from groupcoord_operator.kafka_probe import broker_node_ids
 from groupcoord_operator.kube import Kube, KubeError, collection_path, object_path
 from groupcoord_operator.rollout import plan_rollout
 from groupcoord_operator.spec import SpecError, parse_spec
@@ -165,17 +165,20 @@ def _reconcile(
     metrics.export(namespace, name, spec.partitions, placement, states)
     # what the status reports besides leadership: listeners, replication, the scale subresource
     secured = bool(spec.tls.get("enabled") or spec.sasl)
-    brokers = broker_count(spec.bootstrap_servers, secured=secured)
+    node_ids = broker_node_ids(spec.bootstrap_servers, secured=secured)
+    brokers = len(node_ids) if node_ids else None
     replication = fit_replication(spec.replication_factor, spec.min_insync_replicas, brokers)
     warnings = []
     if replication.clamped:
         warnings.append(("StateTopicReplicationClamped", replication.message))
-    if brokers is not None and brokers > spec.listener.broker_ports:
+    beyond = [n for n in node_ids or () if n >= spec.listener.broker_ports]
+    if beyond:
         warnings.append(
             (
                 "TooFewBrokerPorts",
-                f"the Kafka cluster has {brokers} brokers but gateway.listener.brokerPorts is "
-                f"{spec.listener.broker_ports}: clients cannot reach every broker through the Service",
+                f"Kafka brokers with node ids {beyond} have no port among the gateway's "
+                f"{spec.listener.broker_ports} per-broker ports (gateway.listener.brokerPorts must exceed "
+                "the largest node id): clients reach them only at a gateway pod's own address",
             )
         )
     warning = (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None

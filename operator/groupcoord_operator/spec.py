@@ -41,7 +41,7 @@ class Listener:
 
     @property
     def ports(self) -> list[int]:
-        """The bootstrap port and every per-broker port the gateway may open (port + n)."""
+        """The bootstrap port, then the port of the broker with node id i (port + 1 + i)."""
         return [self.port + n for n in range(self.broker_ports + 1)]
 
 

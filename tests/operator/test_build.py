@@ -149,7 +149,7 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
     dep = build.build_gateway_deployment("gc", "kafka", parse_spec(MINIMAL))
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args == [
-        "gateway", "--port", "9092", "--advertised-host", "$(GROUPCOORD_ADVERTISED_HOST)",
+        "gateway", "--port", "9092", "--advertised-host", "$(GROUPCOORD_ADVERTISED_HOST)", "--broker-ports", "3",
         "--kafka", "kafka:9092", "--metrics-port", "9100",
         "--leadership", "kubernetes:kafka/gc",
         "--shard-address-template", "gc-shard-{shard}.gc-shard.kafka.svc:50051",
@@ -161,9 +161,9 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
     shard_svc, gateway_svc = build.build_services("gc", "kafka", parse_spec(MINIMAL))
     assert shard_svc["spec"]["clusterIP"] == "None" and shard_svc["spec"]["publishNotReadyAddresses"]
     assert gateway_svc["spec"]["type"] == "ClusterIP"
-    # every per-broker listener port the gateway may open (port + n) is on the Service and the pod
+    # every per-broker listener port (port + 1 + node id) is on the Service and the pod
     ports = {p["name"]: p["port"] for p in gateway_svc["spec"]["ports"]}
-    assert ports == {"kafka": 9092, "broker-1": 9093, "broker-2": 9094, "broker-3": 9095, "metrics": 9100}
+    assert ports == {"kafka": 9092, "broker-0": 9093, "broker-1": 9094, "broker-2": 9095, "metrics": 9100}
     container_ports = {
         p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]
     }

@@ -51,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-port", type=int, default=0, help="serve Prometheus /metrics here (0 = off)"
     )
     parser.add_argument(
+        "--broker-ports",
+        type=int,
+        default=0,
+        help="N: the broker with node id i gets listener port --port + 1 + i (i < N), the same on "
+        "every gateway behind one Service; 0 (default): port + n for the n-th broker named",
+    )
+    parser.add_argument(
         "--leadership",
         default=None,
         help="kubernetes:<namespace>/<name>: serve groups with the shards it names",
@@ -152,6 +159,7 @@ def main(args: argparse.Namespace) -> int:
         listen_host=args.host,
         port=args.port,
         advertised_host=advertised_host(args.host, args.advertised_host),
+        broker_ports=args.broker_ports,
     )
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(gateway, args))

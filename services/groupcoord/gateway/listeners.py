@@ -45,13 +45,25 @@ class BrokerListeners:
 
     The bootstrap listener binds ``port`` (0: any free port); the listener of the n-th broker
     named later binds ``port + n`` when that is free, else any free port.
+
+    With ``broker_ports`` N (a fleet of gateways behind one Service or load balancer), the
+    listener of the broker with node id ``i`` binds ``port + 1 + i`` for ``0 <= i < N``, so every
+    gateway pod means the same broker by the same port whatever order brokers were named in
+    (Kroxylicious' port-per-broker scheme); a node id outside that range gets any free port
+    (reachable only at the pod's own address) and a warning.
     """
 
     def __init__(
-        self, listen_host: str, port: int, advertised_host: str | None, on_connect: OnConnect
+        self,
+        listen_host: str,
+        port: int,
+        advertised_host: str | None,
+        on_connect: OnConnect,
+        broker_ports: int = 0,
     ) -> None:
         self.listen_host = listen_host
         self.port = port
+        self.broker_ports = broker_ports if port else 0
         self.advertised_host = advertised_host
         self.on_connect = on_connect
         self.listeners: dict[Address, Listener] = {}
@@ -63,16 +75,34 @@ class BrokerListeners:
     async def open_bootstrap(self, upstream: Address) -> Listener:
         return await self._open(upstream, self.port)
 
-    async def listener_for(self, upstream: Address) -> Listener:
+    def port_for_node(self, node_id: int) -> int | None:
+        """The fixed port of broker ``node_id`` (``broker_ports`` mode), else None."""
+        if self.broker_ports and 0 <= node_id < self.broker_ports:
+            return self.port + 1 + node_id
+        return None
+
+    async def listener_for(self, upstream: Address, node_id: int | None = None) -> Listener:
         listener = self.listeners.get(upstream)
         if listener is not None:
             return listener
         async with self._lock:
             listener = self.listeners.get(upstream)
             if listener is None:
-                port = self._next_port
-                if port:
-                    self._next_port += 1
+                if self.broker_ports:
+                    port = self.port_for_node(node_id) if node_id is not None else None
+                    if port is None:
+                        log.warning(
+                            "upstream broker %s (node id %s) is outside the %d per-broker ports; "
+                            "its listener gets a free port, reachable at this pod's address only",
+                            upstream,
+                            node_id,
+                            self.broker_ports,
+                        )
+                        port = 0
+                else:
+                    port = self._next_port
+                    if port:
+                        self._next_port += 1
                 listener = await self._open(upstream, port)
             return listener
 
@@ -99,7 +129,7 @@ class BrokerListeners:
         """The response ``body`` of ``api_key`` naming gateway listeners instead of brokers."""
         mapping: dict[int, Address] = {}
         for node_id, host, port in broker_addresses.upstream_brokers(api_key, body):
-            mapping[node_id] = (await self.listener_for((host, port))).address
+            mapping[node_id] = (await self.listener_for((host, port), node_id)).address
             self.node_ids[mapping[node_id]] = node_id
         return broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
 

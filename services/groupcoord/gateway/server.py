@@ -44,12 +44,15 @@ class Gateway:
     advertised_host: str | None = None
     group_handler: GroupApiHandler | None = None
     metrics: Any = None  # groupcoord.observability.gateway_metrics.GatewayMetrics, when exported
+    broker_ports: int = 0  # fixed per-broker ports (port + 1 + node id): see BrokerListeners
     sessions: set[ClientSession] = field(default_factory=set)
     brokers: BrokerListeners = field(init=False)
     _upstream_versions: dict[int, tuple[int, int]] | None = None
 
     def __post_init__(self) -> None:
-        self.brokers = BrokerListeners(self.listen_host, self.port, self.advertised_host, self._serve_client)
+        self.brokers = BrokerListeners(
+            self.listen_host, self.port, self.advertised_host, self._serve_client, self.broker_ports
+        )
 
     @property
     def served_apis(self) -> Mapping[int, ServedApi]:
