@@ -77,6 +77,8 @@ def plan_rollout(
         partition = shards  # a new template: hold every pod until its turn
 
     by_id = {sid: pod for pod in pods if (sid := pod_shard_id(pod)) is not None and sid < shards}
+    if not by_id:
+        return RolloutStep()  # no pod runs yet: they all start on the desired template
 
     def updated(sid: int) -> bool:
         pod = by_id.get(sid)

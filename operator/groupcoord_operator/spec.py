@@ -108,6 +108,57 @@ def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
     return messages
 
 
+def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]:
+    """The CRD's CEL rules (and what only the operator knows), checked again for servers that do
+    not evaluate them; on the raw spec, so they are reported along with any schema error (a
+    value of the wrong type is the schema's to report, and skipped here)."""
+
+    def number(node: Any, key: str, default: int | None = None) -> int | None:
+        value = node.get(key, default) if isinstance(node, Mapping) else default
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    problems = []
+    gd = raw.get("groupDefaults") or {}
+    heartbeat, session = number(gd, "heartbeatIntervalMs", 5000), number(gd, "sessionTimeoutMs", 45000)
+    if heartbeat is not None and session is not None and heartbeat >= session:
+        problems.append(
+            f"spec.groupDefaults.heartbeatIntervalMs ({heartbeat}) must be smaller than sessionTimeoutMs ({session})"
+        )
+    standbys, shards = number(raw, "standbysPerPartition", 0), number(raw, "shards")
+    if standbys and shards is not None and standbys >= shards:
+        problems.append(
+            f"spec.standbysPerPartition ({standbys}) must be smaller than spec.shards ({shards}): "
+            "a standby lives on another shard"
+        )
+    topic = raw.get("stateTopic") or {}
+    factor, min_isr = number(topic, "replicationFactor", 3), number(topic, "minInsyncReplicas", 2)
+    if factor is not None and min_isr is not None and min_isr > factor:
+        problems.append(
+            f"spec.stateTopic.minInsyncReplicas ({min_isr}) must not exceed replicationFactor ({factor})"
+        )
+    listener = (raw.get("gateway") or {}).get("listener") or {}
+    if (
+        isinstance(listener, Mapping)
+        and listener.get("advertisedHost")
+        and listener.get("type") != "loadbalancer"
+    ):
+        problems.append("spec.gateway.listener.advertisedHost is only for type loadbalancer")
+    partitions = number(topic, "partitions")
+    if current_partitions and partitions is not None and partitions != current_partitions:
+        problems.append(
+            f"spec.stateTopic.partitions cannot change from {current_partitions} to {partitions}: "
+            "groups are placed by hash(group id) mod partitions, so their state would be stranded"
+        )
+    tls = (raw.get("kafka") or {}).get("tls") or {}
+    if (
+        isinstance(tls, Mapping)
+        and tls.get("enabled")
+        and bool(tls.get("certSecret")) != bool(tls.get("keySecret"))
+    ):
+        problems.append("spec.kafka.tls: certSecret and keySecret must be given together")
+    return problems
+
+
 def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Spec:
     """Validate ``raw`` (the resource's ``spec``) and return it with defaults applied.
 
@@ -117,7 +168,7 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
     problem found, so a user fixes them in one go.
     """
     raw = dict(raw or {})
-    problems = _schema_messages(raw)
+    problems = _schema_messages(raw) + _rule_messages(raw, current_partitions)
     if problems:
         raise SpecError("; ".join(problems))
     topic = raw["stateTopic"]
@@ -162,31 +213,4 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         shard_template=_pod_template(template.get("shard")),
         gateway_template=_pod_template(template.get("gateway")),
     )
-    # the CEL rules of the CRD, checked again for servers that do not evaluate them
-    if gd.heartbeat_interval_ms >= gd.session_timeout_ms:
-        problems.append(
-            f"spec.groupDefaults.heartbeatIntervalMs ({gd.heartbeat_interval_ms}) must be smaller than "
-            f"sessionTimeoutMs ({gd.session_timeout_ms})"
-        )
-    if spec.standbys and spec.standbys >= spec.shards:
-        problems.append(
-            f"spec.standbysPerPartition ({spec.standbys}) must be smaller than spec.shards ({spec.shards}): "
-            "a standby lives on another shard"
-        )
-    if spec.min_insync_replicas > spec.replication_factor:
-        problems.append(
-            f"spec.stateTopic.minInsyncReplicas ({spec.min_insync_replicas}) must not exceed "
-            f"replicationFactor ({spec.replication_factor})"
-        )
-    if spec.listener.advertised_host and spec.listener.type != "loadbalancer":
-        problems.append("spec.gateway.listener.advertisedHost is only for type loadbalancer")
-    if current_partitions and spec.partitions != current_partitions:
-        problems.append(
-            f"spec.stateTopic.partitions cannot change from {current_partitions} to {spec.partitions}: "
-            "groups are placed by hash(group id) mod partitions, so their state would be stranded"
-        )
-    if spec.tls.get("enabled") and bool(spec.tls.get("certSecret")) != bool(spec.tls.get("keySecret")):
-        problems.append("spec.kafka.tls: certSecret and keySecret must be given together")
-    if problems:
-        raise SpecError("; ".join(problems))
     return spec

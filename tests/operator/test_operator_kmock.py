@@ -300,7 +300,13 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
 
     # a bad spec: Degraded with a clear message; workloads and leadership stay as they were
     leadership = cr["status"]["partitions"]
-    bad = {"shards": 2, "groupDefaults": {"heartbeatIntervalMs": 60000}, "stateTopic": {"partitions": 24}}
+    bad = {
+        "shards": 2,
+        "groupDefaults": {"heartbeatIntervalMs": 60000},
+        "stateTopic": {"partitions": 24},
+        "threadsPerShard": 0,
+        "surprise": True,  # an unknown field (a real API server prunes it; kmock keeps it)
+    }
     await send(k, "patch", CR, {"spec": bad})
     cr = await eventually(
         k, CR, lambda o: condition(o, "Degraded")["reason"] == "InvalidSpec", "Degraded: InvalidSpec"
@@ -308,11 +314,18 @@ async def test_lifecycle_create_scale_fail_over_and_bad_spec(operator: Any) -> N
     message = condition(cr, "Degraded")["message"]
     assert "heartbeatIntervalMs (60000) must be smaller than sessionTimeoutMs (45000)" in message
     assert "partitions cannot change from 12 to 24" in message, "every problem is named at once"
+    assert "threadsPerShard: 0 is less than the minimum of 1" in message
+    assert "'surprise' was unexpected" in message
     assert cr["status"]["partitions"] == leadership
     assert (await get(k, STS))["spec"]["replicas"] == 4
 
     # fixing the spec recovers (and the shrink to 2 shards is then carried out)
-    fixed = {"groupDefaults": {"heartbeatIntervalMs": 3000}, "stateTopic": {"partitions": 12}}
+    fixed = {
+        "groupDefaults": {"heartbeatIntervalMs": 3000},
+        "stateTopic": {"partitions": 12},
+        "threadsPerShard": 2,
+        "surprise": None,
+    }
     await send(k, "patch", CR, {"spec": fixed})
     cr = await eventually(
         k, CR, lambda o: set(leaders(o).values()) <= {0} or set(leaders(o).values()) == {0, 1}, "2 shards"
@@ -527,3 +540,48 @@ async def test_replication_clamped_to_a_small_kafka_is_said_in_a_condition(
     sts = await eventually(k, STS, lambda o: True, "shard StatefulSet")
     assert arg(shard_args(sts), "--replication-factor") == "3", "shards get what was asked, and clamp alike"
     assert len(cr["status"]["partitions"]) == 12
+
+
+async def test_what_the_api_server_refuses_is_reported(operator: Any) -> None:
+    """The test plays the API server's validation of the StatefulSet (kmock runs none): a pod
+    template whose affinity it cannot parse is answered 422, as a real one would. (kmock stores
+    the patch even so, so the next reconcile finds nothing to write; a real server would not
+    store it, and the condition would stay. The report itself is what is checked here.)"""
+    k = operator
+    await create_resource(k, SPEC)
+    await eventually(k, STS, lambda o: True, "shard StatefulSet")
+
+    def bad_affinity(request: Any) -> bool:
+        spec = ((request.data or {}).get("spec") or {}).get("template", {}).get("spec") or {}
+        return "affinity" in spec
+
+    (
+        k[f"patch {STS}", bad_affinity]
+        << 422
+        << {
+            "kind": "Status",
+            "status": "Failure",
+            "reason": "Invalid",
+            "message": 'StatefulSet.apps "orders-shard" is invalid: spec.template.spec.affinity.nodeAffinity: Invalid value',
+        }
+    )
+    first_request = len(list(k))
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "not-a-selector"}}
+    await send(k, "patch", CR, {"spec": {"template": {"shard": {"affinity": affinity}}}})
+
+    def rejected() -> list[dict[str, Any]]:
+        return [
+            c
+            for r in list(k)[first_request:]
+            if str(r.url.path) == f"{CR}/status" and str(r.method.value).upper() == "PATCH"
+            for c in (r.data or {}).get("status", {}).get("conditions") or ()
+            if c["type"] == "Degraded" and c["reason"] == "Rejected"
+        ]
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while not rejected() and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    (first, *_) = rejected()
+    assert first["status"] == "True"
+    assert "StatefulSet/orders-shard" in first["message"] and "HTTP 422" in first["message"]
