@@ -15,6 +15,8 @@ Configuration (environment):
 * ``GROUPCOORD_OPERATOR_IMAGE`` — workload image when a resource does not name one.
 * ``GROUPCOORD_OPERATOR_RESYNC_SECONDS`` — resync interval (default 10).
 * ``GROUPCOORD_OPERATOR_LEASE_SECONDS`` / ``..._RENEW_SECONDS`` — Lease timing (15 / 5).
+* ``GROUPCOORD_OPERATOR_KAFKA_PROBE`` — ``false``: never ask the Kafka cluster for its brokers
+  (the state-topic replication clamp and brokerPorts are then not reported).
 * ``GROUPCOORD_OPERATOR_API_SERVER`` — talk to this URL without credentials (a local
   ``kubectl proxy``, or a mock API server in tests) instead of in-cluster/kubeconfig config.
 """

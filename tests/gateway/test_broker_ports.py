@@ -59,3 +59,63 @@ def test_without_broker_ports_the_nth_broker_named_gets_port_plus_n():
             listeners.close()
 
     assert asyncio.run(run()) == [1, 2]
+
+
+def test_a_real_client_reaches_the_broker_at_its_fixed_port(broker, tmp_path):
+    """``groupcoord gateway --broker-ports``, as the operator runs it, in front of tansu (node id
+    111) named by another address, so the broker needs a listener of its own: librdkafka is told
+    port + 1 + 111, produces, fetches and commits through it (a plain proxy: the group
+    coordinator is the upstream's)."""
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    base = free_port_block(113)
+    log = (tmp_path / "gateway.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "groupcoord.cli", "gateway"),
+            *("--kafka", f"localhost:{broker.port}", "--host", "127.0.0.1", "--port", str(base)),
+            *("--broker-ports", "112", "--advertised-host", "127.0.0.1"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        topic = f"fixed-{uuid.uuid4().hex[:8]}"
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{base}", "message.timeout.ms": 20000})
+        for i in range(5):
+            producer.produce(topic, f"m{i}".encode())
+        assert producer.flush(30) == 0
+        consumer = Consumer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{base}",
+                "group.id": f"g-{topic}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        try:
+            brokers = consumer.list_topics(timeout=10).brokers
+            assert {n: (b.host, b.port) for n, b in brokers.items()} == {111: ("127.0.0.1", base + 112)}
+            partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            got = []
+            deadline = time.monotonic() + 40
+            while len(got) < 5 and time.monotonic() < deadline:
+                message = consumer.poll(1)
+                if message is not None and not message.error():
+                    got.append(message.value())
+            assert sorted(got) == [f"m{i}".encode() for i in range(5)]
+            consumer.commit(asynchronous=False)
+            committed = consumer.committed(consumer.assignment(), timeout=10)
+            assert sum(max(tp.offset, 0) for tp in committed) == 5
+        finally:
+            consumer.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
