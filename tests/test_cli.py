@@ -41,9 +41,7 @@ def test_a_missing_extra_is_one_line_naming_it(subcommand: str, module: str, ext
 
 @pytest.mark.broker
 def test_capacity_without_a_metrics_topic_or_with_an_empty_one_says_so(broker: EmbeddedBroker) -> None:
-    missing = groupcoord(
-        "capacity", "--bootstrap", broker.bootstrap, "--topic", f"none-{uuid.uuid4().hex[:6]}"
-    )
+    missing = groupcoord("capacity", "--bootstrap", broker.bootstrap, "--topic", f"none-{uuid.uuid4().hex[:6]}")
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert missing.stderr.strip().startswith("capacity: no metrics topic")
     empty = f"empty-{uuid.uuid4().hex[:6]}"

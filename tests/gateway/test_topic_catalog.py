@@ -47,9 +47,7 @@ async def test_unknown_topics_and_partition_indexes_beyond_the_count(broker: Emb
     topic, missing = f"cat-{uuid.uuid4().hex[:6]}", f"cat-missing-{uuid.uuid4().hex[:6]}"
     create(broker, topic, 2)
     catalog = TopicCatalog(CountingUpstream(broker))
-    unknown = await catalog.unknown_partitions(
-        [(topic, 0), (topic, 1), (topic, 2), (topic, -1), (missing, 0)]
-    )
+    unknown = await catalog.unknown_partitions([(topic, 0), (topic, 1), (topic, 2), (topic, -1), (missing, 0)])
     assert unknown == {(topic, 2), (topic, -1), (missing, 0)}
     assert await catalog.unknown_topics([topic, missing]) == {missing}
     # and asking never created the missing topic

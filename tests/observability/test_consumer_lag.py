@@ -43,9 +43,7 @@ def test_seconds_behind_from_commit_progress_and_stalls() -> None:
     assert third.groups["g"].seconds == 15.0
     fourth = lag_report({"g": {"orders": {0: 60}}}, END, now=140.0, previous=third, stalled_since=stalled)
     assert fourth.groups["g"].seconds == 30.0
-    caught_up = lag_report(
-        {"g": {"orders": {0: 100}}}, END, now=150.0, previous=fourth, stalled_since=stalled
-    )
+    caught_up = lag_report({"g": {"orders": {0: 100}}}, END, now=150.0, previous=fourth, stalled_since=stalled)
     assert caught_up.groups["g"].seconds == 0.0 and stalled == {}
 
 
@@ -57,10 +55,7 @@ def test_the_collector_exports_only_current_groups() -> None:
     collector.update({"billing": {"orders": {0: 90}}}, END)
     text = generate_latest(registry).decode()
     assert 'groupcoord_consumer_group_lag{group="billing",shard="3",topic="orders"} 10.0' in text
-    assert (
-        'groupcoord_consumer_group_partition_lag{group="billing",partition="0",shard="3",topic="orders"} 10.0'
-        in text
-    )
+    assert 'groupcoord_consumer_group_partition_lag{group="billing",partition="0",shard="3",topic="orders"} 10.0' in text
     collector.update({}, END)  # the group went away: its series go too
     assert "billing" not in generate_latest(registry).decode()
 
