@@ -279,3 +279,12 @@ def without_kubernetes_extensions(node):
     if isinstance(node, list):
         return [without_kubernetes_extensions(v) for v in node]
     return node
+
+
+def test_the_operator_pdb_exists_only_with_replicas_to_spare(chart):
+    objects, _ = render(chart, None)
+    (pdb,) = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    single, _ = render(chart, {"operator": {"replicas": 1}})
+    assert "PodDisruptionBudget" not in kinds(single), "a lone replica: a budget would only block drains"

@@ -585,3 +585,34 @@ async def test_what_the_api_server_refuses_is_reported(operator: Any) -> None:
     (first, *_) = rejected()
     assert first["status"] == "True"
     assert "StatefulSet/orders-shard" in first["message"] and "HTTP 422" in first["message"]
+
+
+async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(operator: Any) -> None:
+    """The test plays the cloud's service controller, which fills in a LoadBalancer Service's
+    ingress some time after it is created: until then nothing is guessed; then the gateway pods
+    advertise that address and status.listeners names it."""
+    k = operator
+    listener = {"name": "external", "type": "loadbalancer", "brokerPorts": 2}
+    await create_resource(k, {**SPEC, "gateway": {"listener": listener}})
+    svc_path = f"/api/v1/namespaces/{NS}/services/{NAME}-gateway"
+    svc = await eventually(k, svc_path, lambda o: True, "gateway Service")
+    assert svc["spec"]["type"] == "LoadBalancer"
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094, 9100]
+    cr = await eventually(k, CR, lambda o: o["status"]["listeners"][0]["name"] == "external", "listener")
+    assert "bootstrapServers" not in cr["status"]["listeners"][0], "no address before the cloud gives one"
+
+    def advertised(dep: dict[str, Any]) -> dict[str, Any]:
+        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        return next(e for e in env if e["name"] == "GROUPCOORD_ADVERTISED_HOST")
+
+    dep = await eventually(k, GW, lambda o: True, "gateway Deployment")
+    assert advertised(dep)["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+    await send(
+        k, "patch", svc_path, {"status": {"loadBalancer": {"ingress": [{"hostname": "kafka.example.com"}]}}}
+    )
+    cr = await eventually(
+        k, CR, lambda o: o["status"]["listeners"][0].get("bootstrapServers") == "kafka.example.com:9092", "LB"
+    )
+    assert cr["status"]["listeners"][0]["addresses"] == [{"host": "kafka.example.com", "port": 9092}]
+    await eventually(k, GW, lambda o: advertised(o).get("value") == "kafka.example.com", "advertised LB host")
