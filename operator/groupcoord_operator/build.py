@@ -445,6 +445,12 @@ def build_gateway_deployment(
             "template": {"metadata": pod_meta, "spec": pod},
         },
     }
+    if host_ports:
+        # a surge pod would need a node whose hostPorts are free: replace in place instead
+        obj["spec"]["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        }
     if owner is not None:
         obj["metadata"]["ownerReferences"] = [owner_reference(owner)]
     return obj

@@ -431,6 +431,7 @@ def test_listener_types_advertise_a_reachable_address(listener, service_type, ad
     ports = [p for p in container["ports"] if p["name"] != "metrics"]
     assert [p["containerPort"] for p in ports] == [9092, 9093, 9094]
     assert all(("hostPort" in p) == host_port for p in ports)
+    assert ("strategy" in dep["spec"]) == host_port, "hostPorts: no surge pod that could not schedule"
     _, svc = build.build_services("gc", "kafka", spec)
     assert svc["spec"]["type"] == service_type
     assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094, 9100]
