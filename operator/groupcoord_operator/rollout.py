@@ -13,6 +13,9 @@ one ordinal at a time, highest first, in this order per shard:
    partition is lowered to its ordinal and the controller replaces that pod;
 3. **wait** — until the new pod runs the new template and is Ready; only then the next shard.
 
+Nothing is drained before the API server has taken the new template (written first with every
+pod held), so a template it refuses moves no partition.
+
 The replaced shard takes back its share once Ready (balance), as after any scale-out. This
 module decides the step from what it reads; :mod:`groupcoord_operator.reconcile` performs it.
 Pure: no I/O.
@@ -73,7 +76,8 @@ def plan_rollout(
         return RolloutStep()  # a fresh StatefulSet: its pods start on the desired template
     strategy = ((current.get("spec") or {}).get("updateStrategy") or {}).get("rollingUpdate") or {}
     partition = min(int(strategy.get("partition") or 0), shards)
-    if _template_hash(current) != want:
+    new_template = _template_hash(current) != want
+    if new_template:
         partition = shards  # a new template: hold every pod until its turn
 
     by_id = {sid: pod for pod in pods if (sid := pod_shard_id(pod)) is not None and sid < shards}
@@ -98,6 +102,10 @@ def plan_rollout(
                 pending=True,
                 message=f"replacing shard {replacing}: waiting for its new pod to be Ready",
             )
+    if new_template:
+        # first only written, every pod held: nothing is drained before the API server has
+        # accepted the new template (a refused one changes nothing that runs)
+        return RolloutStep(partition, pending=True, message="new shard pod template: pods held, rolling next")
     outdated = [s for s in range(partition) if not updated(s)]
     if not outdated:
         return RolloutStep()  # every pod runs the template: nothing under way

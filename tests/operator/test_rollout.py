@@ -50,8 +50,11 @@ def test_no_change_and_a_fresh_install_roll_nothing():
 
 def test_a_new_template_rolls_highest_first_drain_replace_wait():
     old = [pod(i, digest(OLD)) for i in range(3)]
-    # 1. a new template: every pod is held, and shard 2 (busy) is drained first
+    # 1. a new template: written with every pod held; nothing drained before it is accepted
     step = plan_rollout(3, OLD, NEW, old, ALL)
+    assert (step.partition, step.drain, step.replacing, step.pending) == (3, set(), None, True)
+    # 1b. accepted: shard 2 (busy) is drained first
+    step = plan_rollout(3, sts(4, 3), NEW, old, ALL)
     assert (step.partition, step.drain, step.replacing, step.pending) == (3, {2}, None, True)
     assert "moving partitions off shard 2" in step.message
     # 2. once shard 2 leads nothing, its pod is replaced
@@ -77,6 +80,8 @@ def test_a_new_template_mid_rollout_restarts_from_the_top():
     newer = sts(8)
     pods = [pod(0, digest(OLD)), pod(1, digest(OLD)), pod(2, digest(NEW))]
     step = plan_rollout(3, sts(4, 2), newer, pods, ALL)
+    assert (step.partition, step.drain) == (3, set()), "held again"
+    step = plan_rollout(3, sts(8, 3), newer, pods, ALL)
     assert (step.partition, step.drain) == (3, {2}), "shard 2 runs the intermediate template: again"
 
 
@@ -84,7 +89,9 @@ def test_a_single_shard_is_replaced_without_a_drain():
     one = {**SPEC, "shards": 1}
     old = build.build_shard_statefulset("gc", "kafka", parse_spec(one))
     new = build.build_shard_statefulset("gc", "kafka", parse_spec({**one, "threadsPerShard": 4}))
-    step = plan_rollout(1, old, new, [pod(0, digest(old))], {0})
+    assert plan_rollout(1, old, new, [pod(0, digest(old))], {0}).partition == 1, "held"
+    new["spec"]["updateStrategy"]["rollingUpdate"]["partition"] = 1
+    step = plan_rollout(1, new, new, [pod(0, digest(old))], {0})
     assert (step.partition, step.replacing) == (0, 0), "nowhere to move to: replace at once"
 
 
