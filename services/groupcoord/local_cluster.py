@@ -132,9 +132,10 @@ class LocalCluster:
             def publish(placement: dict, processes: dict) -> None:
                 table.update(
                     {p: (a.leader, a.epoch) for p, a in placement.items()},
-                    {
-                        s: ShardEndpoint(proc.host, proc.grpc_port, proc.threads)
+                    {  # worker counts as each shard reported them when it became ready
+                        s: ShardEndpoint(proc.host, proc.grpc_port, proc.workers)
                         for s, proc in processes.items()
+                        if proc.workers > 0
                     },
                 )
 

@@ -319,8 +319,11 @@ class LocalControlPlane:
 
     async def check_once(self) -> None:
         procs = [p for p in self.processes.values() if not p.restarting]
+        workers_before = [p.workers for p in procs]
         results = await asyncio.gather(*(self._ping(p) for p in procs))
         changed = False
+        if [p.workers for p in procs] != workers_before:
+            self.publish()  # a shard's layout changed under the same placement: tell the gateway
         for proc, ok in zip(procs, results, strict=True):
             if ok:
                 proc.misses = 0

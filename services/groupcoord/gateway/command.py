@@ -13,16 +13,13 @@ import asyncio
 import logging
 import threading
 
-import grpc
-
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
-from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.layout import LayoutFollower
+from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
-from groupcoord.rpc.v1 import shard_control_pb2 as sc
-from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 log = logging.getLogger(__name__)
@@ -69,66 +66,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def _workers_of(host: str, port: int) -> int:
-    """How many worker processes a shard runs (worker i listens on port + i)."""
-    async with grpc.aio.insecure_channel(f"{host}:{port}") as channel:
-        try:
-            return (
-                int((await sc_grpc.ShardControlStub(channel).Ping(sc.ShardPingRequest(), timeout=5)).workers)
-                or 1
-            )
-        except grpc.aio.AioRpcError:
-            return 1
-
-
 def _follow_kubernetes(
-    ref: str, template: str, table: LeadershipTable, loop: asyncio.AbstractEventLoop, stop: threading.Event
+    ref: str, follower: LayoutFollower, loop: asyncio.AbstractEventLoop, stop: threading.Event
 ) -> None:
-    """Thread: apply every placement the resource status publishes to the leadership table."""
+    """Thread: hand every placement the resource status publishes to the layout follower,
+    which asks the leading shards for their worker counts before the table takes it."""
     from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership  # noqa: PLC0415
 
     for placement in KubernetesLeadership.from_ref(ref).watch(stop):
-        shard_ids = {a.leader for a in placement.values()}
-        endpoints: dict[int, ShardEndpoint] = {}
-        for shard in shard_ids:
-            host, port = parse_address(template.format(shard=shard))
-            known = table.shards.get(shard)
-            workers = (
-                known.workers
-                if known is not None
-                else asyncio.run_coroutine_threadsafe(_workers_of(host, port), loop).result(10)
-            )
-            endpoints[shard] = ShardEndpoint(host, port, workers)
-
-        def apply(placement=placement, endpoints=endpoints) -> None:  # noqa: ANN001
-            table.partitions = max(table.partitions, len(placement))
-            table.update({p: (a.leader, a.epoch) for p, a in placement.items()}, endpoints)
-
-        loop.call_soon_threadsafe(apply)
-        log.info("leadership: %d partitions on shards %s", len(placement), sorted(shard_ids))
+        asyncio.run_coroutine_threadsafe(follower.placement_changed(placement), loop)
+        log.info(
+            "leadership: %d partitions on shards %s",
+            len(placement),
+            sorted({a.leader for a in placement.values()}),
+        )
 
 
 async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
     stop_watch = threading.Event()
     shard_client: ShardClient | None = None
     table: LeadershipTable | None = None
+    follower: LayoutFollower | None = None
     if args.leadership:
         if not args.shard_address_template:
             raise SystemExit("--leadership needs --shard-address-template")
         table = LeadershipTable(partitions=0)
+        template = args.shard_address_template
+        follower = LayoutFollower(table, lambda shard: parse_address(template.format(shard=shard)))
+        table.on_stale = follower.suspect
         shard_client = ShardClient()
         gateway.group_handler = GroupApis(
             table, shard_client, gateway.upstream_request, gateway.coordinator_node
         )
         threading.Thread(
             target=_follow_kubernetes,
-            args=(
-                args.leadership,
-                args.shard_address_template,
-                table,
-                asyncio.get_running_loop(),
-                stop_watch,
-            ),
+            args=(args.leadership, follower, asyncio.get_running_loop(), stop_watch),
             daemon=True,
             name="leadership-watch",
         ).start()
@@ -148,6 +120,8 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
         await stop.wait()
     finally:
         stop_watch.set()
+        if follower is not None:
+            await follower.close()
         await gateway.stop()
         if shard_client is not None:
             await shard_client.close()

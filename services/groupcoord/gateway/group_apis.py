@@ -142,6 +142,8 @@ class GroupApis:
                 reply = await self.shards.call(address, request)
                 if reply.response is not None or reply.error_code not in FAILOVER_ERRORS:
                     return reply
+                if reply.error_code == ErrorCode.not_coordinator.value:
+                    self.leadership.report_stale(partition)  # moved, or the shard's layout changed
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return failed(ErrorCode.coordinator_load_in_progress, reply.error_message)

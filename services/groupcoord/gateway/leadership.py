@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupcoord.common.partitioning import partition_for, worker_for
@@ -20,7 +21,8 @@ Address = tuple[str, int]
 
 @dataclass(frozen=True, slots=True)
 class ShardEndpoint:
-    """A shard's gRPC base address and its worker count (worker i listens on port + i)."""
+    """A shard's gRPC base address and its worker count (worker i listens on port + i), as the
+    shard itself reported it (the layout source asks; the table never assumes a count)."""
 
     host: str
     base_port: int
@@ -38,6 +40,9 @@ class LeadershipTable:
     leaders: dict[int, tuple[int, int]] = field(default_factory=dict)
     shards: dict[int, ShardEndpoint] = field(default_factory=dict)
     version: int = 0  # how many updates the table has taken
+    # Called with a shard id when one of its workers refused a partition the table routes to
+    # it: the layout source asks that shard again (its worker count may have changed).
+    on_stale: Callable[[int], None] | None = field(default=None, repr=False, compare=False)
     _changed: asyncio.Future[None] | None = field(default=None, repr=False, compare=False)
 
     def partition_of(self, group_id: str) -> int:
@@ -49,6 +54,11 @@ class LeadershipTable:
             return None
         endpoint = self.shards.get(leader[0])
         return None if endpoint is None else endpoint.worker_address(partition)
+
+    def report_stale(self, partition: int) -> None:
+        leader = self.leaders.get(partition)
+        if leader is not None and self.on_stale is not None:
+            self.on_stale(leader[0])
 
     def update(self, leaders: dict[int, tuple[int, int]], shards: dict[int, ShardEndpoint]) -> None:
         """Take the control plane's new layout and wake every request waiting for it (from any

@@ -17,12 +17,10 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
-import grpc
 import kmock
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from e2e.kube import NOT_SERVING, SERVING, check, has_status, kubeconfig, send, until
 
 from groupcoord.controlplane.local import free_port_block
 from groupcoord.controlplane.placement import place, placement_to_status
@@ -34,46 +32,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(120)]
 NS, NAME = "kafka", "hc"
 COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 PARTITIONS, WORKERS = 4, 2
-SERVING = health_pb2.HealthCheckResponse.SERVING
-NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-def kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: kmock\n"
-        f"clusters: [{{name: kmock, cluster: {{server: '{url}'}}}}]\n"
-        "users: [{name: kmock, user: {token: test}}]\n"
-        "contexts: [{name: kmock, context: {cluster: kmock, user: kmock}}]\n"
-    )
-    return path
-
-
-async def send(k: Any, method: str, path: str, body: dict[str, Any]) -> None:
-    headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
-    async with getattr(k, method)(path, json=body, headers=headers) as resp:
-        assert resp.status < 300, await resp.text()
-
-
-async def check(port: int, service: str = "", worker: int = 0) -> int | None:
-    """One probe as the kubelet makes it; None when nothing answers."""
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port + worker}") as channel:
-        try:
-            reply = await health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=service), timeout=1
-            )
-        except grpc.aio.AioRpcError:
-            return None
-        return int(reply.status)
-
-
-async def until(what: str, predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await predicate():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.1)
-
-
 async def test_shard_health_follows_start_ready_and_drain(
     kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
@@ -119,13 +77,13 @@ async def test_shard_health_follows_start_ready_and_drain(
                 "status": {"partitions": placement_to_status(first)},
             },
         )
-        await until("ready", lambda: _is(check(grpc_port), SERVING))
+        await until("ready", lambda: has_status(check(grpc_port), SERVING))
         assert await check(grpc_port, WORKER_SERVICE, 1) == SERVING
         assert await check(grpc_port, "no.such.service") is None  # NOT_FOUND, as the library answers
 
         # Asked to stop while it leads partitions: NOT_SERVING at once, and still running.
         proc.send_signal(signal.SIGTERM)
-        await until("not ready once draining", lambda: _is(check(grpc_port), NOT_SERVING), timeout=10)
+        await until("not ready once draining", lambda: has_status(check(grpc_port), NOT_SERVING), timeout=10)
         assert await check(grpc_port, WORKER_SERVICE, 1) == NOT_SERVING
         assert await check(grpc_port, LIVENESS_SERVICE) == SERVING  # draining is not wedged
         await asyncio.sleep(1)
@@ -140,7 +98,3 @@ async def test_shard_health_follows_start_ready_and_drain(
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-
-
-async def _is(status: Any, expected: int) -> bool:
-    return await status == expected

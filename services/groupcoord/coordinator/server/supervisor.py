@@ -116,6 +116,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def peer_host(bind_host: str) -> str:
+    """How the processes of one shard reach each other (fan-out, health, metrics): the bound
+    address, or loopback when bound to every address."""
+    return "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host
+
+
 def configs(args: argparse.Namespace) -> list[WorkerConfig]:
     return [
         WorkerConfig(
@@ -127,6 +133,7 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             partitions=args.partitions,
             grpc_port=args.grpc_port,
             bind_host=args.grpc_host,
+            peer_host=peer_host(args.grpc_host),
             metrics=bool(args.metrics_port),
             metrics_topic=args.metrics_topic,
             metric_samples_interval_s=args.metric_samples_interval,
@@ -166,7 +173,7 @@ def main(args: argparse.Namespace) -> int:
     metrics_server = None
     if args.metrics_port:
         registry = CollectorRegistry()
-        registry.register(WorkerExpositions(str(args.shard_id), reports))
+        registry.register(WorkerExpositions(str(args.shard_id), reports, host=peer_host(args.grpc_host)))
         metrics_server, _ = serve_metrics(args.metrics_port, registry, addr=args.grpc_host)
     stopping = False
 

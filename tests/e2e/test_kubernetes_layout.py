@@ -1,0 +1,230 @@
+"""Issue 12: in Kubernetes mode the gateway follows the live shard layout.
+
+Real processes as pods run them — `groupcoord shard` x 2 and `groupcoord gateway`, all with
+``--leadership kubernetes:kafka/<name>`` — follow a GroupCoordinator on kmock's API emulator
+(the test plays the operator: it writes ``status.partitions``), in front of the real broker; a
+real KIP-848 consumer commits through the gateway. Shards are rolled from 1 to 2 worker
+processes one at a time, as the operator rolls a ``threadsPerShard`` change: the shard's
+partitions are moved away, it drains and exits, comes back with two workers, turns Ready
+(grpc.health.v1) and is given partitions again. The gateway was never told a worker count:
+it asks the shards on every placement, so the group's odd state partition — worker 1's once a
+shard has two workers — keeps being served, and the consumer sees no error.
+
+A second scenario restarts a shard with more workers under an *unchanged* placement: the old
+worker answers NOT_COORDINATOR, the gateway asks the shard again and routes to worker 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord.common.partitioning import partition_for
+from groupcoord.controlplane.local import free_port_block
+from groupcoord.controlplane.placement import place, placement_to_status
+from groupcoord.embedded_broker import EmbeddedBroker, free_port
+
+from .consumers import ConfluentConsumer
+from .kube import SERVING, check, kubeconfig, send, until
+from .test_failover import PARTITIONS, KeepProducing
+
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(240)]
+
+NS = "kafka"
+COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+STATE_PARTITIONS = 4
+HOSTS = {0: "127.0.0.10", 1: "127.0.0.11"}  # one address per shard "pod", same port
+
+
+def shared_port() -> int:
+    """A base port with two consecutive free ports on both shard addresses."""
+    for _ in range(50):
+        port = free_port_block(2, HOSTS[0])
+        try:
+            for p in (port, port + 1):
+                with socket.socket() as s:
+                    s.bind((HOSTS[1], p))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no shared free port")
+
+
+def odd_partition_group() -> str:
+    while True:
+        group = f"lf-g-{uuid.uuid4().hex[:6]}"
+        if partition_for(group, STATE_PARTITIONS) % 2 == 1:
+            return group
+
+
+class Pods:
+    """The shard and gateway processes of one GroupCoordinator named ``name``."""
+
+    def __init__(self, broker: EmbeddedBroker, name: str, env: dict[str, str], log_dir: Path) -> None:
+        self.broker, self.name, self.env, self.log_dir = broker, name, env, log_dir
+        self.port = shared_port()
+        self.topic = f"__lf_{uuid.uuid4().hex[:6]}"
+        self.shards: dict[int, subprocess.Popen[bytes]] = {}
+        self.gateway: subprocess.Popen[bytes] | None = None
+        self.gateway_port = free_port()
+
+    def _popen(self, args: list[str], log_name: str) -> subprocess.Popen[bytes]:
+        out = open(self.log_dir / log_name, "ab")  # noqa: SIM115
+        return subprocess.Popen(
+            [sys.executable, "-m", "groupcoord.cli", *args],
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            env=self.env,
+        )
+
+    def start_shard(self, shard: int, threads: int) -> None:
+        self.shards[shard] = self._popen(
+            [
+                *("shard", "--shard-id", str(shard), "--threads", str(threads)),
+                *("--kafka", self.broker.bootstrap, "--state-topic", self.topic),
+                *("--partitions", str(STATE_PARTITIONS), "--grpc-host", HOSTS[shard]),
+                *("--grpc-port", str(self.port), "--metrics-port", "0", "--metric-samples-interval", "0"),
+                *("--lag-interval", "0", "--drain-timeout", "30"),
+                *("--leadership", f"kubernetes:{NS}/{self.name}"),
+            ],
+            f"shard-{shard}.log",
+        )
+
+    def start_gateway(self) -> None:
+        self.gateway = self._popen(
+            [
+                *("gateway", "--kafka", self.broker.bootstrap, "--host", "127.0.0.1"),
+                *("--port", str(self.gateway_port), "--leadership", f"kubernetes:{NS}/{self.name}"),
+                *("--shard-address-template", f"127.0.0.1{{shard}}:{self.port}"),
+            ],
+            "gateway.log",
+        )
+
+    async def ready(self, shard: int) -> None:
+        async def serving() -> bool:
+            return await check(self.port, address=HOSTS[shard]) == SERVING
+
+        await until(f"shard {shard} ready", serving, timeout=60)
+
+    def stop(self) -> None:
+        for proc in [*self.shards.values(), self.gateway]:
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+async def publish(k: Any, name: str, placement: Any, *, create: bool = False) -> None:
+    status = {"partitions": placement_to_status(placement)}
+    if create:
+        body = {
+            "apiVersion": "groupcoord.io/v1alpha1",
+            "kind": "GroupCoordinator",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {"shards": 2},
+            "status": status,
+        }
+        await send(k, "post", COLLECTION, body)
+    else:
+        await send(k, "patch", f"{COLLECTION}/{name}/status", {"status": status})
+
+
+async def committing_since(consumer: ConfluentConsumer, since: float, timeout: float = 60) -> None:
+    async def committed() -> bool:
+        return any(t > since for t, _ in consumer.history.commits)
+
+    await until(f"commits after {since:.1f}", committed, timeout=timeout)
+
+
+@pytest.fixture
+def pods(kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path):  # type: ignore[no-untyped-def]
+    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
+        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
+    )
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", str(kmock.url)))}
+    p = Pods(broker, f"lf{uuid.uuid4().hex[:4]}", env, tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+async def start_cluster(k: Any, pods: Pods) -> tuple[dict[int, Any], ConfluentConsumer, KeepProducing, str]:
+    placement = place(STATE_PARTITIONS, [0, 1])
+    await publish(k, pods.name, placement, create=True)
+    for shard in (0, 1):
+        pods.start_shard(shard, threads=1)
+    pods.start_gateway()
+    await asyncio.gather(pods.ready(0), pods.ready(1))
+    bootstrap = f"127.0.0.1:{pods.gateway_port}"
+    topic = f"lf-{uuid.uuid4().hex[:6]}"
+
+    def create_topic() -> None:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+            fut.result(30)
+
+    await asyncio.to_thread(create_topic)
+    producer = KeepProducing(bootstrap, topic)
+    producer.start()
+    consumer = ConfluentConsumer(bootstrap, topic, odd_partition_group(), "c0", **{"group.protocol": "consumer"})
+    consumer.start()
+    await committing_since(consumer, 0)
+    return placement, consumer, producer, bootstrap
+
+
+async def test_gateway_follows_a_rolling_threads_change(kmock: kmock.KubernetesEmulator, pods: Pods) -> None:
+    placement, consumer, producer, _ = await start_cluster(kmock, pods)
+    try:
+        for shard in (0, 1):  # what the operator does for threadsPerShard 1 -> 2
+            placement = place(STATE_PARTITIONS, [1 - shard], placement)  # move its partitions away
+            await publish(kmock, pods.name, placement)
+            old = pods.shards[shard]
+            old.send_signal(signal.SIGTERM)  # it drains until its partitions are gone, then exits
+            assert await asyncio.to_thread(old.wait, 40) == 0
+            pods.start_shard(shard, threads=2)
+            await pods.ready(shard)
+            placement = place(STATE_PARTITIONS, [0, 1], placement)  # it gets its share back
+            await publish(kmock, pods.name, placement)
+            await committing_since(consumer, time.monotonic() + 1)
+        leader = placement[partition_for(consumer.group, STATE_PARTITIONS)].leader
+        assert any(p % 2 == 1 for p, a in placement.items() if a.leader == leader)
+        await committing_since(consumer, time.monotonic() + 1)
+    finally:
+        producer.stop.set()
+        await asyncio.to_thread(producer.join, 30)
+        await asyncio.to_thread(consumer.stop)
+    assert consumer.history.errors == []
+
+
+async def test_gateway_asks_again_when_a_worker_refuses(kmock: kmock.KubernetesEmulator, pods: Pods) -> None:
+    """Same placement, same epochs, but the shard came back with two workers: the gateway's
+    table said one, worker 0 answers NOT_COORDINATOR for the odd partition, the gateway asks
+    the shard again and routes to worker 1."""
+    placement, consumer, producer, _ = await start_cluster(kmock, pods)
+    try:
+        leader = placement[partition_for(consumer.group, STATE_PARTITIONS)].leader
+        old = pods.shards[leader]
+        os.killpg(old.pid, signal.SIGKILL)  # no drain, no placement change
+        await asyncio.to_thread(old.wait, 30)
+        pods.start_shard(leader, threads=2)  # it reads the same placement and leads again
+        await pods.ready(leader)
+        await committing_since(consumer, time.monotonic() + 1)
+    finally:
+        producer.stop.set()
+        await asyncio.to_thread(producer.join, 30)
+        await asyncio.to_thread(consumer.stop)
+    # the kill is a failover the gateway holds; nothing reaches the client
+    assert consumer.history.errors == []
