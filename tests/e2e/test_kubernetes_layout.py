@@ -179,7 +179,9 @@ async def start_cluster(k: Any, pods: Pods) -> tuple[dict[int, Any], ConfluentCo
     await asyncio.to_thread(create_topic)
     producer = KeepProducing(bootstrap, topic)
     producer.start()
-    consumer = ConfluentConsumer(bootstrap, topic, odd_partition_group(), "c0", **{"group.protocol": "consumer"})
+    consumer = ConfluentConsumer(
+        bootstrap, topic, odd_partition_group(), "c0", **{"group.protocol": "consumer"}
+    )
     consumer.start()
     await committing_since(consumer, 0)
     return placement, consumer, producer, bootstrap

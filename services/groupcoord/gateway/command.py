@@ -95,8 +95,10 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
         try:
             parse_address(template.format(shard=0))
         except KeyError as exc:
-            raise SystemExit(f"--shard-address-template {template!r}: unknown placeholder {{{exc.args[0]}}}; "
-                             "the only one is {shard}") from None
+            raise SystemExit(
+                f"--shard-address-template {template!r}: unknown placeholder {{{exc.args[0]}}}; "
+                "the only one is {shard}"
+            ) from None
         except (argparse.ArgumentTypeError, IndexError, ValueError) as exc:
             raise SystemExit(f"--shard-address-template {template!r}: {exc}") from None
         follower = LayoutFollower(table, lambda shard: parse_address(template.format(shard=shard)))

@@ -47,7 +47,9 @@ def merge_expositions(expositions: Iterable[tuple[str, str]]) -> list[Metric]:
         for family in text_string_to_metric_families(text):
             into = merged.get(family.name)
             if into is None:
-                into = merged[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+                into = merged[family.name] = Metric(
+                    family.name, family.documentation, family.type, family.unit
+                )
             for s in family.samples:
                 into.add_sample(s.name, {**s.labels, WORKER_LABEL: worker}, s.value, s.timestamp, s.exemplar)
     return list(merged.values())

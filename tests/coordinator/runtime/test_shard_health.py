@@ -32,6 +32,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(120)]
 NS, NAME = "kafka", "hc"
 COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 PARTITIONS, WORKERS = 4, 2
+
+
 async def test_shard_health_follows_start_ready_and_drain(
     kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
