@@ -140,8 +140,11 @@ class ShardHealth:
             reply = await health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=WORKER_SERVICE), timeout=max(self._poll_s, 1.0)
             )
-        except grpc.aio.AioRpcError:
-            self._peers_ready[worker] = False
+        except grpc.aio.AioRpcError as exc:
+            # A slow answer is a busy worker, not an unready one (liveness watches for wedged
+            # ones): readiness flapping under load would make the operator fail partitions over.
+            if exc.code() is not grpc.StatusCode.DEADLINE_EXCEEDED:
+                self._peers_ready[worker] = False
             return
         self._peers_seen[worker] = time.monotonic()
         self._peers_ready[worker] = reply.status == SERVING
