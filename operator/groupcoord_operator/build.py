@@ -344,15 +344,18 @@ def build_shard_statefulset(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         # grpc.health.v1 on worker 0 (groupcoord.coordinator.server.health): "" is SERVING when
-        # every worker can lead partitions; "liveness" when no worker is wedged.
+        # every worker can lead partitions; "liveness" when no worker is wedged. The answer
+        # comes from worker 0's event loop: a busy loop may take more than the 1 s default.
         "readinessProbe": {
             "grpc": {"port": GRPC_PORT, "service": ""},
             "periodSeconds": 5,
+            "timeoutSeconds": 3,
             "failureThreshold": 2,
         },
         "livenessProbe": {
             "grpc": {"port": GRPC_PORT, "service": "liveness"},
             "periodSeconds": 10,
+            "timeoutSeconds": 5,
             "failureThreshold": 6,
         },
         "resources": shard_resources(spec),
