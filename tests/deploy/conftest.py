@@ -8,7 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from .docker_env import Docker, DockerUnavailable, build_base_image, build_image, connect
+from .docker_env import (
+    Docker,
+    DockerUnavailable,
+    build_base_image,
+    build_client_image,
+    build_image,
+    connect,
+)
 
 
 def _unavailable(reason: str) -> None:
@@ -31,12 +38,22 @@ def docker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Docker]:
 
 
 @pytest.fixture(scope="session")
-def image(docker: Docker, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """``groupcoord:test``, built from the repository's Dockerfile (cached layers reused)."""
+def base_image(docker: Docker) -> str:
     try:
-        base = build_base_image(docker)
+        return build_base_image(docker)
     except DockerUnavailable as exc:
         _unavailable(str(exc))
-    tag, seconds = build_image(docker, base, tmp_path_factory.mktemp("build"))
-    print(f"\nbuilt {tag} on {base} in {seconds:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def image(docker: Docker, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``groupcoord:test``, built from the repository's Dockerfile (cached layers reused)."""
+    tag, seconds = build_image(docker, base_image, tmp_path_factory.mktemp("build"))
+    print(f"\nbuilt {tag} on {base_image} in {seconds:.1f}s")
     return tag
+
+
+@pytest.fixture(scope="session")
+def client_image(docker: Docker, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``groupcoord-client:test``: confluent-kafka (librdkafka) and aiokafka on the same base."""
+    return build_client_image(docker, base_image, tmp_path_factory.mktemp("client"))

@@ -192,3 +192,41 @@ def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
         timeout=1200,
     )
     return IMAGE, time.monotonic() - started
+
+
+CLIENT_IMAGE = "groupcoord-client:test"
+CLIENT_DOCKERFILE = """\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE}
+RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \\
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \\
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \\
+    python3 -m venv /client && /client/bin/pip install --no-cache-dir {requirements}
+ENV PATH=/client/bin:$PATH
+USER 10001:10001
+"""
+
+
+def build_client_image(docker: Docker, base: str, work: Path) -> str:
+    """A client image (librdkafka through confluent-kafka, and aiokafka) on the same base, at the
+    versions the test environment has: the client side of the deployment tests."""
+    from importlib.metadata import version  # noqa: PLC0415
+
+    requirements = " ".join(f"{name}=={version(name)}" for name in ("confluent-kafka", "aiokafka"))
+    context = work / "client"
+    context.mkdir(exist_ok=True)
+    (context / "Dockerfile").write_text(CLIENT_DOCKERFILE.replace("{requirements}", requirements))
+    docker.run(
+        "build",
+        "--network",
+        "host",
+        *host_pip_secrets(work),
+        "--build-arg",
+        f"BASE_IMAGE={base}",
+        "-t",
+        CLIENT_IMAGE,
+        str(context),
+        env={**os.environ, "DOCKER_BUILDKIT": "1"},
+        timeout=1200,
+    )
+    return CLIENT_IMAGE

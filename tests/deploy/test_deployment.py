@@ -19,12 +19,16 @@ import json
 import os
 import random
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import kmock
 import pytest
+
+from groupcoord.common.partitioning import partition_for
+from groupcoord.controlplane.placement import placement_from_status
 
 from . import kubelet
 from .docker_env import Docker
@@ -35,6 +39,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
 NS, NAME = "kafka", "orders"
 CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 CLIENT = Path(__file__).with_name("kafka_roundtrip.py")
+COMMITTING = Path(__file__).with_name("committing_clients.py")
+CLIENT_SECONDS = 30
 READY_TIMEOUT_S = 180.0
 
 
@@ -160,10 +166,17 @@ class Kubelet:
     """Runs the probes of every pod on its period and mirrors readiness into the API server;
     restarts a container whose liveness probe fails ``failureThreshold`` times in a row."""
 
+    RESTART_BACKOFF_S = 10.0  # the kubelet's first CrashLoopBackOff delay
+
     def __init__(self, docker: Docker, k: Any, pods: list[kubelet.Pod]) -> None:
         self.docker, self.k, self.pods = docker, k, pods
-        self.restarts: dict[str, int] = {p.name: 0 for p in pods}
+        self.restarts: dict[str, int] = {p.name: 0 for p in pods}  # liveness failures
+        self.revived: dict[str, int] = {p.name: 0 for p in pods}  # exited containers started again
         self.task: asyncio.Task[None] | None = None
+
+    def _running(self, pod: kubelet.Pod) -> bool:
+        state = self.docker.run("inspect", "--format", "{{.State.Running}}", pod.name, check=False)
+        return state.stdout.strip() == "true"
 
     async def _pod(self, pod: kubelet.Pod) -> None:
         c = pod.container
@@ -172,12 +185,20 @@ class Kubelet:
         await asyncio.sleep(float((ready_spec or {}).get("initialDelaySeconds", 0)))
         live_failures = 0
         path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
+        loop = asyncio.get_running_loop()
+        exited_at: float | None = None
         while True:
+            if not await asyncio.to_thread(self._running, pod):  # restartPolicy: Always
+                exited_at = exited_at or loop.time()
+                if loop.time() - exited_at >= self.RESTART_BACKOFF_S:
+                    await asyncio.to_thread(self.docker.run, "start", pod.name)
+                    self.revived[pod.name] += 1
+                    exited_at = None
             ready = await asyncio.to_thread(kubelet.probe, pod, ready_spec)
             if ready != pod.ready:
                 pod.ready = ready
                 await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
-            live = await asyncio.to_thread(kubelet.probe, pod, live_spec)
+            live = exited_at is not None or await asyncio.to_thread(kubelet.probe, pod, live_spec)
             live_failures = 0 if live else live_failures + 1
             if live_failures >= int((live_spec or {}).get("failureThreshold", 3)):
                 self.restarts[pod.name] += 1
@@ -198,10 +219,16 @@ class Kubelet:
 
 @pytest.mark.kmock(host="0.0.0.0")
 async def test_the_operators_pods_as_containers_serve_a_client_through_the_gateway_service(
-    operator: Any, docker: Docker, image: str, network: tuple[str, str, str], tmp_path: Path
+    operator: Any,
+    docker: Docker,
+    image: str,
+    network: tuple[str, str, str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     if not image_serves_grpc_health(docker, image):
         pytest.skip("the image's shards do not serve grpc.health.v1 (the shard readinessProbe is gRPC)")
+    client_image = request.getfixturevalue("client_image")
     k = operator
     net, subnet, host_ip = network
     ips = kubelet.address_pool(subnet)
@@ -300,3 +327,46 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         result = json.loads(client.stdout.strip().splitlines()[-1])
         assert result["consumed"] == result["committed"] == result["reread"] == 5
         assert kl.restarts == {p.name: 0 for p in pods}, "a liveness probe failed"
+
+        # librdkafka applications, classic and KIP-848, in groups coordinated by shard 0, keep
+        # committing while shard 0's container is killed: its partitions move, no commit is lost.
+        cr = await api(k, "get", f"{CR_PATH}/{NAME}")
+        placement = placement_from_status(cr["status"]["partitions"])
+        victim = next(p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") == "0")
+        moved = {p: a.epoch for p, a in placement.items() if a.leader == 0}
+        groups = [
+            f"{next(g for i in range(1000) if partition_for(g := f'{kind}-{i}', len(placement)) in moved)}:{protocol}"
+            for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
+        ]
+        clients = f"{net}-clients"
+        await asyncio.to_thread(
+            docker.run,
+            "run", "-d", "--name", clients, "--network", net, "--read-only", "--tmpfs", "/tmp",
+            "-v", f"{COMMITTING}:/client/committing_clients.py:ro", "--entrypoint", "python3",
+            client_image, "/client/committing_clients.py", bootstrap, "failover", str(CLIENT_SECONDS), *groups,
+        )  # fmt: skip
+
+        async def consuming() -> bool:
+            return "consuming" in (await asyncio.to_thread(docker.run, "logs", clients, check=False)).stdout
+
+        await eventually("the committing clients", consuming, 120)
+        killed_at = time.time()
+        await asyncio.to_thread(docker.run, "kill", victim.name)
+
+        async def moved_away() -> bool:
+            now = placement_from_status((await api(k, "get", f"{CR_PATH}/{NAME}"))["status"]["partitions"])
+            return all(now[p].leader != 0 and now[p].epoch > epoch for p, epoch in moved.items())
+
+        await eventually("shard 0's partitions on the other shard", moved_away, 60)
+        done = await asyncio.to_thread(docker.run, "wait", clients, timeout=CLIENT_SECONDS + 180)
+        logs = await asyncio.to_thread(docker.run, "logs", clients, check=False)
+        assert done.stdout.strip() == "0", f"{logs.stdout}\n{logs.stderr[-3000:]}"
+        report = json.loads(logs.stdout.strip().splitlines()[-1])
+        print(f"\nkilled {victim.name} at {killed_at:.1f}; clients: {json.dumps(report)}")
+        for group, seen in report.items():
+            assert seen["consumed"] > 0 and seen["acked"], (group, seen)
+            for partition, offset in seen["acked"].items():
+                assert seen["committed"][partition] >= offset, f"{group} lost an acknowledged commit: {seen}"
+            assert seen["last_ack_wall"] > killed_at, f"{group} committed nothing after the kill: {seen}"
+            assert not seen["errors"], f"{group} saw errors: {seen['errors']}"
+        assert kl.revived[victim.name] >= 1, "the killed shard's container was not started again"
