@@ -4,7 +4,7 @@
 all along and runs one confluent-kafka consumer per GROUP (``classic`` or ``consumer``, KIP-848),
 each committing synchronously after every message and remembering the offsets the coordinator
 acknowledged. It prints ``consuming`` once every group consumed (the test then disturbs the
-cluster), and after SECONDS one JSON line: per group what was consumed, the last acknowledged
+cluster), and after SECONDS (or once /tmp/stop exists) one JSON line: per group what was consumed, the last acknowledged
 commit per partition, what the coordinator answers as committed afterwards, and every error the
 application saw. A committed offset below an acknowledged one is a lost commit.
 """
@@ -15,11 +15,24 @@ import json
 import sys
 import threading
 import time
+from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 PARTITIONS = 2
+# What the Java client raises as a RetriableException (and librdkafka's local equivalents).
+RETRIABLE = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NETWORK_EXCEPTION,
+    KafkaError._TIMED_OUT,
+    KafkaError._TRANSPORT,
+    KafkaError._WAIT_COORD,
+}
+STOP_FILE = Path("/tmp/stop")  # the test may end the run early: docker exec ... touch /tmp/stop
 
 
 def produce_all_along(bootstrap: str, topic: str, stop: threading.Event) -> None:
@@ -46,6 +59,7 @@ class CommittingConsumer(threading.Thread):
         self.consumed = 0
         self.acked: dict[int, int] = {}
         self.errors: list[str] = []
+        self.retriable: list[str] = []
         self.last_ack_wall = 0.0  # time.time() of the last acknowledged commit
         self.started = threading.Event()
 
@@ -67,7 +81,7 @@ class CommittingConsumer(threading.Thread):
                 if msg is None:
                     continue
                 if msg.error() is not None:
-                    self.errors.append(str(msg.error()))
+                    self.note(msg.error())
                     continue
                 self.consumed += 1
                 self.started.set()
@@ -77,9 +91,16 @@ class CommittingConsumer(threading.Thread):
                             self.acked[tp.partition] = max(self.acked.get(tp.partition, -1), tp.offset)
                             self.last_ack_wall = time.time()
                 except KafkaException as exc:
-                    self.errors.append(str(exc.args[0]))
+                    self.note(exc.args[0])
         finally:
             consumer.close()
+
+    def note(self, error: KafkaError) -> None:
+        """Retriable errors (Kafka's RetriableException family, which librdkafka does not always
+        flag on a failed commit) are expected across a failover or a rolling restart; any other
+        is an error the application must handle."""
+        retriable = error.retriable() or error.code() in RETRIABLE
+        (self.retriable if retriable else self.errors).append(str(error))
 
     def committed_now(self) -> dict[int, int]:
         reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group})
@@ -110,7 +131,9 @@ def main(argv: list[str]) -> int:
             stop.set()
             return 2
     print("consuming", flush=True)
-    time.sleep(float(seconds))
+    deadline = time.monotonic() + float(seconds)
+    while time.monotonic() < deadline and not STOP_FILE.exists():
+        time.sleep(0.2)
     stop.set()
     producer.join(60)
     for c in consumers:
@@ -122,6 +145,7 @@ def main(argv: list[str]) -> int:
             "acked": c.acked,
             "committed": c.committed_now(),
             "errors": c.errors,
+            "retriable": c.retriable[-20:],
             "last_ack_wall": c.last_ack_wall,
         }
         for c in consumers

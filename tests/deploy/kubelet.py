@@ -12,9 +12,11 @@ in place of the service-account projection), and the controllers (this module).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import socket
+import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -62,6 +64,7 @@ class Pod:
     ready: bool = False
     container_id: str | None = None
     aliases: list[str] = field(default_factory=list)
+    replacing: bool = False  # a controller is replacing this pod: the kubelet leaves it alone
 
     @property
     def container(self) -> dict[str, Any]:
@@ -233,6 +236,24 @@ def address_pool(subnet: str) -> Any:
 
 def start(docker: Docker, pod: Pod, network: str, image_user: str, kubeconfig: str) -> None:
     pod.container_id = docker.run(*docker_run_args(pod, network, image_user, kubeconfig)).stdout.strip()
+
+
+def stop(docker: Docker, pod: Pod) -> None:
+    """Terminate the pod as the kubelet does: its preStop hook, then SIGTERM, then SIGKILL after
+    ``terminationGracePeriodSeconds``; the container is removed."""
+    hook = pod.container.get("lifecycle", {}).get("preStop", {})
+    grace = int(pod.spec.get("terminationGracePeriodSeconds", 30))
+    if "exec" in hook:
+        docker.run("exec", pod.name, *hook["exec"]["command"], check=False, timeout=grace)
+    elif "httpGet" in hook:
+        get = hook["httpGet"]
+        url = f"http://{pod.ip}:{pod.port(get['port'])}{get.get('path', '/')}"
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(url, timeout=grace).close()  # noqa: S310 - a pod's hook
+    elif "sleep" in hook:
+        time.sleep(float(hook["sleep"]["seconds"]))
+    docker.run("stop", "-t", str(grace), pod.name, check=False, timeout=grace + 30)
+    docker.run("rm", "-f", pod.name, check=False)
 
 
 def kube_pod_object(pod: Pod) -> dict[str, Any]:

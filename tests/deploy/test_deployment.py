@@ -7,19 +7,31 @@ plays the controllers, the kubelet and cluster DNS (:mod:`.kubelet`): each pod o
 runs as a container of our image with exactly its command, args, env, ports and security
 context, on a private Docker network whose aliases are the names the Services give; the probes
 run as a kubelet runs them and their result is the pod's Ready condition the operator sees.
-Upstream Kafka is tansu from our image, as a container too. Then a client container that knows
-only ``<name>-gateway.<namespace>.svc:9092`` produces, consumes in a group and commits.
+Upstream Kafka is tansu from our image, as a container too. Then, from client containers that
+know only ``<name>-gateway.<namespace>.svc:9092``:
+
+1. aiokafka produces, consumes in a group, commits and reads the committed offset back;
+2. librdkafka applications (classic and KIP-848) commit after every message while the container
+   of the shard coordinating their groups is killed: its partitions move (new leader, epoch + 1),
+   the kubelet starts it again, and every acknowledged commit reads back, without an error;
+3. ``threadsPerShard`` 1 -> 2: the shard pods are replaced one at a time (never two down at
+   once) while the applications commit; no error beyond retriable ones, no commit lost, and
+   commits acknowledged after the roll;
+4. a real Prometheus scrapes every pod's metrics port, and each shard pod's port shows the
+   active partitions of all its worker processes (as many as the status says its shard leads).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -155,6 +167,23 @@ async def workloads(k: Any) -> list[dict[str, Any]]:
     return found
 
 
+def load_prometheus() -> Any:
+    """tests/observability's PrometheusServer (Debian's prometheus binary, which scripts/test
+    installs), loaded by path: that test folder is not a package."""
+    import importlib.util  # noqa: PLC0415
+
+    from .docker_env import ROOT  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "gc_test_prometheus", ROOT / "tests/observability/prometheus.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if module.prometheus_binary() is None:
+        pytest.fail("no prometheus binary (scripts/test installs Debian's prometheus)")
+    return module.PrometheusServer
+
+
 def image_serves_grpc_health(docker: Docker, image: str) -> bool:
     probe = docker.run(
         "run", "--rm", "--entrypoint", "python3", image, "-c", "import grpc_health.v1", check=False
@@ -179,15 +208,16 @@ class Kubelet:
         return state.stdout.strip() == "true"
 
     async def _pod(self, pod: kubelet.Pod) -> None:
-        c = pod.container
-        ready_spec, live_spec = c.get("readinessProbe"), c.get("livenessProbe")
-        period = float((ready_spec or {}).get("periodSeconds", 10))
-        await asyncio.sleep(float((ready_spec or {}).get("initialDelaySeconds", 0)))
         live_failures = 0
         path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
         loop = asyncio.get_running_loop()
         exited_at: float | None = None
         while True:
+            await asyncio.sleep(1.0)
+            if pod.replacing:
+                exited_at, live_failures = None, 0
+                continue
+            ready_spec, live_spec = pod.container.get("readinessProbe"), pod.container.get("livenessProbe")
             if not await asyncio.to_thread(self._running, pod):  # restartPolicy: Always
                 exited_at = exited_at or loop.time()
                 if loop.time() - exited_at >= self.RESTART_BACKOFF_S:
@@ -204,7 +234,6 @@ class Kubelet:
                 self.restarts[pod.name] += 1
                 await asyncio.to_thread(self.docker.run, "restart", pod.name)
                 live_failures = 0
-            await asyncio.sleep(min(period, 2.0))
 
     async def __aenter__(self) -> Kubelet:
         self.task = asyncio.ensure_future(asyncio.gather(*(self._pod(p) for p in self.pods)))
@@ -215,6 +244,103 @@ class Kubelet:
         self.task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
+
+
+class StatefulSetController:
+    """Replaces a StatefulSet's pods when its template changes, as the controller does: with
+    ``RollingUpdate`` one pod at a time from the highest ordinal, each only once every pod is
+    Ready; with ``OnDelete`` (or whenever someone deletes a pod) when the pod object is deleted.
+    Each replacement terminates the container as the kubelet does and starts the new one under
+    the same name, IP and DNS names. ``down`` records every pod's (stopped, Ready again) times."""
+
+    def __init__(self, docker: Docker, k: Any, name: str, pods: list[kubelet.Pod], start: Any) -> None:
+        self.docker, self.k, self.name, self.pods, self.start = docker, k, name, pods, start
+        self.down: list[tuple[str, float, float | None]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def _replace(self, pod: kubelet.Pod, template: dict[str, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        pod.replacing, pod.ready = True, False
+        stopped = loop.time()
+        path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
+        if await api(self.k, "get", path) is not None:
+            await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
+        await asyncio.to_thread(kubelet.stop, self.docker, pod)
+        pod.spec = template["spec"]
+        pod.labels = {**template["metadata"].get("labels", {}), **{
+            k: v for k, v in pod.labels.items() if k.startswith(("apps.kubernetes.io/", "statefulset."))
+        }}  # fmt: skip
+        if await api(self.k, "get", path) is None:
+            await api(self.k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
+        else:
+            await api(self.k, "patch", path, {"metadata": {"labels": pod.labels}, "spec": pod.spec})
+        await asyncio.to_thread(self.start, pod)
+        pod.replacing = False
+        index = len(self.down)
+        self.down.append((pod.name, stopped, None))
+        while not pod.ready:
+            await asyncio.sleep(0.5)
+        self.down[index] = (pod.name, stopped, loop.time())
+
+    async def _run(self) -> None:
+        path = f"/apis/apps/v1/namespaces/{NS}/statefulsets/{self.name}"
+        while True:
+            await asyncio.sleep(1.0)
+            sts = await api(self.k, "get", path)
+            template = sts["spec"]["template"]
+            strategy = (sts["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
+            for pod in self.pods:
+                if await api(self.k, "get", f"/api/v1/namespaces/{NS}/pods/{pod.name}") is None:
+                    await self._replace(pod, template)
+            outdated = [p for p in self.pods if p.spec != template["spec"]]
+            if strategy == "RollingUpdate" and outdated and all(p.ready for p in self.pods):
+                await self._replace(
+                    max(outdated, key=lambda p: int(p.labels["apps.kubernetes.io/pod-index"])), template
+                )
+
+    async def __aenter__(self) -> StatefulSetController:
+        self.task = asyncio.ensure_future(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def run_committing_clients(
+    docker: Docker, client_image: str, net: str, bootstrap: str, name: str, topic: str, groups: list[str]
+) -> None:
+    """Start the committing applications (detached) and wait until every group consumes."""
+    await asyncio.to_thread(
+        docker.run,
+        "run", "-d", "--name", name, "--network", net, "--read-only", "--tmpfs", "/tmp",
+        "-v", f"{COMMITTING}:/client/committing_clients.py:ro", "--entrypoint", "python3",
+        client_image, "/client/committing_clients.py", bootstrap, topic, "600", *groups,
+    )  # fmt: skip
+
+    async def consuming() -> bool:
+        return "consuming" in (await asyncio.to_thread(docker.run, "logs", name, check=False)).stdout
+
+    await eventually(f"the committing clients {name}", consuming, 120)
+
+
+async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
+    """Stop the committing applications and check what they report: every acknowledged commit
+    reads back, and no error beyond retriable ones reached the application."""
+    await asyncio.to_thread(docker.run, "exec", name, "touch", "/tmp/stop")
+    done = await asyncio.to_thread(docker.run, "wait", name, timeout=240)
+    logs = await asyncio.to_thread(docker.run, "logs", name, check=False)
+    assert done.stdout.strip() == "0", f"{logs.stdout}\n{logs.stderr[-3000:]}"
+    report = json.loads(logs.stdout.strip().splitlines()[-1])
+    print(f"\n{name}: {json.dumps(report)}")
+    for group, seen in report.items():
+        assert seen["consumed"] > 0 and seen["acked"], (group, seen)
+        for partition, offset in seen["acked"].items():
+            assert seen["committed"][partition] >= offset, f"{group} lost an acknowledged commit: {seen}"
+        assert not seen["errors"], f"{group} saw errors: {seen['errors']}"
+    return report
 
 
 @pytest.mark.kmock(host="0.0.0.0")
@@ -300,7 +426,17 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         await api(k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
         await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig))
 
-    async with Kubelet(docker, k, pods) as kl:
+    def start_pod(pod: kubelet.Pod) -> None:
+        kubelet.start(docker, pod, net, image_user, str(kubeconfig))
+
+    shard_sts = next(w for w in objects if w["kind"] == "StatefulSet")
+    shard_pods = [p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") is not None]
+    async with (
+        Kubelet(docker, k, pods) as kl,
+        StatefulSetController(
+            docker, k, shard_sts["metadata"]["name"], shard_pods, start_pod
+        ) as sts_controller,
+    ):
 
         async def all_ready() -> bool:
             return all(p.ready for p in pods)
@@ -332,24 +468,14 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         # committing while shard 0's container is killed: its partitions move, no commit is lost.
         cr = await api(k, "get", f"{CR_PATH}/{NAME}")
         placement = placement_from_status(cr["status"]["partitions"])
-        victim = next(p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") == "0")
+        victim = next(p for p in shard_pods if p.labels["apps.kubernetes.io/pod-index"] == "0")
         moved = {p: a.epoch for p, a in placement.items() if a.leader == 0}
         groups = [
             f"{next(g for i in range(1000) if partition_for(g := f'{kind}-{i}', len(placement)) in moved)}:{protocol}"
             for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
         ]
-        clients = f"{net}-clients"
-        await asyncio.to_thread(
-            docker.run,
-            "run", "-d", "--name", clients, "--network", net, "--read-only", "--tmpfs", "/tmp",
-            "-v", f"{COMMITTING}:/client/committing_clients.py:ro", "--entrypoint", "python3",
-            client_image, "/client/committing_clients.py", bootstrap, "failover", str(CLIENT_SECONDS), *groups,
-        )  # fmt: skip
-
-        async def consuming() -> bool:
-            return "consuming" in (await asyncio.to_thread(docker.run, "logs", clients, check=False)).stdout
-
-        await eventually("the committing clients", consuming, 120)
+        clients = f"{net}-failover"
+        await run_committing_clients(docker, client_image, net, bootstrap, clients, "failover", groups)
         killed_at = time.time()
         await asyncio.to_thread(docker.run, "kill", victim.name)
 
@@ -358,15 +484,70 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
             return all(now[p].leader != 0 and now[p].epoch > epoch for p, epoch in moved.items())
 
         await eventually("shard 0's partitions on the other shard", moved_away, 60)
-        done = await asyncio.to_thread(docker.run, "wait", clients, timeout=CLIENT_SECONDS + 180)
-        logs = await asyncio.to_thread(docker.run, "logs", clients, check=False)
-        assert done.stdout.strip() == "0", f"{logs.stdout}\n{logs.stderr[-3000:]}"
-        report = json.loads(logs.stdout.strip().splitlines()[-1])
-        print(f"\nkilled {victim.name} at {killed_at:.1f}; clients: {json.dumps(report)}")
+        await asyncio.sleep(5)  # commits go on after the move
+        report = await committing_report(docker, clients)
         for group, seen in report.items():
-            assert seen["consumed"] > 0 and seen["acked"], (group, seen)
-            for partition, offset in seen["acked"].items():
-                assert seen["committed"][partition] >= offset, f"{group} lost an acknowledged commit: {seen}"
             assert seen["last_ack_wall"] > killed_at, f"{group} committed nothing after the kill: {seen}"
-            assert not seen["errors"], f"{group} saw errors: {seen['errors']}"
+        await eventually("the killed shard Ready again", all_ready, READY_TIMEOUT_S)
         assert kl.revived[victim.name] >= 1, "the killed shard's container was not started again"
+
+        # threadsPerShard 1 -> 2: the shard pods are replaced one at a time while the same kind
+        # of applications commit; none sees an error beyond retriable ones, no commit is lost.
+        clients = f"{net}-threads"
+        groups = ["threads-classic:classic", "threads-kip848:consumer"]
+        await run_committing_clients(docker, client_image, net, bootstrap, clients, "threads", groups)
+        before = json.dumps(shard_sts["spec"]["template"], sort_keys=True)
+        await api(k, "patch", f"{CR_PATH}/{NAME}", {"spec": {"threadsPerShard": 2}})
+
+        async def rolled() -> bool:
+            sts = await api(
+                k, "get", f"/apis/apps/v1/namespaces/{NS}/statefulsets/{shard_sts['metadata']['name']}"
+            )
+            template = sts["spec"]["template"]
+            return json.dumps(template, sort_keys=True) != before and all(
+                p.spec == template["spec"] and p.ready and not p.replacing for p in shard_pods
+            )
+
+        await eventually("the shards rolled to threadsPerShard=2", rolled, 300)
+        rolled_at = time.time()
+        await asyncio.sleep(5)
+        report = await committing_report(docker, clients)
+        for group, seen in report.items():
+            assert seen["last_ack_wall"] > rolled_at, f"{group} committed nothing after the roll: {seen}"
+        downs = sorted((start, end) for name, start, end in sts_controller.down)
+        assert len(downs) >= len(shard_pods) and all(end is not None for _, end in downs)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(downs)), (
+            f"two shard pods were down at once: {sts_controller.down}"
+        )
+
+        # A real Prometheus scrapes every pod's metrics port; each shard pod's series cover the
+        # partitions its shard leads, from every worker process.
+        targets = {f"{p.ip}:{p.port('metrics')}": p for p in pods}
+        with load_prometheus()(list(targets), tmp_path) as prom:
+
+            async def every_target_up() -> bool:
+                up = await asyncio.to_thread(prom.query, "up")
+                return len(up) == len(targets) and all(r["value"][1] == "1" for r in up)
+
+            await eventually("Prometheus scraping every pod", every_target_up, 60)
+
+            observed: dict[str, tuple[int | None, int]] = {}
+
+            async def every_worker_seen() -> bool:
+                cr = await api(k, "get", f"{CR_PATH}/{NAME}")
+                led = Counter(a.leader for a in placement_from_status(cr["status"]["partitions"]).values())
+                active = await asyncio.to_thread(
+                    prom.query, 'sum by (instance) (groupcoord_partition_count{state="active"})'
+                )
+                seen = {r["metric"]["instance"]: int(float(r["value"][1])) for r in active}
+                for p in shard_pods:
+                    shard = int(p.labels["apps.kubernetes.io/pod-index"])
+                    observed[p.name] = (seen.get(f"{p.ip}:{p.port('metrics')}"), led[shard])
+                return all(on_port == leads for on_port, leads in observed.values())
+
+            try:
+                await eventually("every worker's partitions on each shard pod's port", every_worker_seen, 60)
+            except AssertionError as exc:
+                raise AssertionError(
+                    f"{exc}; (active partitions on the pod's port, led): {observed}"
+                ) from None
