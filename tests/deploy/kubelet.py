@@ -65,6 +65,7 @@ class Pod:
     container_id: str | None = None
     aliases: list[str] = field(default_factory=list)
     replacing: bool = False  # a controller is replacing this pod: the kubelet leaves it alone
+    host_ip: str = ""  # status.hostIP: the Docker network's gateway, the "node" it runs on
 
     @property
     def container(self) -> dict[str, Any]:
@@ -78,6 +79,8 @@ class Pod:
             "metadata.namespace": self.namespace,
             "status.podIP": self.ip,
             "status.podIPs": self.ip,
+            "status.hostIP": self.host_ip,
+            "status.hostIPs": self.host_ip,
             "spec.nodeName": "docker",
             "spec.serviceAccountName": self.spec.get("serviceAccountName", "default"),
         }

@@ -423,6 +423,7 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     pods = [pod for workload in objects for pod in kubelet.pods_of(workload, ips)]
     for pod in pods:
         pod.aliases = kubelet.dns_aliases(pod, services)
+        pod.host_ip = host_ip
         await api(k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
         await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig))
 
