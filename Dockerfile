@@ -84,6 +84,9 @@ CMD ["capacity", "--help"]
 # to a per-user folder of $TMPDIR when $HOME is not writable), so `--read-only` works; give
 # `groupcoord up` a tmpfs /tmp.
 FROM ${BASE_IMAGE} AS runtime
+LABEL org.opencontainers.image.title="groupcoord" \
+      org.opencontainers.image.description="Kafka group coordinator: gateway, shards and operator" \
+      org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=venv /opt/groupcoord /opt/groupcoord
 ENV PATH=/opt/groupcoord/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001

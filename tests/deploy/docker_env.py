@@ -191,6 +191,10 @@ def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
         env={**os.environ, "DOCKER_BUILDKIT": "1"},
         timeout=1200,
     )
+    # The images earlier builds tagged are dangling now: drop them (the layer cache stays).
+    docker.run(
+        "image", "prune", "-f", "--filter", "label=org.opencontainers.image.title=groupcoord", check=False
+    )
     return IMAGE, time.monotonic() - started
 
 
