@@ -184,13 +184,6 @@ def load_prometheus() -> Any:
     return module.PrometheusServer
 
 
-def image_serves_grpc_health(docker: Docker, image: str) -> bool:
-    probe = docker.run(
-        "run", "--rm", "--entrypoint", "python3", image, "-c", "import grpc_health.v1", check=False
-    )
-    return probe.returncode == 0
-
-
 class Kubelet:
     """Runs the probes of every pod on its period and mirrors readiness into the API server;
     restarts a container whose liveness probe fails ``failureThreshold`` times in a row."""
@@ -350,11 +343,8 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     image: str,
     network: tuple[str, str, str],
     tmp_path: Path,
-    request: pytest.FixtureRequest,
+    client_image: str,
 ) -> None:
-    if not image_serves_grpc_health(docker, image):
-        pytest.skip("the image's shards do not serve grpc.health.v1 (the shard readinessProbe is gRPC)")
-    client_image = request.getfixturevalue("client_image")
     k = operator
     net, subnet, host_ip = network
     ips = kubelet.address_pool(subnet)
