@@ -66,6 +66,7 @@ class Pod:
     aliases: list[str] = field(default_factory=list)
     replacing: bool = False  # a controller is replacing this pod: the kubelet leaves it alone
     host_ip: str = ""  # status.hostIP: the Docker network's gateway, the "node" it runs on
+    annotations: dict[str, str] = field(default_factory=dict)  # the template's, as controllers copy them
 
     @property
     def container(self) -> dict[str, Any]:
@@ -87,8 +88,8 @@ class Pod:
         if path in simple:
             return simple[path]
         m = _LABEL_FIELD.fullmatch(path)
-        if m and m.group(1) == "labels":
-            return self.labels[m.group(2)]
+        if m:
+            return (self.labels if m.group(1) == "labels" else self.annotations)[m.group(2)]
         raise NotImplementedError(f"fieldRef {path} is not emulated")
 
     def env(self) -> dict[str, str]:
@@ -225,7 +226,9 @@ def pods_of(workload: Mapping[str, Any], ips: Any) -> list[Pod]:
         else:
             name = f"{meta['name']}-6b9f7d5c4-x{i}k2q"  # <deployment>-<replicaset hash>-<suffix>
             hostname, subdomain = template["spec"].get("hostname"), template["spec"].get("subdomain")
-        pods.append(Pod(name, meta["namespace"], labels, template["spec"], next(ips), hostname, subdomain))
+        pod = Pod(name, meta["namespace"], labels, template["spec"], next(ips), hostname, subdomain)
+        pod.annotations = dict(template["metadata"].get("annotations") or {})
+        pods.append(pod)
     return pods
 
 
@@ -264,7 +267,12 @@ def kube_pod_object(pod: Pod) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": pod.name, "namespace": pod.namespace, "labels": pod.labels},
+        "metadata": {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": pod.labels,
+            "annotations": pod.annotations,
+        },
         "spec": pod.spec,
         "status": {
             "phase": "Running",

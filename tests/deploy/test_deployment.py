@@ -15,7 +15,7 @@ know only ``<name>-gateway.<namespace>.svc:9092``:
    of the shard coordinating their groups is killed: its partitions move (new leader, epoch + 1),
    the kubelet starts it again, and every acknowledged commit reads back, without an error;
 3. ``threadsPerShard`` 1 -> 2: the shard pods are replaced one at a time (never two down at
-   once) while the applications commit; no error beyond retriable ones, no commit lost, and
+   once, none while its shard still leads a partition) while the applications commit; no error beyond retriable ones, no commit lost, and
    commits acknowledged after the roll;
 4. a real Prometheus scrapes every pod's metrics port, and each shard pod's port shows the
    active partitions of all its worker processes (as many as the status says its shard leads).
@@ -241,14 +241,15 @@ class Kubelet:
 
 class StatefulSetController:
     """Replaces a StatefulSet's pods when its template changes, as the controller does: with
-    ``RollingUpdate`` one pod at a time from the highest ordinal, each only once every pod is
-    Ready; with ``OnDelete`` (or whenever someone deletes a pod) when the pod object is deleted.
+    ``RollingUpdate`` one pod at a time from the highest ordinal at or above
+    ``rollingUpdate.partition``, each only once every pod is Ready; with ``OnDelete`` (or whenever someone deletes a pod) when the pod object is deleted.
     Each replacement terminates the container as the kubelet does and starts the new one under
     the same name, IP and DNS names. ``down`` records every pod's (stopped, Ready again) times."""
 
     def __init__(self, docker: Docker, k: Any, name: str, pods: list[kubelet.Pod], start: Any) -> None:
         self.docker, self.k, self.name, self.pods, self.start = docker, k, name, pods, start
         self.down: list[tuple[str, float, float | None]] = []
+        self.led_at_stop: dict[str, int] = {}  # partitions the pod's shard led when it was stopped
         self.task: asyncio.Task[None] | None = None
 
     async def _replace(self, pod: kubelet.Pod, template: dict[str, Any]) -> None:
@@ -258,15 +259,21 @@ class StatefulSetController:
         path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
         if await api(self.k, "get", path) is not None:
             await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
+        cr = await api(self.k, "get", f"{CR_PATH}/{NAME}")
+        shard = int(pod.labels["apps.kubernetes.io/pod-index"])
+        placement = placement_from_status(((cr or {}).get("status") or {}).get("partitions"))
+        self.led_at_stop[pod.name] = sum(1 for a in placement.values() if a.leader == shard)
         await asyncio.to_thread(kubelet.stop, self.docker, pod)
         pod.spec = template["spec"]
+        pod.annotations = dict(template["metadata"].get("annotations") or {})
         pod.labels = {**template["metadata"].get("labels", {}), **{
             k: v for k, v in pod.labels.items() if k.startswith(("apps.kubernetes.io/", "statefulset."))
         }}  # fmt: skip
         if await api(self.k, "get", path) is None:
             await api(self.k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
         else:
-            await api(self.k, "patch", path, {"metadata": {"labels": pod.labels}, "spec": pod.spec})
+            meta = {"labels": pod.labels, "annotations": pod.annotations}
+            await api(self.k, "patch", path, {"metadata": meta, "spec": pod.spec})
         await asyncio.to_thread(self.start, pod)
         pod.replacing = False
         index = len(self.down)
@@ -285,7 +292,16 @@ class StatefulSetController:
             for pod in self.pods:
                 if await api(self.k, "get", f"/api/v1/namespaces/{NS}/pods/{pod.name}") is None:
                     await self._replace(pod, template)
-            outdated = [p for p in self.pods if p.spec != template["spec"]]
+            # RollingUpdate replaces only ordinals >= rollingUpdate.partition (the operator
+            # lowers it one ordinal at a time, after moving that shard's partitions away).
+            partition = int(
+                ((sts["spec"].get("updateStrategy") or {}).get("rollingUpdate") or {}).get("partition", 0)
+            )
+            outdated = [
+                p
+                for p in self.pods
+                if p.spec != template["spec"] and int(p.labels["apps.kubernetes.io/pod-index"]) >= partition
+            ]
             if strategy == "RollingUpdate" and outdated and all(p.ready for p in self.pods):
                 await self._replace(
                     max(outdated, key=lambda p: int(p.labels["apps.kubernetes.io/pod-index"])), template
@@ -509,6 +525,9 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         assert len(downs) >= len(shard_pods) and all(end is not None for _, end in downs)
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(downs)), (
             f"two shard pods were down at once: {sts_controller.down}"
+        )
+        assert sts_controller.led_at_stop == {p.name: 0 for p in shard_pods}, (
+            f"a shard pod was stopped while leading partitions: {sts_controller.led_at_stop}"
         )
 
         # A real Prometheus scrapes every pod's metrics port; each shard pod's series cover the
