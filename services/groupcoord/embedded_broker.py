@@ -101,6 +101,9 @@ class EmbeddedBroker:
     host: str = "127.0.0.1"
     port: int = 0
     log_path: Path | None = None
+    #: the port clients are told to use (Metadata), when something else fronts the broker
+    #: (a TLS terminator in tests); default: the port it listens on
+    advertised_port: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -119,7 +122,7 @@ class EmbeddedBroker:
                 "--listener-url",
                 url,
                 "--advertised-listener-url",
-                url,
+                f"tcp://{self.host}:{self.advertised_port or self.port}",
                 "--storage-engine",
                 "memory://tansu/",
             ],

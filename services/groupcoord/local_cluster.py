@@ -14,6 +14,7 @@ import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
@@ -80,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
     )
+    kafka_security.add_arguments(parser)
 
 
 @dataclass
@@ -217,6 +219,9 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    security = kafka_security.configure(args)
+    if args.kafka is None and security.protocol != "PLAINTEXT":
+        raise SystemExit(f"upstream security {security.protocol} needs --kafka (the embedded broker is plaintext)")
     broker: EmbeddedBroker | None = None
     try:
         if args.kafka is None:

@@ -47,6 +47,7 @@ class ClientSession:
             self.fail,
             broker_addresses.REWRITTEN_APIS,
             gateway.brokers.rewrite_payload,
+            gateway.upstream_security,
         )
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import threading
 
+from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
@@ -64,6 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="address of shard {shard}'s gRPC base port, e.g. 'gc-shard-{shard}.gc-shard.kafka.svc:50051'",
     )
+    kafka_security.add_arguments(parser)
 
 
 def _follow_kubernetes(
@@ -143,6 +145,7 @@ def main(args: argparse.Namespace) -> int:
         port=args.port,
         advertised_host=advertised_host(args.host, args.advertised_host),
         broker_ports=args.broker_ports,
+        upstream_security=kafka_security.configure(args),
     )
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(gateway, args))

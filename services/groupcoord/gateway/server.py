@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import ServedApi, advertised_versions
 from groupcoord.gateway.client_session import ClientSession
@@ -45,6 +46,8 @@ class Gateway:
     group_handler: GroupApiHandler | None = None
     metrics: Any = None  # groupcoord.observability.gateway_metrics.GatewayMetrics, when exported
     broker_ports: int = 0  # fixed per-broker ports (port + 1 + node id): see BrokerListeners
+    #: how the gateway connects upstream (TLS, SASL); default: this process's environment
+    upstream_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_environment)
     sessions: set[ClientSession] = field(default_factory=set)
     brokers: BrokerListeners = field(init=False)
     _upstream_versions: dict[int, tuple[int, int]] | None = None
@@ -87,7 +90,9 @@ class Gateway:
     async def advertised(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: the upstream's versions, and ours for the served APIs."""
         if self._upstream_versions is None:
-            self._upstream_versions = await fetch_upstream_versions(self.upstream_bootstrap)
+            self._upstream_versions = await fetch_upstream_versions(
+                self.upstream_bootstrap, security=self.upstream_security
+            )
         served = {key: api.versions for key, api in self.served_apis.items()}
         return advertised_versions(self._upstream_versions, served)
 
@@ -95,7 +100,7 @@ class Gateway:
         """The upstream bootstrap broker's response to ``body``, broker addresses rewritten.
         For the parts of group-API requests that belong to the upstream cluster (transaction
         coordinators, non-group config resources)."""
-        response = await ask_upstream(self.upstream_bootstrap, body)
+        response = await ask_upstream(self.upstream_bootstrap, body, security=self.upstream_security)
         api_key = int(body.__api_key__)
         if api_key in broker_addresses.REWRITTEN_APIS:
             response = await self.brokers.rewrite(api_key, response)

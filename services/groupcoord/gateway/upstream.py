@@ -15,8 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
+from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
 from groupcoord.gateway.protocol import Request
 
 Address = tuple[str, int]
@@ -29,15 +31,20 @@ class UpstreamUnavailable(ConnectionError):
     """The upstream broker cannot be reached or did not answer properly."""
 
 
-async def ask_upstream(address: Address, body: Any, timeout_s: float = TIMEOUT_S) -> Any:
-    """The upstream broker's response to the kio request ``body``, on a connection of its own."""
+async def ask_upstream(
+    address: Address, body: Any, timeout_s: float = TIMEOUT_S, security: KafkaSecurity | None = None
+) -> Any:
+    """The upstream broker's response to the kio request ``body``, on a connection of its own
+    (secured as ``security`` says; default: this process's environment)."""
     try:
-        return await exchange(address, body, CLIENT_ID, timeout_s)
+        return await exchange(address, body, CLIENT_ID, timeout_s, security)
     except ExchangeFailed as exc:
         raise UpstreamUnavailable(f"upstream {exc}") from exc
 
 
-async def fetch_upstream_versions(address: Address, timeout_s: float = 5.0) -> dict[int, tuple[int, int]]:
+async def fetch_upstream_versions(
+    address: Address, timeout_s: float = 5.0, security: KafkaSecurity | None = None
+) -> dict[int, tuple[int, int]]:
     """Which API versions the upstream broker at ``address`` supports."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
 
@@ -45,6 +52,7 @@ async def fetch_upstream_versions(address: Address, timeout_s: float = 5.0) -> d
         address,
         ApiVersionsRequest(client_software_name=CLIENT_ID, client_software_version="0.1.0"),
         timeout_s,
+        security,
     )
     return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
 
@@ -66,7 +74,9 @@ class UpstreamLink:
 
     Responses go back through ``deliver(seq, payload)``, after ``rewrite(api_key, version,
     payload)`` for the APIs in ``rewritten`` (those naming brokers); any upstream failure ends
-    the client connection through ``fail(reason)``.
+    the client connection through ``fail(reason)``. The connection is secured as ``security``
+    says (TLS, and SASL with the gateway's credentials unless the client's own SASL exchange is
+    relayed on it).
     """
 
     def __init__(
@@ -76,8 +86,10 @@ class UpstreamLink:
         fail: Callable[[str], None],
         rewritten: frozenset[int],
         rewrite: Rewrite,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.address = address
+        self.security = security if security is not None else KafkaSecurity()
         self.deliver = deliver
         self.fail = fail
         self.rewritten = rewritten
@@ -92,7 +104,9 @@ class UpstreamLink:
             async with self._connecting:
                 if self.writer is None:
                     try:
-                        reader, writer = await asyncio.open_connection(*self.address)
+                        reader, writer = await open_kafka_connection(
+                            self.address, self.security, CLIENT_ID, READ_SIZE
+                        )
                     except OSError as exc:
                         raise UpstreamUnavailable(
                             f"upstream {self.address[0]}:{self.address[1]}: {exc}"

@@ -31,6 +31,8 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from groupcoord.common.kafka_security import upstream_security
+
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 15.0
@@ -211,7 +213,11 @@ class LogEndOffsets:
         from aiokafka.structs import TopicPartition as Tp  # noqa: PLC0415
 
         if self._client is None:
-            client = AIOKafkaClient(bootstrap_servers=self.bootstrap, client_id="groupcoord-lag")
+            client = AIOKafkaClient(
+                bootstrap_servers=self.bootstrap,
+                client_id="groupcoord-lag",
+                **upstream_security().aiokafka_options(),
+            )
             await client.bootstrap()
             self._client = client
         client = self._client

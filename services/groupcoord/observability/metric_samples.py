@@ -53,6 +53,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from groupcoord.common.kafka_security import upstream_security
 from groupcoord.observability.partition_activity import PartitionSnapshot
 from groupcoord.observability.shard_metrics import ShardMetrics
 
@@ -147,7 +148,7 @@ async def ensure_metrics_topic(
     retention_ms: int = DEFAULT_RETENTION_MS,
 ) -> None:
     """Create the metrics topic if missing (time-retained history, not compacted: every sample counts)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **upstream_security().aiokafka_options())
     await admin.start()
     try:
         if topic in await admin.list_topics():
@@ -197,7 +198,9 @@ class MetricSamplePublisher:
 
     async def start(self) -> None:
         await ensure_metrics_topic(self.bootstrap, self.topic)
-        self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=50)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.bootstrap, acks=1, linger_ms=50, **upstream_security().aiokafka_options()
+        )
         await self._producer.start()
         self._stopping.clear()
         self.metrics.drain()  # activity before the first interval has no well-defined length

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.framing import DEFAULT_MAX_FRAME, SIZE, frame_bytes
+from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
 
 Address = tuple[str, int]
 CORRELATION_ID = 1
@@ -22,13 +24,17 @@ class ExchangeFailed(ConnectionError):
     """The broker did not give a valid answer."""
 
 
-async def exchange(address: Address, body: Any, client_id: str, timeout_s: float) -> Any:
+async def exchange(
+    address: Address, body: Any, client_id: str, timeout_s: float, security: KafkaSecurity | None = None
+) -> Any:
     """Send the kio request ``body`` to the broker at ``address`` and return the decoded
-    response body (of the request's API and version)."""
+    response body (of the request's API and version). The connection is secured as
+    ``security`` says (default: this process's upstream settings from the environment)."""
+    security = upstream_security(security)
     api_key, version = int(body.__api_key__), int(body.__version__)
     try:
         async with asyncio.timeout(timeout_s):
-            reader, writer = await asyncio.open_connection(*address)
+            reader, writer = await open_kafka_connection(address, security, client_id)
             try:
                 writer.write(frame_bytes(codec.encode_request(CORRELATION_ID, client_id, body)))
                 (size,) = SIZE.unpack(await reader.readexactly(SIZE.size))

@@ -31,6 +31,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
+from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.topic_replication import Replication, fit_replication
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
@@ -47,6 +48,7 @@ async def ensure_topic(
     partitions: int,
     replication_factor: int = 1,
     min_insync_replicas: int | None = None,
+    security: KafkaSecurity | None = None,
 ) -> Replication:
     """Create the state topic if missing (compacted; ``min.compaction.lag.ms`` gives a fenced
     writer's stray records time to be overwritten before compaction could prefer them).
@@ -55,7 +57,7 @@ async def ensure_topic(
     (:func:`~groupcoord.common.topic_replication.fit_replication`); a clamp is logged as a
     warning. Returns what the topic was created with (or would have been, when it existed).
     """
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **upstream_security(security).aiokafka_options())
     await admin.start()
     try:
         brokers = len((await admin.describe_cluster()).get("brokers") or ()) or None
@@ -83,10 +85,11 @@ async def ensure_topic(
 class StateLogWriter:
     """One acks=all producer per worker process, shared by all of its partitions."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> None:
         self.topic = topic
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
+            **upstream_security(security).aiokafka_options(),
             acks="all",
             linger_ms=0,  # batching is ours: one write carries every record of a loop turn
             max_batch_size=MAX_BATCH_BYTES,
@@ -149,11 +152,17 @@ class PartitionReader:
     taken from each fetch response.
     """
 
-    def __init__(self, bootstrap: str, topic: str, partition: int, start: int = 0) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, partition: int, start: int = 0, security: KafkaSecurity | None = None
+    ) -> None:
         self.tp = TopicPartition(topic, partition)
         self.position = start
         self.highwater: int | None = None
-        self._client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="groupcoord-loader")
+        self._client = AIOKafkaClient(
+            bootstrap_servers=bootstrap,
+            client_id="groupcoord-loader",
+            **upstream_security(security).aiokafka_options(),
+        )
         self._started = False
         self._node: int | None = None
         self._prefetch: asyncio.Task[tuple[int, list[Any]]] | None = None

@@ -25,6 +25,7 @@ from types import FrameType
 
 from prometheus_client import CollectorRegistry
 
+from groupcoord.common import kafka_security
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.server.worker import GROUP_CORE, WorkerConfig, worker_main
@@ -67,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "factor by the same margin (env GROUPCOORD_STATE_TOPIC_MIN_INSYNC_REPLICAS; default 2)",
     )
     parser.add_argument("--grpc-port", type=int, default=50051, help="worker i listens on this + i")
+    kafka_security.add_arguments(parser)
     parser.add_argument("--grpc-host", default="0.0.0.0", help="address to bind gRPC to")
     parser.add_argument(
         "--metrics-port",
@@ -153,6 +155,7 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("--threads and --partitions must be at least 1")
     if args.replication_factor < 1 or args.min_insync_replicas < 1:
         raise SystemExit("--replication-factor and --min-insync-replicas must be at least 1")
+    kafka_security.configure(args)  # the spawned workers read it from the environment
     asyncio.run(
         ensure_topic(
             args.kafka, args.state_topic, args.partitions, args.replication_factor, args.min_insync_replicas
