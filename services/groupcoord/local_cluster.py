@@ -19,6 +19,7 @@ from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway import listener_security
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.command import parse_address
 from groupcoord.gateway.group_apis import GroupApis
@@ -82,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
     )
     kafka_security.add_arguments(parser)
+    listener_security.add_arguments(parser)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class ClusterOptions:
     metrics_port: int = 0  # gateway /metrics (0: a free port, written to the state file)
     metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S
+    listener_security: listener_security.ListenerSecurity | None = None  # TLS/SASL of client listeners
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -117,7 +120,11 @@ class LocalCluster:
         self.upstream = upstream
         self.advertised_host = advertised_host(args.host, args.advertised_host)
         self.gateway = Gateway(
-            upstream, listen_host=args.host, port=args.port, advertised_host=self.advertised_host
+            upstream,
+            listen_host=args.host,
+            port=args.port,
+            advertised_host=self.advertised_host,
+            listener_security=args.listener_security or listener_security.ListenerSecurity(),
         )
         self.control: LocalControlPlane | None = None
         self.shard_client: ShardClient | None = None
@@ -196,7 +203,9 @@ class LocalCluster:
 
 
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
-    cluster = LocalCluster(ClusterOptions.from_args(args), upstream)
+    options = ClusterOptions.from_args(args)
+    options.listener_security = listener_security.from_arguments(args)
+    cluster = LocalCluster(options, upstream)
     stop = stop_on_signals()
     try:
         await cluster.start()

@@ -109,11 +109,12 @@ def _leaf(
 
 
 def client_subject(common_name: str) -> x509.Name:
+    # ASN.1 order O, OU, CN: Kafka's principal (RFC 2253, last RDN first) is CN=...,OU=apps,O=groupcoord
     return x509.Name(
         [
-            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "apps"),
             x509.NameAttribute(NameOID.ORGANIZATION_NAME, "groupcoord"),
+            x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "apps"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
         ]
     )
 

@@ -17,7 +17,10 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import api_versions_response
 from groupcoord.gateway.group_apis import served_by
+from groupcoord.gateway.listener_security import ANONYMOUS, certificate_principal
 from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
+from groupcoord.gateway.relayed_sasl import RelayedSasl
+from groupcoord.gateway.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from groupcoord.gateway.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PRODUCE = 0
+SASL_APIS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 
 class ClientSession:
@@ -41,13 +45,27 @@ class ClientSession:
         self.writer = writer
         self.conn = ServerConnection()
         self.peer = "{}:{}".format(*writer.get_extra_info("peername")[:2])
+        security = gateway.listener_security
+        # Who this connection is (Kafka's default principal): the client certificate's subject
+        # until SASL, if the listener has it, names the user.
+        tls = writer.get_extra_info("ssl_object")
+        self.principal = (certificate_principal(tls.getpeercert()) if tls is not None else None) or ANONYMOUS
+        self.sasl_required = security.sasl_enabled
+        self.sasl = security.new_sasl_server(gateway.credentials)  # credentials mode
+        self.relayed = RelayedSasl() if security.sasl == "passthrough" else None
+        upstream_security = gateway.upstream_security
+        rewritten = broker_addresses.REWRITTEN_APIS
+        if self.relayed is not None:
+            # the client's own SASL exchange authenticates this connection upstream
+            upstream_security = upstream_security.without_sasl()
+            rewritten = rewritten | SASL_APIS
         self.upstream = UpstreamLink(
             listener.upstream,
             self.deliver,
             self.fail,
-            broker_addresses.REWRITTEN_APIS,
-            gateway.brokers.rewrite_payload,
-            gateway.upstream_security,
+            rewritten,
+            self.rewrite_upstream_response,
+            upstream_security,
         )
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
@@ -76,8 +94,19 @@ class ClientSession:
         finally:
             self.close()
 
+    @property
+    def authenticated(self) -> bool:
+        if not self.sasl_required:
+            return True
+        if self.sasl is not None:
+            return self.sasl.authenticated
+        return self.relayed is not None and self.relayed.authenticated
+
     async def dispatch(self, request: Request) -> None:
         key = request.api_key
+        if self.sasl_required and (key in SASL_APIS or not self.authenticated):
+            await self.dispatch_unauthenticated(request)
+            return
         if self.gateway.metrics is not None:
             self.started[request.seq] = (key, time.perf_counter())
         if key == codec.API_VERSIONS_KEY:
@@ -91,6 +120,51 @@ class ClientSession:
             )
         else:
             await self.upstream.send(request, True)
+
+    async def dispatch_unauthenticated(self, request: Request) -> None:
+        """Before SASL completes only ApiVersions and the SASL APIs are answered; anything else
+        closes the connection and reaches neither a shard nor the upstream (as Kafka does)."""
+        key = request.api_key
+        if key == codec.API_VERSIONS_KEY:
+            self.spawn(self.answer_api_versions(request))
+            return
+        if key not in SASL_APIS:
+            self.fail(f"{codec.API_NAMES.get(key, key)} request before SASL authentication completed")
+            return
+        try:
+            _, body = codec.decode_request(request.frame)
+        except codec.DecodeError as exc:
+            self.fail(f"undecodable SASL request: {exc}")
+            return
+        if self.relayed is not None:
+            if not self.relayed.note_request(key, body):
+                self.fail("SASL request after authentication completed")
+                return
+            await self.upstream.send(request, True)
+            return
+        assert self.sasl is not None
+        if key == SASL_HANDSHAKE:
+            reply = self.sasl.handshake(request.api_version, body)
+        else:
+            reply = self.sasl.authenticate(request.api_version, body)
+        self.deliver(request.seq, codec.encode_response(request.correlation_id, reply.response))
+        if reply.close:
+            self.fail(f"SASL: {getattr(reply.response, 'error_message', None) or reply.response.error_code}")
+        elif self.sasl.authenticated:
+            self.principal = self.sasl.principal or self.principal
+            log.debug("%s authenticated as %s", self.peer, self.principal)
+
+    async def rewrite_upstream_response(self, api_key: int, api_version: int, payload: bytes) -> bytes:
+        """Upstream responses naming brokers are rewritten; relayed SASL responses tell whether
+        the upstream accepted the client (the principal is then the user it authenticated)."""
+        if api_key in SASL_APIS and self.relayed is not None:
+            _, body = codec.decode_response(api_key, api_version, payload)
+            if not self.relayed.note_response(api_key, body):
+                asyncio.get_running_loop().call_soon(self.fail, "SASL authentication failed upstream")
+            elif self.relayed.authenticated:
+                self.principal = self.relayed.principal or self.principal
+            return payload
+        return await self.gateway.brokers.rewrite_payload(api_key, api_version, payload)
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

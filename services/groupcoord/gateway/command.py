@@ -15,6 +15,7 @@ import threading
 
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.gateway import listener_security
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
 from groupcoord.gateway.layout import LayoutFollower
@@ -66,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address of shard {shard}'s gRPC base port, e.g. 'gc-shard-{shard}.gc-shard.kafka.svc:50051'",
     )
     kafka_security.add_arguments(parser)
+    listener_security.add_arguments(parser)
 
 
 def _follow_kubernetes(
@@ -146,6 +148,7 @@ def main(args: argparse.Namespace) -> int:
         advertised_host=advertised_host(args.host, args.advertised_host),
         broker_ports=args.broker_ports,
         upstream_security=kafka_security.configure(args),
+        listener_security=listener_security.from_arguments(args),
     )
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(gateway, args))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,9 @@ class BrokerListeners:
         advertised_host: str | None,
         on_connect: OnConnect,
         broker_ports: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        self.ssl_context = ssl_context  # TLS on every listener when set
         self.listen_host = listen_host
         self.port = port
         self.broker_ports = broker_ports if port else 0
@@ -113,11 +116,15 @@ class BrokerListeners:
             await self.on_connect(listener, reader, writer)
 
         try:
-            server = await asyncio.start_server(on_connect, self.listen_host, port, limit=READ_SIZE)
+            server = await asyncio.start_server(
+                on_connect, self.listen_host, port, limit=READ_SIZE, ssl=self.ssl_context
+            )
         except OSError:
             if port == self.port:
                 raise
-            server = await asyncio.start_server(on_connect, self.listen_host, 0, limit=READ_SIZE)
+            server = await asyncio.start_server(
+                on_connect, self.listen_host, 0, limit=READ_SIZE, ssl=self.ssl_context
+            )
         bound = server.sockets[0].getsockname()[1]
         listener.server = server
         listener.address = (advertised_host(self.listen_host, self.advertised_host), bound)

@@ -20,7 +20,9 @@ from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import ServedApi, advertised_versions
 from groupcoord.gateway.client_session import ClientSession
+from groupcoord.gateway.listener_security import ListenerSecurity
 from groupcoord.gateway.listeners import BrokerListeners, Listener
+from groupcoord.gateway.sasl_server import CredentialStore
 from groupcoord.gateway.upstream import UpstreamUnavailable, ask_upstream, fetch_upstream_versions
 
 Address = tuple[str, int]
@@ -48,14 +50,23 @@ class Gateway:
     broker_ports: int = 0  # fixed per-broker ports (port + 1 + node id): see BrokerListeners
     #: how the gateway connects upstream (TLS, SASL); default: this process's environment
     upstream_security: KafkaSecurity = field(default_factory=KafkaSecurity.from_environment)
+    #: TLS and SASL of the client listeners (default: plaintext, no authentication)
+    listener_security: ListenerSecurity = field(default_factory=ListenerSecurity)
     sessions: set[ClientSession] = field(default_factory=set)
     brokers: BrokerListeners = field(init=False)
+    credentials: CredentialStore | None = field(init=False, default=None)
     _upstream_versions: dict[int, tuple[int, int]] | None = None
 
     def __post_init__(self) -> None:
         self.brokers = BrokerListeners(
-            self.listen_host, self.port, self.advertised_host, self._serve_client, self.broker_ports
+            self.listen_host,
+            self.port,
+            self.advertised_host,
+            self._serve_client,
+            self.broker_ports,
+            self.listener_security.ssl_context(),
         )
+        self.credentials = self.listener_security.credential_store()
 
     @property
     def served_apis(self) -> Mapping[int, ServedApi]:
@@ -94,7 +105,8 @@ class Gateway:
                 self.upstream_bootstrap, security=self.upstream_security
             )
         served = {key: api.versions for key, api in self.served_apis.items()}
-        return advertised_versions(self._upstream_versions, served)
+        # the SASL APIs the listeners answer themselves, whatever the upstream supports
+        return advertised_versions(self._upstream_versions, served) | self.listener_security.served_versions()
 
     async def upstream_request(self, body: Any) -> Any:
         """The upstream bootstrap broker's response to ``body``, broker addresses rewritten.
