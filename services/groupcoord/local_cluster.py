@@ -11,9 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from groupcoord.authorization import acl_file
+from groupcoord.authorization.acls import Authorizer
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.run_dirs import state_dir
@@ -23,6 +26,7 @@ from groupcoord.gateway import listener_security
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.command import parse_address
 from groupcoord.gateway.group_apis import GroupApis
+from groupcoord.gateway.group_authorization import GroupAuthorization
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
@@ -84,6 +88,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kafka_security.add_arguments(parser)
     listener_security.add_arguments(parser)
+    acl_file.add_arguments(parser)
 
 
 @dataclass
@@ -105,6 +110,7 @@ class ClusterOptions:
     metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S
     listener_security: listener_security.ListenerSecurity | None = None  # TLS/SASL of client listeners
+    acl_policy: Callable[[], Authorizer] | None = None  # Kafka ACLs on the group APIs (None: off)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -135,7 +141,11 @@ class LocalCluster:
             table = LeadershipTable(args.partitions)
             self.shard_client = ShardClient()
             self.gateway.group_handler = GroupApis(
-                table, self.shard_client, self.gateway.upstream_request, self.gateway.coordinator_node
+                table,
+                self.shard_client,
+                self.gateway.upstream_request,
+                self.gateway.coordinator_node,
+                authorization=GroupAuthorization(args.acl_policy) if args.acl_policy is not None else None,
             )
 
             def publish(placement: dict, processes: dict) -> None:
@@ -205,6 +215,7 @@ class LocalCluster:
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
     options = ClusterOptions.from_args(args)
     options.listener_security = listener_security.from_arguments(args)
+    options.acl_policy = acl_file.from_arguments(args)
     cluster = LocalCluster(options, upstream)
     stop = stop_on_signals()
     try:

@@ -190,7 +190,7 @@ class ClientSession:
         assert self.gateway.group_handler is not None
         try:
             response = await self.gateway.group_handler.handle(
-                header, body, self.listener.address, self.peer.rpartition(":")[0]
+                header, body, self.listener.address, self.peer.rpartition(":")[0], self.principal
             )
         except Exception:  # a handler bug must not take the gateway down, but must be seen
             log.exception("group handler failed on %s from %s", name, self.peer)

@@ -13,11 +13,13 @@ import asyncio
 import logging
 import threading
 
+from groupcoord.authorization import acl_file
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway import listener_security
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
+from groupcoord.gateway.group_authorization import GroupAuthorization
 from groupcoord.gateway.layout import LayoutFollower
 from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.server import Gateway
@@ -68,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kafka_security.add_arguments(parser)
     listener_security.add_arguments(parser)
+    acl_file.add_arguments(parser)
 
 
 def _follow_kubernetes(
@@ -108,8 +111,13 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
         follower = LayoutFollower(table, lambda shard: parse_address(template.format(shard=shard)))
         table.on_stale = follower.suspect
         shard_client = ShardClient()
+        policy = acl_file.from_arguments(args)
         gateway.group_handler = GroupApis(
-            table, shard_client, gateway.upstream_request, gateway.coordinator_node
+            table,
+            shard_client,
+            gateway.upstream_request,
+            gateway.coordinator_node,
+            authorization=GroupAuthorization(policy) if policy is not None else None,
         )
         threading.Thread(
             target=_follow_kubernetes,

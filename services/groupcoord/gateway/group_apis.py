@@ -24,6 +24,7 @@ from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway.api_versions import ServedApi
+from groupcoord.gateway.group_authorization import Caller, GroupAuthorization
 from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
 from groupcoord.gateway.topic_catalog import TopicCatalog
@@ -64,6 +65,7 @@ class CallContext:
     version: int
     listener: Address
     client_host: str
+    principal: str = "User:ANONYMOUS"
 
     @property
     def response_type(self) -> Any:
@@ -97,7 +99,11 @@ class GroupApis:
         coordinator_node: CoordinatorNode,
         topics: TopicCatalog | None = None,
         failover_wait_s: float = FAILOVER_WAIT_S,
+        authorization: GroupAuthorization | None = None,
     ) -> None:
+        #: Kafka's ACLs on every group API (None: no authorizer, everything allowed, as Kafka
+        #: without ``authorizer.class.name``)
+        self.authorization = authorization
         self.leadership = leadership
         self.shards = shards
         self.upstream = upstream
@@ -106,9 +112,21 @@ class GroupApis:
         self.failover_wait_s = failover_wait_s
         self.apis = GROUP_APIS
 
-    async def handle(self, header: Any, request: Any, listener: Address, client_host: str = "") -> Any:
-        ctx = CallContext(header, int(header.request_api_version), listener, client_host)
-        return await self.apis[int(header.request_api_key)].handler(self, ctx, request)
+    async def handle(
+        self, header: Any, request: Any, listener: Address, client_host: str = "", principal: str = "User:ANONYMOUS"
+    ) -> Any:
+        ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal)
+        handler = self.apis[int(header.request_api_key)].handler
+        if self.authorization is None:
+            return await handler(self, ctx, request)
+        verdict = self.authorization.check(
+            int(header.request_api_key), Caller(principal, client_host), ctx.version, ctx.response_type, request
+        )
+        if verdict.request is None:
+            denied = verdict.denied
+            return self.response(ctx, denied) if isinstance(denied, Message) else denied(ctx.response_type)
+        response = await handler(self, ctx, verdict.request)
+        return verdict.finish(response) if verdict.finish is not None else response
 
     # --- plumbing ---------------------------------------------------------------------
 

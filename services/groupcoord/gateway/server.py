@@ -34,8 +34,11 @@ class GroupApiHandler(Protocol):
     #: The APIs it serves: api key -> versions and handler.
     apis: Mapping[int, ServedApi]
 
-    async def handle(self, header: Any, request: Any, listener: Address, client_host: str) -> Any:
-        """The response body for ``request``; ``listener`` is the gateway address it came in on."""
+    async def handle(
+        self, header: Any, request: Any, listener: Address, client_host: str, principal: str
+    ) -> Any:
+        """The response body for ``request``; ``listener`` is the gateway address it came in on,
+        ``principal`` who sent it (Kafka's ``User:...``)."""
         ...
 
 

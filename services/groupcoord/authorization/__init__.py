@@ -1,0 +1,1 @@
+"""Kafka's ACL authorization for the group APIs the coordinator answers (see :mod:`.acls`)."""

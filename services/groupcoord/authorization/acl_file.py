@@ -1,0 +1,96 @@
+"""ACL bindings from a file (a ConfigMap in Kubernetes), re-read when it changes.
+
+The file is JSON in Kafka's vocabulary::
+
+    {"superUsers": ["User:admin"],
+     "allowEveryoneIfNoAclFound": false,
+     "acls": [{"principal": "User:alice", "host": "*", "operation": "READ",
+               "permissionType": "ALLOW", "resourceType": "GROUP",
+               "patternType": "PREFIXED", "resourceName": "app-"}]}
+
+A policy that cannot be read keeps the previous one in force (logged), so a bad edit never
+opens or closes everything; at startup a bad file is an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from groupcoord.authorization.acls import AclBinding, AclError, Authorizer
+
+log = logging.getLogger(__name__)
+
+ENV_FILE = "GROUPCOORD_ACL_FILE"
+ENV_SUPER_USERS = "GROUPCOORD_SUPER_USERS"
+CHECK_INTERVAL_S = 2.0
+
+
+def parse_policy(raw: Any, super_users: Iterable[str] = ()) -> Authorizer:
+    if not isinstance(raw, Mapping):
+        raise AclError("an ACL file is a JSON object with 'acls' (and optional 'superUsers')")
+    acls = raw.get("acls", [])
+    if not isinstance(acls, list):
+        raise AclError("'acls' must be a list")
+    return Authorizer.of(
+        (AclBinding.from_mapping(a) for a in acls),
+        [*raw.get("superUsers", []), *super_users],
+        bool(raw.get("allowEveryoneIfNoAclFound", False)),
+    )
+
+
+class AclFile:
+    """The policy in ``path`` (call it for the current :class:`Authorizer`)."""
+
+    def __init__(self, path: str | os.PathLike[str], super_users: Iterable[str] = ()) -> None:
+        self.path = Path(path)
+        self.super_users = tuple(super_users)
+        self._mtime = self.path.stat().st_mtime_ns
+        self._policy = self._read()  # at startup a bad file raises
+        self._checked = time.monotonic()
+
+    def _read(self) -> Authorizer:
+        try:
+            return parse_policy(json.loads(self.path.read_text()), self.super_users)
+        except (OSError, ValueError) as exc:
+            raise AclError(f"ACL file {self.path}: {exc}") from exc
+
+    def __call__(self) -> Authorizer:
+        now = time.monotonic()
+        if now - self._checked >= CHECK_INTERVAL_S:
+            self._checked = now
+            try:
+                mtime = self.path.stat().st_mtime_ns
+                if mtime != self._mtime:
+                    self._policy, self._mtime = self._read(), mtime
+                    log.info("ACL policy reloaded from %s (%d bindings)", self.path, len(self._policy.bindings))
+            except (OSError, AclError) as exc:
+                log.error("keeping the previous ACL policy: %s", exc)
+        return self._policy
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("authorization", "Kafka ACLs on every group API")
+    group.add_argument("--acl-file", default=None, help=f"JSON ACL bindings (env {ENV_FILE}); none: no authorizer")
+    group.add_argument(
+        "--super-users", default=None, help=f"semicolon-separated principals, as Kafka's super.users (env {ENV_SUPER_USERS})"
+    )
+
+
+def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> AclFile | None:
+    """The ACL policy the flags/environment name, or None (no authorization)."""
+    environ = os.environ if environ is None else environ
+    path = getattr(args, "acl_file", None) or environ.get(ENV_FILE)
+    if not path:
+        return None
+    users = getattr(args, "super_users", None) or environ.get(ENV_SUPER_USERS) or ""
+    try:
+        return AclFile(path, [u.strip() for u in users.split(";") if u.strip()])
+    except (OSError, AclError) as exc:
+        raise SystemExit(f"authorization: {exc}") from None

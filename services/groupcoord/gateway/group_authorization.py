@@ -1,0 +1,477 @@
+"""Kafka's authorization of the group APIs, one hook per API (what ``KafkaApis`` checks).
+
+Before a group API reaches a shard, its hook decides with the connection's principal and host
+(:class:`Caller`) and the policy (:class:`~groupcoord.authorization.acls.Authorizer`):
+
+=====================================  =========================  ===============================
+API                                    Group                      Topics
+=====================================  =========================  ===============================
+JoinGroup, SyncGroup, Heartbeat,       READ                       -
+LeaveGroup
+ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names
+OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
+                                       partition fails)
+OffsetFetch                            DESCRIBE                   DESCRIBE (failed per partition,
+                                                                  or left out of "all topics")
+DescribeGroups, ConsumerGroupDescribe  DESCRIBE, per group        -
+ListGroups                             DESCRIBE on CLUSTER,       -
+                                       else filtered per group
+DeleteGroups                           DELETE, per group          -
+OffsetDelete                           DELETE                     READ, per topic
+FindCoordinator (group keys)           DESCRIBE, per key          -
+DescribeConfigs / IncrementalAlter-    DESCRIBE_CONFIGS /         -
+Configs (GROUP resources)              ALTER_CONFIGS
+=====================================  =========================  ===============================
+
+A refusal is GROUP_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED where that API carries
+errors (whole response, per group, per partition), exactly as Kafka answers. A hook returns a
+:class:`Verdict`: the request to serve (narrowed to what is allowed: nothing refused is
+written), or the whole refusal, and a ``finish`` that puts the refused entries back into the
+served response in request order. Every decision is counted; every denial is logged with the
+principal, operation and resource.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.message import Message
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8, i32, i32Timedelta
+from prometheus_client import Counter
+
+from groupcoord.authorization.acls import Authorizer, Operation, ResourceType
+from groupcoord.gateway.wire_translation import from_proto
+from groupcoord.rpc.v1 import classic_group_pb2 as cg
+from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
+from groupcoord.rpc.v1 import group_admin_pb2 as ga
+from groupcoord.rpc.v1 import offsets_pb2 as op
+
+log = logging.getLogger(__name__)
+
+GROUP_DENIED = ErrorCode.group_authorization_failed
+TOPIC_DENIED = ErrorCode.topic_authorization_failed
+CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
+GROUP_RESOURCE = 16
+GROUP_KEY = 0
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+
+DECISIONS = Counter(
+    "groupcoord_authorization_decisions",
+    "Authorization decisions at the gateway, by resource type, operation and result",
+    ["resource_type", "operation", "result"],
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request: Kafka's principal (``User:alice``) and the client's address."""
+
+    principal: str
+    host: str
+
+
+@dataclass
+class Verdict:
+    """What to do with a request: serve ``request`` (then ``finish`` the response), or answer
+    ``denied`` (a coordinator-API message, or a function of the kio response type) when
+    ``request`` is None."""
+
+    request: Any | None
+    denied: Message | Callable[[type[Any]], Any] | None = None
+    finish: Callable[[Any], Any] | None = None
+
+
+class GroupAuthorization:
+    """The hooks of :data:`HOOKS` over a policy that may change (``policy()`` is asked each time)."""
+
+    def __init__(self, policy: Callable[[], Authorizer]) -> None:
+        self.policy = policy
+
+    def allowed(self, caller: Caller, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        ok = self.policy().authorize(caller.principal, caller.host, operation, resource_type, name)
+        DECISIONS.labels(resource_type.value, operation.value, "allowed" if ok else "denied").inc()
+        if not ok:
+            log.info(
+                "denied: principal %s from %s, operation %s on %s %r",
+                caller.principal,
+                caller.host,
+                operation.value,
+                resource_type.value,
+                name,
+            )
+        return ok
+
+    def group(self, caller: Caller, operation: Operation, group_id: str) -> bool:
+        return self.allowed(caller, operation, ResourceType.GROUP, group_id)
+
+    def topic(self, caller: Caller, operation: Operation, name: str | None) -> bool:
+        """A topic named only by id (OffsetCommit/OffsetFetch v10) is refused: the gateway
+        authorizes topics by name."""
+        return name is not None and self.allowed(caller, operation, ResourceType.TOPIC, name)
+
+    def check(self, api_key: int, caller: Caller, version: int, response_type: type[Any], request: Any) -> Verdict:
+        hook = HOOKS.get(api_key)
+        return Verdict(request) if hook is None else hook(self, caller, version, response_type, request)
+
+
+# --- kio helpers -----------------------------------------------------------------------------
+
+
+def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
+    return entity_type.__dataclass_fields__[field_name].type.__args__[0]
+
+
+def _has(entity_type: type[Any], field_name: str) -> bool:
+    return field_name in entity_type.__dataclass_fields__
+
+
+def _make(entity_type: type[Any], **values: Any) -> Any:
+    """``entity_type`` from the ``values`` it has fields for (no throttling)."""
+    if _has(entity_type, "throttle_time"):
+        values.setdefault("throttle_time", NO_THROTTLE)
+    return entity_type(**{k: v for k, v in values.items() if _has(entity_type, k)})
+
+
+def _name(topic: Any) -> str | None:
+    return getattr(topic, "name", None) or None
+
+
+def _merge_in_order(
+    requested: Iterable[Any],
+    denied: Callable[[Any], Any | None],
+    served: Iterable[Any],
+    key: Callable[[Any], Any],
+    served_key: Callable[[Any], Any],
+) -> tuple[Any, ...]:
+    """Entries for ``requested`` in request order: ``denied(entry)`` where it gives one, else the
+    served entry with the same key (served entries of a key taken in order)."""
+    by_key: dict[Any, deque[Any]] = defaultdict(deque)
+    for entry in served:
+        by_key[served_key(entry)].append(entry)
+    out = []
+    for entry in requested:
+        refusal = denied(entry)
+        if refusal is not None:
+            out.append(refusal)
+        elif by_key[key(entry)]:
+            out.append(by_key[key(entry)].popleft())
+    return tuple(out)
+
+
+# --- hooks --------------------------------------------------------------------------------------
+
+
+def _whole_group(operation: Operation, refusal: Callable[[Any], Message]) -> Callable[..., Verdict]:
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        if auth.group(caller, operation, req.group_id):
+            return Verdict(req)
+        return Verdict(None, refusal(req))
+
+    return hook
+
+
+def _consumer_group_heartbeat(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
+    if not auth.group(caller, Operation.READ, req.group_id):
+        return Verdict(
+            None, cgh.ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED.value, member_epoch=-1)
+        )
+    names = getattr(req, "subscribed_topic_names", None) or ()
+    refused = [n for n in names if not auth.topic(caller, Operation.DESCRIBE, n)]
+    if refused:
+        return Verdict(
+            None,
+            cgh.ConsumerGroupHeartbeatResponse(
+                error_code=TOPIC_DENIED.value,
+                error_message=f"The group has subscribed to topics that are not authorized: {sorted(refused)}",
+                member_epoch=-1,
+            ),
+        )
+    return Verdict(req)
+
+
+def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    """OffsetCommit and TxnOffsetCommit: READ on the group, READ on each topic."""
+    topic_type = _entry(rt, "topics")
+    partition_type = _entry(topic_type, "partitions")
+
+    def refused(topic: Any, code: ErrorCode) -> Any:
+        return _make(
+            topic_type,
+            name=_name(topic) or "",
+            topic_id=getattr(topic, "topic_id", None),
+            partitions=tuple(
+                partition_type(partition_index=p.partition_index, error_code=code) for p in topic.partitions
+            ),
+        )
+
+    if not auth.group(caller, Operation.READ, req.group_id):
+        return Verdict(None, lambda body: _make(body, topics=tuple(refused(t, GROUP_DENIED) for t in req.topics)))
+    denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, _name(t))}
+    if not denied:
+        return Verdict(req)
+    if len(denied) == len(req.topics):
+        return Verdict(None, lambda body: _make(body, topics=tuple(refused(t, TOPIC_DENIED) for t in req.topics)))
+
+    def finish(resp: Any) -> Any:
+        topics = _merge_in_order(
+            req.topics,
+            lambda t: refused(t, TOPIC_DENIED) if id(t) in denied else None,
+            resp.topics,
+            _name,
+            _name,
+        )
+        return dataclasses.replace(resp, topics=topics)
+
+    return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
+
+
+def _fetch_partition(partition_type: type[Any], index: int, code: ErrorCode) -> Any:
+    return from_proto(
+        op.OffsetFetchResponsePartition(
+            partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code.value
+        ),
+        partition_type,
+    )
+
+
+def _fetch_topics(auth: GroupAuthorization, caller: Caller, topics: Iterable[Any], all_topics: bool) -> tuple[Any, ...]:
+    """OffsetFetch response topics with DESCRIBE checked: left out of an all-topics fetch,
+    TOPIC_AUTHORIZATION_FAILED per partition when named."""
+    out = []
+    for t in topics:
+        if auth.topic(caller, Operation.DESCRIBE, _name(t)):
+            out.append(t)
+        elif not all_topics:
+            partition_type = type(t).__dataclass_fields__["partitions"].type.__args__[0]
+            out.append(
+                dataclasses.replace(
+                    t, partitions=tuple(_fetch_partition(partition_type, p.partition_index, TOPIC_DENIED) for p in t.partitions)
+                )
+            )
+    return tuple(out)
+
+
+def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    if version <= 7:
+        if not auth.group(caller, Operation.DESCRIBE, req.group_id):
+            topic_type = _entry(rt, "topics")
+            partition_type = _entry(topic_type, "partitions")
+
+            def refusal(body: type[Any]) -> Any:
+                topics = tuple(
+                    topic_type(
+                        name=t.name,
+                        partitions=tuple(
+                            _fetch_partition(partition_type, int(i), GROUP_DENIED) for i in t.partition_indexes
+                        ),
+                    )
+                    for t in req.topics or ()
+                )
+                return _make(body, topics=topics, error_code=GROUP_DENIED)
+
+            return Verdict(None, refusal)
+        return Verdict(
+            req, finish=lambda resp: dataclasses.replace(resp, topics=_fetch_topics(auth, caller, resp.topics, req.topics is None))
+        )
+    group_type = _entry(rt, "groups")
+    denied = {g.group_id for g in req.groups if not auth.group(caller, Operation.DESCRIBE, g.group_id)}
+    all_topics = {g.group_id: g.topics is None for g in req.groups}
+
+    def finish(resp: Any) -> Any:
+        groups = []
+        for g in resp.groups:
+            if g.group_id in denied:
+                groups.append(from_proto(op.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED.value), group_type))
+            else:
+                groups.append(dataclasses.replace(g, topics=_fetch_topics(auth, caller, g.topics, all_topics.get(g.group_id, True))))
+        return dataclasses.replace(resp, groups=tuple(groups))
+
+    return Verdict(req, finish=finish)
+
+
+def _offset_delete(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    if not auth.group(caller, Operation.DELETE, req.group_id):
+        return Verdict(None, op.OffsetDeleteResponse(error_code=GROUP_DENIED.value))
+    denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, _name(t))}
+    if not denied:
+        return Verdict(req)
+    topic_type = _entry(rt, "topics")
+    partition_type = _entry(topic_type, "partitions")
+
+    def refused(t: Any) -> Any | None:
+        if id(t) not in denied:
+            return None
+        return topic_type(
+            name=t.name,
+            partitions=tuple(partition_type(partition_index=p.partition_index, error_code=TOPIC_DENIED) for p in t.partitions),
+        )
+
+    def finish(resp: Any) -> Any:
+        if int(resp.error_code) != 0:
+            return resp
+        return dataclasses.replace(resp, topics=_merge_in_order(req.topics, refused, resp.topics, _name, _name))
+
+    return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
+
+
+def _per_group_read(
+    field: str, entry_field: str, refusal: Callable[[str], Message]
+) -> Callable[..., Verdict]:
+    """Describe-style APIs naming several groups: refused groups answered in place (a read)."""
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        denied = {g for g in getattr(req, field) if not auth.group(caller, Operation.DESCRIBE, g)}
+        if not denied:
+            return Verdict(req)
+        entry_type = _entry(rt, entry_field)
+
+        def finish(resp: Any) -> Any:
+            entries = tuple(
+                from_proto(refusal(e.group_id), entry_type) if e.group_id in denied else e
+                for e in getattr(resp, entry_field)
+            )
+            return dataclasses.replace(resp, **{entry_field: entries})
+
+        return Verdict(req, finish=finish)
+
+    return hook
+
+
+def _list_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    if auth.allowed(caller, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return Verdict(req)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(
+            resp, groups=tuple(g for g in resp.groups if auth.group(caller, Operation.DESCRIBE, g.group_id))
+        )
+
+    return Verdict(req, finish=finish)
+
+
+def _delete_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    denied = {g for g in req.groups_names if not auth.group(caller, Operation.DELETE, g)}
+    if not denied:
+        return Verdict(req)
+    result_type = _entry(rt, "results")
+
+    def refused(group_id: str) -> Any | None:
+        if group_id not in denied:
+            return None
+        return from_proto(ga.DeletableGroupResult(group_id=group_id, error_code=GROUP_DENIED.value), result_type)
+
+    allowed = tuple(g for g in req.groups_names if g not in denied)
+    if not allowed:
+        return Verdict(None, lambda body: _make(body, results=tuple(refused(g) for g in req.groups_names)))
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(
+            resp, results=_merge_in_order(req.groups_names, refused, resp.results, lambda g: g, lambda r: r.group_id)
+        )
+
+    return Verdict(dataclasses.replace(req, groups_names=allowed), finish=finish)
+
+
+def _find_coordinator(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    if int(getattr(req, "key_type", GROUP_KEY)) != GROUP_KEY:
+        return Verdict(req)  # transaction coordinators: the upstream decides
+    if version < 4:
+        if auth.group(caller, Operation.DESCRIBE, req.key):
+            return Verdict(req)
+        return Verdict(
+            None,
+            lambda body: _make(
+                body, error_code=GROUP_DENIED, error_message=None, node_id=i32(-1), host="", port=i32(-1)
+            ),
+        )
+    denied = {k for k in req.coordinator_keys if not auth.group(caller, Operation.DESCRIBE, k)}
+    if not denied:
+        return Verdict(req)
+
+    def finish(resp: Any) -> Any:
+        return dataclasses.replace(
+            resp,
+            coordinators=tuple(
+                dataclasses.replace(c, node_id=i32(-1), host="", port=i32(-1), error_code=GROUP_DENIED, error_message=None)
+                if c.key in denied
+                else c
+                for c in resp.coordinators
+            ),
+        )
+
+    return Verdict(req, finish=finish)
+
+
+def _group_configs(operation: Operation, entries: str) -> Callable[..., Verdict]:
+    """DescribeConfigs / IncrementalAlterConfigs: GROUP resources checked, others untouched
+    (the upstream authorizes those)."""
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        denied = {
+            id(r)
+            for r in req.resources
+            if int(r.resource_type) == GROUP_RESOURCE and not auth.group(caller, operation, r.resource_name)
+        }
+        if not denied:
+            return Verdict(req)
+        entry_type = _entry(rt, entries)
+
+        def refused(r: Any) -> Any:
+            return _make(
+                entry_type,
+                error_code=GROUP_DENIED,
+                error_message=None,
+                resource_type=i8(GROUP_RESOURCE),
+                resource_name=r.resource_name,
+                configs=(),
+            )
+
+        allowed = tuple(r for r in req.resources if id(r) not in denied)
+        if not allowed:
+            return Verdict(None, lambda body: _make(body, **{entries: tuple(refused(r) for r in req.resources)}))
+
+        def finish(resp: Any) -> Any:
+            served = iter(getattr(resp, entries))  # the handler answers in request order
+            merged = tuple(refused(r) if id(r) in denied else next(served) for r in req.resources)
+            return dataclasses.replace(resp, **{entries: merged})
+
+        return Verdict(dataclasses.replace(req, resources=allowed), finish=finish)
+
+    return hook
+
+
+Hook = Callable[[GroupAuthorization, Caller, int, type[Any], Any], Verdict]
+
+HOOKS: dict[int, Hook] = {
+    8: _commit,  # OffsetCommit
+    9: _offset_fetch,
+    10: _find_coordinator,
+    11: _whole_group(
+        Operation.READ,
+        lambda req: cg.JoinGroupResponse(error_code=GROUP_DENIED.value, generation_id=-1, member_id=req.member_id),
+    ),
+    12: _whole_group(Operation.READ, lambda req: cg.HeartbeatResponse(error_code=GROUP_DENIED.value)),
+    13: _whole_group(Operation.READ, lambda req: cg.LeaveGroupResponse(error_code=GROUP_DENIED.value)),
+    14: _whole_group(Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)),
+    15: _per_group_read("groups", "groups", lambda g: ga.DescribedGroup(group_id=g, error_code=GROUP_DENIED.value)),
+    16: _list_groups,
+    28: _commit,  # TxnOffsetCommit
+    32: _group_configs(Operation.DESCRIBE_CONFIGS, "results"),
+    42: _delete_groups,
+    44: _group_configs(Operation.ALTER_CONFIGS, "responses"),
+    47: _offset_delete,
+    68: _consumer_group_heartbeat,
+    69: _per_group_read(
+        "group_ids", "groups", lambda g: cgh.ConsumerGroupDescribeGroup(group_id=g, error_code=GROUP_DENIED.value)
+    ),
+}
+"""api key -> its authorization hook (an API without one is not a group API)."""

@@ -1,0 +1,131 @@
+"""A SASL-authenticated user with READ on groups prefixed ``app-`` consumes as ``app-1`` and
+gets GROUP_AUTHORIZATION_FAILED as ``other`` (confluent-kafka, classic and KIP-848), with the
+policy read from an ACL file as ``groupcoord up --acl-file`` reads it."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from groupcoord.authorization.acl_file import AclFile
+from groupcoord.background_cluster import BackgroundCluster
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.local_cluster import ClusterOptions
+
+pytestmark = pytest.mark.broker
+
+POLICY = {
+    "superUsers": ["User:admin"],
+    "acls": [
+        {"principal": "User:alice", "operation": "READ", "resourceType": "GROUP", "patternType": "PREFIXED", "resourceName": "app-"},
+        {"principal": "User:alice", "operation": "READ", "resourceType": "TOPIC", "resourceName": "*"},
+        {"principal": "User:alice", "operation": "ALL", "resourceType": "GROUP", "resourceName": "app-secret"},
+        {"principal": "User:alice", "operation": "READ", "permissionType": "DENY", "resourceType": "GROUP", "resourceName": "app-secret"},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    directory = tmp_path_factory.mktemp("acl")
+    (directory / "users.json").write_text(json.dumps({"alice": "alice-secret", "admin": "admin-secret"}))
+    (directory / "acls.json").write_text(json.dumps(POLICY))
+    options = ClusterOptions(
+        port=0,
+        partitions=4,
+        metrics=False,
+        state_topic=f"__aclrc_{uuid.uuid4().hex[:6]}",
+        listener_security=ListenerSecurity(sasl="credentials", sasl_credentials=str(directory / "users.json")),
+        acl_policy=AclFile(directory / "acls.json"),
+    )
+    with BackgroundCluster((broker.host, broker.port), options) as c:
+        yield c
+
+
+def config(user: str) -> dict:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": user,
+        "sasl.password": f"{user}-secret",
+    }
+
+
+@pytest.fixture(scope="module")
+def topic(cluster: BackgroundCluster) -> str:
+    from confluent_kafka import Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    name = f"acl-rc-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **config("admin")})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, **config("admin")})
+    for i in range(3):
+        producer.produce(name, b"%d" % i)
+    assert producer.flush(20) == 0
+    return name
+
+
+def consume(bootstrap: str, topic: str, group: str, protocol: str) -> tuple[int, set[str]]:
+    """(records seen, errors seen) within a bounded time. An error is the code's name; with
+    KIP-848 librdkafka raises a refused heartbeat as a fatal error naming the broker's error."""
+    from confluent_kafka import Consumer  # noqa: PLC0415
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            **config("alice"),
+        }
+    )
+    seen, errors = 0, set()
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while seen < 3 and not errors and time.monotonic() < deadline:
+            message = consumer.poll(0.3)
+            if message is None:
+                continue
+            if message.error() is not None:
+                error = message.error()
+                errors.add("GROUP_AUTHORIZATION_FAILED" if "Group authorization failed" in error.str() else error.name())
+            else:
+                seen += 1
+    finally:
+        consumer.close()
+    return seen, errors
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_prefixed_read_lets_app_groups_consume_and_refuses_others(
+    cluster: BackgroundCluster, topic: str, protocol: str
+) -> None:
+    assert consume(cluster.bootstrap, topic, f"app-{protocol}-1", protocol) == (3, set())
+    seen, errors = consume(cluster.bootstrap, topic, f"other-{protocol}", protocol)
+    assert seen == 0 and errors == {"GROUP_AUTHORIZATION_FAILED"}
+    seen, errors = consume(cluster.bootstrap, topic, "app-secret", protocol)  # DENY READ beats ALLOW ALL
+    assert seen == 0 and errors == {"GROUP_AUTHORIZATION_FAILED"}
+
+
+def test_admin_describe_and_delete_follow_the_acls(cluster: BackgroundCluster, topic: str) -> None:
+    from confluent_kafka import KafkaError  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    consume(cluster.bootstrap, topic, "app-listed", "classic")
+    alice = AdminClient({"bootstrap.servers": cluster.bootstrap, **config("alice")})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **config("admin")})
+    listed = {g.group_id for g in alice.list_consumer_groups().result(20).valid}
+    assert "app-listed" in listed and not any(g.startswith("other-") for g in listed)
+    everything = {x.group_id for x in admin.list_consumer_groups().result(20).valid}  # a super user
+    assert "app-listed" in everything and not any(g.startswith("other-") for g in everything)  # refused joins made none
+    with pytest.raises(Exception) as refused:  # READ does not grant DELETE
+        alice.delete_consumer_groups(["app-listed"])["app-listed"].result(20)
+    assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert "app-listed" in {g.group_id for g in admin.list_consumer_groups().result(20).valid}

@@ -1,0 +1,269 @@
+"""Every group API x the operation Kafka requires x allowed / denied, over the wire.
+
+The whole local cluster runs in front of the session broker with an ACL policy the test
+swaps per case. Each request goes to the gateway as a client sends it; an allowed request is
+answered with anything but an authorization error (it reached its shard), a denied one with
+Kafka's GROUP_AUTHORIZATION_FAILED / TOPIC_AUTHORIZATION_FAILED where that API carries it.
+The denied principal holds every other operation on the group (and topic), so each API is
+shown to require exactly its own operation, with Kafka's implied operations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
+
+from groupcoord.authorization.acls import (
+    GRANTED_BY,
+    AclBinding,
+    Authorizer,
+    Operation,
+    Permission,
+    ResourceType,
+)
+from groupcoord.background_cluster import BackgroundCluster
+from groupcoord.common.kafka_security import KafkaSecurity
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.local_cluster import ClusterOptions
+
+pytestmark = pytest.mark.broker
+
+PRINCIPAL = "User:ANONYMOUS"  # a plaintext listener without SASL
+GROUP_DENIED, TOPIC_DENIED = 30, 29
+G, T = ResourceType.GROUP, ResourceType.TOPIC
+
+
+def build(api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """A kio request from plain values (nested dicts/lists for entries)."""
+    return _build(codec.request_type(api_key, version), values)
+
+
+def _build(entity: type[Any], values: dict[str, Any]) -> Any:
+    kwargs = {}
+    for name, f in entity.__dataclass_fields__.items():
+        if name.startswith("__") or name not in values:
+            continue
+        value = values[name]
+        field_type = f.type
+        if type(None) in getattr(field_type, "__args__", ()):  # X | None
+            field_type = next(a for a in field_type.__args__ if a is not type(None))
+        args = getattr(field_type, "__args__", None)
+        element = args[0] if args else None
+        if isinstance(value, list) and element is not None and hasattr(element, "__dataclass_fields__"):
+            value = tuple(_build(element, v) for v in value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, datetime.timedelta):
+            value = i32Timedelta.parse(value)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            kafka_type = f.metadata.get("kafka_type")
+            value = {"int8": i8, "int16": i16, "int32": i32, "int64": i64}.get(kafka_type, lambda v: v)(value)
+        kwargs[name] = value
+    return entity(**kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    api_key: int
+    version: int
+    request: Callable[[str, str], dict]  # (group, topic) -> values
+    errors: Callable[[Any], list[int]]  # error codes of the response that carry authorization
+    group_op: Operation | None
+    topic_op: Operation | None = None
+    denied_code: int = GROUP_DENIED
+    with_offsets: bool = False  # the group has committed offsets first (else the answer is GROUP_ID_NOT_FOUND)
+
+
+def _partition_errors(resp: Any) -> list[int]:
+    return [int(p.error_code) for t in resp.topics for p in t.partitions]
+
+
+SECONDS = datetime.timedelta(seconds=30)
+CASES = [
+    Case("JoinGroup", 11, 9, lambda g, t: {"group_id": g, "session_timeout": SECONDS, "rebalance_timeout": SECONDS,
+         "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+         "protocols": [{"name": "range", "metadata": b""}], "reason": None},
+         lambda r: [int(r.error_code)], Operation.READ),
+    Case("SyncGroup", 14, 5, lambda g, t: {"group_id": g, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+         "protocol_type": None, "protocol_name": None, "assignments": []}, lambda r: [int(r.error_code)], Operation.READ),
+    Case("Heartbeat", 12, 4, lambda g, t: {"group_id": g, "generation_id": 1, "member_id": "m", "group_instance_id": None},
+         lambda r: [int(r.error_code)], Operation.READ),
+    Case("LeaveGroup", 13, 5, lambda g, t: {"group_id": g, "members": [{"member_id": "m", "group_instance_id": None, "reason": None}]},
+         lambda r: [int(r.error_code)], Operation.READ),
+    Case("ConsumerGroupHeartbeat", 68, 0, lambda g, t: {"group_id": g, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0,
+         "instance_id": None, "rack_id": None, "rebalance_timeout": SECONDS, "subscribed_topic_names": [t],
+         "server_assignor": None, "topic_partitions": []}, lambda r: [int(r.error_code)], Operation.READ),
+    Case("ConsumerGroupHeartbeat-topic", 68, 0, lambda g, t: {"group_id": g, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0,
+         "instance_id": None, "rack_id": None, "rebalance_timeout": SECONDS, "subscribed_topic_names": [t],
+         "server_assignor": None, "topic_partitions": []}, lambda r: [int(r.error_code)], None, Operation.DESCRIBE, TOPIC_DENIED),
+    Case("OffsetCommit", 8, 8, lambda g, t: {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
+         "group_instance_id": None, "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 1,
+         "committed_leader_epoch": -1, "committed_metadata": None}]}]}, _partition_errors, Operation.READ),
+    Case("OffsetCommit-topic", 8, 8, lambda g, t: {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
+         "group_instance_id": None, "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 1,
+         "committed_leader_epoch": -1, "committed_metadata": None}]}]}, _partition_errors, None, Operation.READ, TOPIC_DENIED),
+    Case("OffsetFetch", 9, 8, lambda g, t: {"groups": [{"group_id": g, "topics": None}], "require_stable": False},
+         lambda r: [int(g.error_code) for g in r.groups], Operation.DESCRIBE),
+    Case("OffsetFetch-v7", 9, 7, lambda g, t: {"group_id": g, "topics": [{"name": t, "partition_indexes": [0]}],
+         "require_stable": False}, lambda r: [int(r.error_code)], Operation.DESCRIBE),
+    Case("OffsetFetch-topic", 9, 8, lambda g, t: {"groups": [{"group_id": g, "topics": [{"name": t, "partition_indexes": [0]}]}],
+         "require_stable": False}, lambda r: [int(p.error_code) for g in r.groups for t in g.topics for p in t.partitions],
+         None, Operation.DESCRIBE, TOPIC_DENIED),
+    Case("DescribeGroups", 15, 5, lambda g, t: {"groups": [g], "include_authorized_operations": False},
+         lambda r: [int(g.error_code) for g in r.groups], Operation.DESCRIBE),
+    Case("ConsumerGroupDescribe", 69, 0, lambda g, t: {"group_ids": [g], "include_authorized_operations": False},
+         lambda r: [int(g.error_code) for g in r.groups], Operation.DESCRIBE),
+    Case("DeleteGroups", 42, 2, lambda g, t: {"groups_names": [g]}, lambda r: [int(x.error_code) for x in r.results],
+         Operation.DELETE),
+    Case("OffsetDelete", 47, 0, lambda g, t: {"group_id": g, "topics": [{"name": t, "partitions": [{"partition_index": 0}]}]},
+         lambda r: [int(r.error_code)], Operation.DELETE),
+    Case("OffsetDelete-topic", 47, 0, lambda g, t: {"group_id": g, "topics": [{"name": t, "partitions": [{"partition_index": 0}]}]},
+         _partition_errors, None, Operation.READ, TOPIC_DENIED, with_offsets=True),
+    Case("FindCoordinator", 10, 4, lambda g, t: {"key_type": 0, "coordinator_keys": [g]},
+         lambda r: [int(c.error_code) for c in r.coordinators], Operation.DESCRIBE),
+    Case("DescribeConfigs", 32, 4, lambda g, t: {"resources": [{"resource_type": 16, "resource_name": g,
+         "configuration_keys": None}], "include_synonyms": False, "include_documentation": False},
+         lambda r: [int(x.error_code) for x in r.results], Operation.DESCRIBE_CONFIGS),
+    Case("IncrementalAlterConfigs", 44, 1, lambda g, t: {"resources": [{"resource_type": 16, "resource_name": g,
+         "configs": [{"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "45000"}]}],
+         "validate_only": True}, lambda r: [int(x.error_code) for x in r.responses], Operation.ALTER_CONFIGS),
+]
+
+
+class Policy:
+    def __init__(self) -> None:
+        self.current = Authorizer.of([])
+
+    def __call__(self) -> Authorizer:
+        return self.current
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    return Policy()
+
+
+@pytest.fixture(scope="module")
+def acl_cluster(broker: EmbeddedBroker, policy: Policy) -> Iterator[BackgroundCluster]:
+    options = ClusterOptions(port=0, partitions=4, metrics=False, state_topic=f"__acl_{uuid.uuid4().hex[:6]}", acl_policy=policy)
+    with BackgroundCluster((broker.host, broker.port), options) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def topic(acl_cluster: BackgroundCluster) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    name = f"acl-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+    return name
+
+
+def bindings(rtype: ResourceType, name: str, ops: set[Operation]) -> list[AclBinding]:
+    return [AclBinding(PRINCIPAL, op, Permission.ALLOW, rtype, name) for op in ops]
+
+
+def everything_but(operation: Operation) -> set[Operation]:
+    """Every operation that does not grant ``operation`` (Kafka's implications included)."""
+    return set(Operation) - GRANTED_BY[operation]
+
+
+def ask(cluster: BackgroundCluster, case: Case, group: str, topic: str) -> Any:
+    host, port = cluster.bootstrap.rsplit(":", 1)
+    body = build(case.api_key, case.version, case.request(group, topic))
+    return asyncio.run(exchange((host, int(port)), body, "acl-test", 20, KafkaSecurity()))
+
+
+@pytest.mark.parametrize("allowed", [True, False], ids=["allowed", "denied"])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_group_api_requires_its_operation(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str, case: Case, allowed: bool
+) -> None:
+    group = f"{case.name.lower()}-{uuid.uuid4().hex[:6]}"
+    if case.group_op is not None:  # the group is the subject: topics are all allowed
+        group_ops = {case.group_op} if allowed else everything_but(case.group_op)
+        topic_ops = {Operation.ALL}
+    else:  # the topic is the subject: the group is all allowed
+        assert case.topic_op is not None
+        group_ops = {Operation.ALL}
+        topic_ops = {case.topic_op} if allowed else everything_but(case.topic_op)
+    if case.with_offsets:
+        commit = next(c for c in CASES if c.name == "OffsetCommit")
+        policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
+        assert _partition_errors(ask(acl_cluster, commit, group, topic)) == [0]
+    policy.current = Authorizer.of(bindings(G, group, group_ops) + bindings(T, topic, topic_ops))
+    codes = case.errors(ask(acl_cluster, case, group, topic))
+    assert codes, "the response carries no error codes to check"
+    if allowed:
+        assert not {GROUP_DENIED, TOPIC_DENIED} & set(codes), codes
+    else:
+        assert set(codes) == {case.denied_code}, codes
+
+
+def test_list_groups_shows_only_described_groups_unless_cluster_describe(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str
+) -> None:
+    join = next(c for c in CASES if c.name == "ConsumerGroupHeartbeat")
+    mine, other = f"mine-{uuid.uuid4().hex[:6]}", f"other-{uuid.uuid4().hex[:6]}"
+    policy.current = Authorizer.of([AclBinding("User:*", Operation.ALL, Permission.ALLOW, ResourceType.GROUP, "*"),
+                                    AclBinding("User:*", Operation.ALL, Permission.ALLOW, ResourceType.TOPIC, "*")])
+    for g in (mine, other):
+        assert ask(acl_cluster, join, g, topic).error_code == 0
+    list_groups = Case("ListGroups", 16, 4, lambda g, t: {"states_filter": []}, lambda r: [int(r.error_code)], None)
+
+    def listed() -> set[str]:
+        return {g.group_id for g in ask(acl_cluster, list_groups, "", topic).groups}
+
+    policy.current = Authorizer.of(bindings(G, mine, {Operation.READ}))  # READ implies DESCRIBE
+    assert mine in listed() and other not in listed()
+    policy.current = Authorizer.of(bindings(ResourceType.CLUSTER, "kafka-cluster", {Operation.DESCRIBE}))
+    assert {mine, other} <= listed()
+    # DENY before ALLOW: the group is hidden again
+    policy.current = Authorizer.of(
+        bindings(ResourceType.CLUSTER, "kafka-cluster", {Operation.DESCRIBE})
+        + bindings(G, "*", {Operation.DESCRIBE})
+        + [AclBinding(PRINCIPAL, Operation.DESCRIBE, Permission.DENY, G, "other-", pattern_type=_prefixed())]
+    )
+    assert mine in listed()  # cluster DESCRIBE lists everything, as Kafka does
+    policy.current = Authorizer.of(
+        bindings(G, "*", {Operation.DESCRIBE})
+        + [AclBinding(PRINCIPAL, Operation.DESCRIBE, Permission.DENY, G, "other-", pattern_type=_prefixed())]
+    )
+    assert mine in listed() and other not in listed()
+
+
+def _prefixed() -> Any:
+    from groupcoord.authorization.acls import PatternType  # noqa: PLC0415
+
+    return PatternType.PREFIXED
+
+
+def test_denied_delete_groups_deletes_nothing_and_allowed_ones_still_go(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str
+) -> None:
+    commit = next(c for c in CASES if c.name == "OffsetCommit")
+    fetch = next(c for c in CASES if c.name == "OffsetFetch")
+    keep, drop = f"keep-{uuid.uuid4().hex[:6]}", f"drop-{uuid.uuid4().hex[:6]}"
+    policy.current = Authorizer.of([AclBinding(PRINCIPAL, Operation.ALL, Permission.ALLOW, ResourceType.GROUP, "*"),
+                                    AclBinding(PRINCIPAL, Operation.ALL, Permission.ALLOW, ResourceType.TOPIC, "*")])
+    for g in (keep, drop):
+        assert _partition_errors(ask(acl_cluster, commit, g, topic)) == [0]
+    policy.current = Authorizer.of(
+        bindings(G, "*", {Operation.READ}) + bindings(G, drop, {Operation.DELETE}) + bindings(T, "*", {Operation.READ})
+    )
+    delete = Case("DeleteGroups", 42, 2, lambda g, t: {"groups_names": [keep, drop]}, lambda r: [], None)
+    results = {r.group_id: int(r.error_code) for r in ask(acl_cluster, delete, "", topic).results}
+    assert results == {keep: GROUP_DENIED, drop: 0}
+    committed = ask(acl_cluster, fetch, keep, topic).groups[0]
+    assert [int(p.committed_offset) for t in committed.topics for p in t.partitions] == [1]
