@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -19,6 +20,7 @@ from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
@@ -30,6 +32,7 @@ from groupcoord.gateway.group_authorization import GroupAuthorization
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardClient
+from groupcoord.gateway.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 
@@ -212,7 +215,22 @@ class LocalCluster:
             await self.control.stop()
 
 
+async def _check_upstream_credentials(upstream: tuple[str, int]) -> None:
+    """End ``groupcoord up`` with one line when the upstream refuses our TLS or SASL settings
+    (a configuration error; an upstream that is merely not up yet is waited for as before)."""
+    try:
+        await fetch_upstream_versions(upstream)
+    except UpstreamUnavailable as exc:
+        cause: BaseException | None = exc
+        while cause is not None:
+            if isinstance(cause, SaslAuthenticationFailed | ssl.SSLError):
+                raise SystemExit(f"upstream {upstream[0]}:{upstream[1]} refused us: {cause}") from None
+            cause = cause.__cause__
+
+
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
+    if args.kafka is not None:
+        await _check_upstream_credentials(upstream)
     options = ClusterOptions.from_args(args)
     options.listener_security = listener_security.from_arguments(args)
     options.acl_policy = acl_file.from_arguments(args)
