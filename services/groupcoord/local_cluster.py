@@ -18,6 +18,7 @@ from pathlib import Path
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
+from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
@@ -143,6 +144,13 @@ class LocalCluster:
         if not args.no_coordinator:
             table = LeadershipTable(args.partitions)
             self.shard_client = ShardClient()
+            if isinstance(args.acl_policy, UpstreamAcls):  # the upstream's own ACLs
+                args.acl_policy.ask = self.gateway.upstream_request
+                try:
+                    await args.acl_policy.refresh()
+                except UpstreamAclsUnavailable as exc:
+                    raise SystemExit(f"authorization: upstream ACLs: {exc}") from None
+                self.acl_refresh = asyncio.create_task(args.acl_policy.run())
             self.gateway.group_handler = GroupApis(
                 table,
                 self.shard_client,
@@ -206,6 +214,8 @@ class LocalCluster:
         return targets
 
     async def stop(self) -> None:
+        if getattr(self, "acl_refresh", None) is not None:
+            self.acl_refresh.cancel()
         await self.gateway.stop()
         if getattr(self, "metrics_server", None) is not None:
             self.metrics_server.shutdown()

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 ENV_FILE = "GROUPCOORD_ACL_FILE"
 ENV_SUPER_USERS = "GROUPCOORD_SUPER_USERS"
+ENV_SOURCE = "GROUPCOORD_ACL_SOURCE"
 CHECK_INTERVAL_S = 2.0
 
 
@@ -77,19 +78,32 @@ class AclFile:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("authorization", "Kafka ACLs on every group API")
+    group.add_argument(
+        "--acl-source",
+        choices=("file", "upstream"),
+        default=None,
+        help=f"where ACLs come from: --acl-file, or the upstream cluster's DescribeAcls (env {ENV_SOURCE})",
+    )
     group.add_argument("--acl-file", default=None, help=f"JSON ACL bindings (env {ENV_FILE}); none: no authorizer")
     group.add_argument(
         "--super-users", default=None, help=f"semicolon-separated principals, as Kafka's super.users (env {ENV_SUPER_USERS})"
     )
 
 
-def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> AclFile | None:
-    """The ACL policy the flags/environment name, or None (no authorization)."""
+def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
+    """The ACL policy the flags/environment name (an :class:`AclFile`, or an
+    :class:`~.upstream_acls.UpstreamAcls` the caller connects and starts), or None (no
+    authorization)."""
     environ = os.environ if environ is None else environ
+    users = getattr(args, "super_users", None) or environ.get(ENV_SUPER_USERS) or ""
+    source = getattr(args, "acl_source", None) or environ.get(ENV_SOURCE) or "file"
+    if source == "upstream":
+        from groupcoord.authorization.upstream_acls import UpstreamAcls  # noqa: PLC0415
+
+        return UpstreamAcls(super_users=[u.strip() for u in users.split(";") if u.strip()])
     path = getattr(args, "acl_file", None) or environ.get(ENV_FILE)
     if not path:
         return None
-    users = getattr(args, "super_users", None) or environ.get(ENV_SUPER_USERS) or ""
     try:
         return AclFile(path, [u.strip() for u in users.split(";") if u.strip()])
     except (OSError, AclError) as exc:

@@ -14,6 +14,7 @@ import logging
 import threading
 
 from groupcoord.authorization import acl_file
+from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway import listener_security
@@ -112,6 +113,14 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
         table.on_stale = follower.suspect
         shard_client = ShardClient()
         policy = acl_file.from_arguments(args)
+        if isinstance(policy, UpstreamAcls):  # the upstream cluster's own ACLs
+            policy.ask = gateway.upstream_request
+            try:
+                await policy.refresh()
+            except UpstreamAclsUnavailable as exc:
+                raise SystemExit(f"authorization: upstream ACLs: {exc}") from None
+            refreshing = asyncio.create_task(policy.run())
+            refreshing.add_done_callback(lambda _t: None)
         gateway.group_handler = GroupApis(
             table,
             shard_client,
