@@ -73,7 +73,11 @@ class _TopicPartition(InputPartition):
 async def topic_offsets(bootstrap: str, topic: str) -> list[tuple[int, int, int]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - runs in Spark's Python worker
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415 - the worker's environment
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, **upstream_security().aiokafka_options()
+    )
     await consumer.start()
     try:
         parts = consumer.partitions_for_topic(topic)
@@ -93,8 +97,12 @@ async def topic_offsets(bootstrap: str, topic: str) -> list[tuple[int, int, int]
 async def _read(bootstrap: str, part: _TopicPartition) -> list[tuple[Any, ...]]:
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415
 
+    from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415
+
     tp = TopicPartition(part.topic, part.partition)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, **upstream_security().aiokafka_options()
+    )
     await consumer.start()
     rows: list[tuple[Any, ...]] = []
     try:
