@@ -10,7 +10,8 @@ JoinGroup, SyncGroup, Heartbeat,       READ                       -
 LeaveGroup
 ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
-                                       partition fails)
+(TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
+WRITE on the transactional id first)
 OffsetFetch                            DESCRIBE                   DESCRIBE (failed per partition,
                                                                   or left out of "all topics")
 DescribeGroups, ConsumerGroupDescribe  DESCRIBE, per group        -
@@ -56,6 +57,7 @@ from groupcoord.rpc.v1 import offsets_pb2 as op
 log = logging.getLogger(__name__)
 
 GROUP_DENIED = ErrorCode.group_authorization_failed
+TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
 GROUP_RESOURCE = 16
@@ -199,7 +201,8 @@ def _consumer_group_heartbeat(
 
 
 def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
-    """OffsetCommit and TxnOffsetCommit: READ on the group, READ on each topic."""
+    """OffsetCommit and TxnOffsetCommit: (WRITE on the transactional id,) READ on the group,
+    READ on each topic."""
     topic_type = _entry(rt, "topics")
     partition_type = _entry(topic_type, "partitions")
 
@@ -213,6 +216,13 @@ def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any
             ),
         )
 
+    transactional_id = getattr(req, "transactional_id", None)
+    if transactional_id is not None and not auth.allowed(
+        caller, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return Verdict(
+            None, lambda body: _make(body, topics=tuple(refused(t, TRANSACTIONAL_ID_DENIED) for t in req.topics))
+        )
     if not auth.group(caller, Operation.READ, req.group_id):
         return Verdict(None, lambda body: _make(body, topics=tuple(refused(t, GROUP_DENIED) for t in req.topics)))
     denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, _name(t))}
@@ -232,6 +242,15 @@ def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any
         return dataclasses.replace(resp, topics=topics)
 
     return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
+
+
+def _add_offsets_to_txn(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    """AddOffsetsToTxn: WRITE on the transactional id, READ on the group (as Kafka checks them)."""
+    if not auth.allowed(caller, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        return Verdict(None, lambda body: _make(body, error_code=TRANSACTIONAL_ID_DENIED))
+    if not auth.group(caller, Operation.READ, req.group_id):
+        return Verdict(None, lambda body: _make(body, error_code=GROUP_DENIED))
+    return Verdict(req)
 
 
 def _fetch_partition(partition_type: type[Any], index: int, code: ErrorCode) -> Any:
@@ -464,6 +483,7 @@ HOOKS: dict[int, Hook] = {
     14: _whole_group(Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)),
     15: _per_group_read("groups", "groups", lambda g: ga.DescribedGroup(group_id=g, error_code=GROUP_DENIED.value)),
     16: _list_groups,
+    25: _add_offsets_to_txn,  # when the gateway answers it (forwarded, the upstream decides)
     28: _commit,  # TxnOffsetCommit
     32: _group_configs(Operation.DESCRIBE_CONFIGS, "results"),
     42: _delete_groups,
