@@ -387,6 +387,55 @@ def build_shard_statefulset(
     return obj
 
 
+LISTENER_TLS_MOUNT = "/etc/groupcoord/listener-tls"
+SASL_USERS_MOUNT = "/etc/groupcoord/sasl-users"
+ACLS_MOUNT = "/etc/groupcoord/acls"
+
+
+def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(env, volumes, volume mounts) of the gateway for ``spec.gateway.security`` and
+    ``spec.authorization``: the ``GROUPCOORD_LISTENER_*`` / ``GROUPCOORD_ACL_*`` variables the
+    gateway reads, pointing at Secrets and a ConfigMap mounted read-only."""
+    env: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+
+    def mount(volume: str, path: str, source: dict[str, Any]) -> None:
+        volumes.append({"name": volume, **source})
+        mounts.append({"name": volume, "mountPath": path, "readOnly": True})
+
+    tls = spec.gateway_security.get("tls") or {}
+    if tls:
+        mount("listener-tls", LISTENER_TLS_MOUNT, {"secret": {"secretName": tls["secretName"], "defaultMode": 0o440}})
+        env.append({"name": "GROUPCOORD_LISTENER_SSL_CERTFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('certificate', 'tls.crt')}"})
+        env.append({"name": "GROUPCOORD_LISTENER_SSL_KEYFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('key', 'tls.key')}"})
+        client_auth = tls.get("clientAuth", "none")
+        if client_auth != "none":
+            env.append({"name": "GROUPCOORD_LISTENER_SSL_CLIENT_AUTH", "value": client_auth})
+            env.append(
+                {"name": "GROUPCOORD_LISTENER_SSL_CAFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('caCertificate', 'ca.crt')}"}
+            )
+    sasl = spec.gateway_security.get("sasl") or {}
+    if sasl:
+        env.append({"name": "GROUPCOORD_LISTENER_SASL", "value": sasl["mode"]})
+        if sasl.get("mechanisms"):
+            env.append({"name": "GROUPCOORD_LISTENER_SASL_MECHANISMS", "value": ",".join(sasl["mechanisms"])})
+        if sasl["mode"] == "credentials":
+            mount("sasl-users", SASL_USERS_MOUNT, {"secret": {"secretName": sasl["credentialsSecret"], "defaultMode": 0o440}})
+            env.append({"name": "GROUPCOORD_LISTENER_SASL_CREDENTIALS", "value": SASL_USERS_MOUNT})
+    authorization = spec.authorization
+    if authorization:
+        source = authorization.get("aclSource", "file")
+        env.append({"name": "GROUPCOORD_ACL_SOURCE", "value": source})
+        config_map = authorization.get("aclConfigMap") or {}
+        if source == "file" and config_map:
+            mount("acls", ACLS_MOUNT, {"configMap": {"name": config_map["name"]}})
+            env.append({"name": "GROUPCOORD_ACL_FILE", "value": f"{ACLS_MOUNT}/{config_map.get('key', 'acls.json')}"})
+        if authorization.get("superUsers"):
+            env.append({"name": "GROUPCOORD_SUPER_USERS", "value": ";".join(authorization["superUsers"])})
+    return env, volumes, mounts
+
+
 def build_gateway_deployment(
     name: str,
     namespace: str,
@@ -433,6 +482,10 @@ def build_gateway_deployment(
         "annotations": {"kubectl.kubernetes.io/default-container": GATEWAY},
     }
     pod = _pod_spec(spec, container)
+    security_env, security_volumes, security_mounts = gateway_security(spec)
+    container["env"].extend(security_env)
+    pod["volumes"].extend(security_volumes)
+    container["volumeMounts"].extend(security_mounts)
     _apply_pod_template(pod, pod_meta, spec.gateway_template, name, GATEWAY)
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1",

@@ -56,6 +56,84 @@ def _secret_key_ref(description: str) -> dict:
     }
 
 
+def _gateway_security() -> dict:
+    """TLS and SASL on the gateway's client listeners (the names the README's Security section uses)."""
+    return {
+        "type": "object",
+        "description": "TLS and SASL on the client listeners.",
+        "properties": {
+            "tls": {
+                "type": "object",
+                "description": "TLS on every listener, with the server certificate from a Secret (e.g. cert-manager's).",
+                "required": ["secretName"],
+                "properties": {
+                    "secretName": {"type": "string", "minLength": 1, "description": "Secret holding the certificate and key."},
+                    "certificate": {"type": "string", "default": "tls.crt", "description": "Key of the certificate (PEM)."},
+                    "key": {"type": "string", "default": "tls.key", "description": "Key of the private key (PEM)."},
+                    "clientAuth": {
+                        "type": "string",
+                        "enum": ["none", "requested", "required"],
+                        "default": "none",
+                        "description": "Client certificates, as Kafka's ssl.client.auth; the principal is the subject.",
+                    },
+                    "caCertificate": {
+                        "type": "string",
+                        "default": "ca.crt",
+                        "description": "Key (same Secret) of the CA bundle that signs client certificates.",
+                    },
+                },
+            },
+            "sasl": {
+                "type": "object",
+                "description": "SASL on every listener: passthrough relays the client's exchange to the Kafka cluster; "
+                "credentials checks it against credentialsSecret.",
+                "required": ["mode"],
+                "properties": {
+                    "mode": {"type": "string", "enum": ["credentials", "passthrough"], "description": "Who checks credentials."},
+                    "mechanisms": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": SASL_MECHANISMS},
+                        "description": "Enabled mechanisms (default: all).",
+                    },
+                    "credentialsSecret": {
+                        "type": "string",
+                        "description": "Secret with one key per user name, its value the password (mode credentials).",
+                    },
+                },
+            },
+        },
+    }
+
+
+def _authorization() -> dict:
+    return {
+        "type": "object",
+        "description": "Kafka ACLs enforced on every group API.",
+        "properties": {
+            "aclSource": {
+                "type": "string",
+                "enum": ["file", "upstream"],
+                "default": "file",
+                "description": "file: the aclConfigMap; upstream: the Kafka cluster's own ACLs (DescribeAcls).",
+            },
+            "aclConfigMap": {
+                "type": "object",
+                "description": "ConfigMap with the ACL bindings as JSON (aclSource file).",
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1, "description": "ConfigMap name."},
+                    "key": {"type": "string", "default": "acls.json", "description": "Key of the JSON document."},
+                },
+            },
+            "superUsers": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[A-Za-z]+:.+$"},
+                "description": "Principals allowed everything, as Kafka's super.users (e.g. User:admin).",
+            },
+        },
+    }
+
+
 def _resource_requirements(description: str) -> dict:
     quantity = {
         "anyOf": [{"type": "integer"}, {"type": "string"}],
@@ -238,6 +316,7 @@ def spec_schema() -> dict[str, Any]:
                     },
                 },
             },
+            "authorization": _authorization(),
             "stateTopic": {
                 "type": "object",
                 "description": "The compacted Kafka topic holding group state; one partition = one single-writer event loop.",
@@ -321,6 +400,7 @@ def spec_schema() -> dict[str, Any]:
                 "description": "The Kafka-protocol gateway clients bootstrap to.",
                 "properties": {
                     "replicas": _int("Gateway pods.", 1, 64, 2),
+                    "security": _gateway_security(),
                     "listener": {
                         "type": "object",
                         "description": "How clients reach the gateway (Strimzi's listener types); status.listeners shows the bootstrap address.",

@@ -91,6 +91,8 @@ class Spec:
     listener: Listener = field(default_factory=Listener)
     tls: Mapping[str, Any] = field(default_factory=dict)
     sasl: Mapping[str, Any] = field(default_factory=dict)
+    gateway_security: Mapping[str, Any] = field(default_factory=dict)  # spec.gateway.security
+    authorization: Mapping[str, Any] = field(default_factory=dict)  # spec.authorization
     group_defaults: GroupDefaults = field(default_factory=GroupDefaults)
     shard_resources: Mapping[str, Any] = field(default_factory=dict)
     gateway_resources: Mapping[str, Any] = field(default_factory=dict)
@@ -156,6 +158,17 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
         and bool(tls.get("certSecret")) != bool(tls.get("keySecret"))
     ):
         problems.append("spec.kafka.tls: certSecret and keySecret must be given together")
+    sasl = ((raw.get("gateway") or {}).get("security") or {}).get("sasl") or {}
+    if isinstance(sasl, Mapping) and sasl.get("mode") == "credentials" and not sasl.get("credentialsSecret"):
+        problems.append("spec.gateway.security.sasl: mode credentials needs credentialsSecret")
+    authorization = raw.get("authorization") or {}
+    if (
+        isinstance(authorization, Mapping)
+        and authorization
+        and authorization.get("aclSource", "file") == "file"
+        and not authorization.get("aclConfigMap")
+    ):
+        problems.append("spec.authorization: aclSource file needs aclConfigMap")
     return problems
 
 
@@ -206,6 +219,8 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         ),
         tls=raw["kafka"].get("tls") or {},
         sasl=raw["kafka"].get("sasl") or {},
+        gateway_security=gateway.get("security") or {},
+        authorization=raw.get("authorization") or {},
         group_defaults=gd,
         shard_resources=resources.get("shard") or {},
         gateway_resources=resources.get("gateway") or {},
