@@ -423,6 +423,8 @@ def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, A
         if sasl["mode"] == "credentials":
             mount("sasl-users", SASL_USERS_MOUNT, {"secret": {"secretName": sasl["credentialsSecret"], "defaultMode": 0o440}})
             env.append({"name": "GROUPCOORD_LISTENER_SASL_CREDENTIALS", "value": SASL_USERS_MOUNT})
+        if sasl.get("sessionLifetimeMs"):
+            env.append({"name": "GROUPCOORD_LISTENER_SASL_SESSION_LIFETIME_MS", "value": str(sasl["sessionLifetimeMs"])})
     authorization = spec.authorization
     if authorization:
         source = authorization.get("aclSource", "file")

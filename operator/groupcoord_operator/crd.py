@@ -99,6 +99,12 @@ def _gateway_security() -> dict:
                         "type": "string",
                         "description": "Secret with one key per user name, its value the password (mode credentials).",
                     },
+                    "sessionLifetimeMs": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "KIP-368: clients re-authenticate within this (Kafka's connections.max.reauth.ms; "
+                        "mode credentials); 0 or absent: never.",
+                    },
                 },
             },
         },

@@ -18,7 +18,8 @@ SECURE = {
     "gateway": {
         "security": {
             "tls": {"secretName": "gateway-tls", "clientAuth": "required"},
-            "sasl": {"mode": "credentials", "mechanisms": ["SCRAM-SHA-512"], "credentialsSecret": "gateway-users"},
+            "sasl": {"mode": "credentials", "mechanisms": ["SCRAM-SHA-512"], "credentialsSecret": "gateway-users",
+                     "sessionLifetimeMs": 3600000},
         }
     },
     "authorization": {"aclConfigMap": {"name": "gateway-acls"}, "superUsers": ["User:admin", "User:ops"]},

@@ -104,6 +104,9 @@ class ClientSession:
 
     async def dispatch(self, request: Request) -> None:
         key = request.api_key
+        if self.sasl is not None and self.sasl.expired() and key not in SASL_APIS:
+            self.fail("SASL session expired: the client did not re-authenticate in time (KIP-368)")
+            return
         if self.sasl_required and (key in SASL_APIS or not self.authenticated):
             await self.dispatch_unauthenticated(request)
             return
@@ -138,7 +141,7 @@ class ClientSession:
             return
         if self.relayed is not None:
             if not self.relayed.note_request(key, body):
-                self.fail("SASL request after authentication completed")
+                self.fail("SASL request out of order")
                 return
             await self.upstream.send(request, True)
             return

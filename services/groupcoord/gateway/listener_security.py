@@ -39,6 +39,7 @@ ENV: dict[str, str] = {
     "sasl": "GROUPCOORD_LISTENER_SASL",
     "sasl_mechanisms": "GROUPCOORD_LISTENER_SASL_MECHANISMS",
     "sasl_credentials": "GROUPCOORD_LISTENER_SASL_CREDENTIALS",
+    "sasl_session_lifetime_ms": "GROUPCOORD_LISTENER_SASL_SESSION_LIFETIME_MS",
 }
 
 # RFC 2253 attribute type names of the subject attributes Python's ssl module reports.
@@ -88,8 +89,12 @@ class ListenerSecurity:
     sasl: str = "none"
     sasl_mechanisms: tuple[str, ...] = MECHANISMS
     sasl_credentials: str | None = None
+    #: KIP-368: clients re-authenticate within this (Kafka's connections.max.reauth.ms); 0: never
+    sasl_session_lifetime_ms: int = 0
 
     def __post_init__(self) -> None:
+        if self.sasl_session_lifetime_ms < 0:
+            raise ListenerSecurityError("the SASL session lifetime cannot be negative")
         if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
             raise ListenerSecurityError("listener TLS needs both a certificate and its key")
         if self.ssl_client_auth not in CLIENT_AUTH:
@@ -140,7 +145,7 @@ class ListenerSecurity:
         if self.sasl != "credentials":
             return None
         assert store is not None
-        return SaslServer(self.sasl_mechanisms, store)
+        return SaslServer(self.sasl_mechanisms, store, self.sasl_session_lifetime_ms)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str] | None = None) -> ListenerSecurity:
@@ -148,6 +153,10 @@ class ListenerSecurity:
         values: dict[str, Any] = {name: environ.get(var) or None for name, var in ENV.items()}
         values["ssl_client_auth"] = (values["ssl_client_auth"] or "none").lower()
         values["sasl"] = (values["sasl"] or "none").lower()
+        try:
+            values["sasl_session_lifetime_ms"] = int(values["sasl_session_lifetime_ms"] or 0)
+        except ValueError:
+            raise ListenerSecurityError(f"{ENV['sasl_session_lifetime_ms']} is not a number of milliseconds") from None
         mechanisms = values.pop("sasl_mechanisms")
         if mechanisms:
             values["sasl_mechanisms"] = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
@@ -166,6 +175,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--listener-sasl-mechanisms", help="comma-separated (default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512)")
     group.add_argument(
         "--listener-sasl-credentials", help="JSON file or directory (one file per user) of credentials"
+    )
+    group.add_argument(
+        "--listener-sasl-session-lifetime-ms",
+        help="KIP-368: clients re-authenticate within this many ms, as Kafka's connections.max.reauth.ms (default 0: never)",
     )
 
 

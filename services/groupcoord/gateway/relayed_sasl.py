@@ -39,18 +39,25 @@ class RelayedSasl:
         self.user: str | None = None
         self.principal: str | None = None
         self._accepted_steps = 0
+        self._exchanging = False
 
     @property
     def authenticated(self) -> bool:
         return self.principal is not None
 
     def note_request(self, api_key: int, body: Any) -> bool:
-        """A SASL request on its way upstream; False if it may not be sent (after completion)."""
-        if self.authenticated:
-            return False
+        """A SASL request on its way upstream; False if it may not be sent. A handshake after
+        authentication starts a re-authentication (KIP-368, when the upstream gave the session
+        a lifetime; an upstream that did not refuses it itself)."""
         if api_key == SASL_HANDSHAKE:
+            if self._exchanging:
+                return False
             self.mechanism = str(body.mechanism)
-        elif api_key == SASL_AUTHENTICATE and self.user is None and self.mechanism is not None:
+            self.user, self._accepted_steps, self._exchanging = None, 0, True
+            return True
+        if not self._exchanging:
+            return False
+        if self.user is None and self.mechanism is not None:
             self.user = sasl_user(self.mechanism, bytes(body.auth_bytes))
         return True
 
@@ -64,5 +71,8 @@ class RelayedSasl:
             if self._accepted_steps >= needed:
                 if self.user is None:
                     return False
-                self.principal = principal_of(self.user)
+                principal = principal_of(self.user)
+                if self.principal is not None and principal != self.principal:
+                    return False  # re-authentication may not change the principal
+                self.principal, self._exchanging = principal, False
         return True

@@ -22,7 +22,8 @@ import datetime
 import hmac
 import json
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,13 +145,31 @@ class SaslReply:
 
 
 class SaslServer:
-    """One connection's SASL exchange, for the ``mechanisms`` enabled on its listener."""
+    """One connection's SASL exchange, for the ``mechanisms`` enabled on its listener.
 
-    def __init__(self, mechanisms: tuple[str, ...], credentials: CredentialStore) -> None:
+    With ``session_lifetime_ms`` (Kafka's ``connections.max.reauth.ms``, KIP-368) the final
+    SaslAuthenticate tells the client how long its session lasts; the client re-authenticates
+    on the same connection before then (same mechanism, same principal, or the connection
+    closes), and a request other than SASL after expiry closes the connection
+    (:meth:`expired`).
+    """
+
+    def __init__(
+        self,
+        mechanisms: tuple[str, ...],
+        credentials: CredentialStore,
+        session_lifetime_ms: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.mechanisms = mechanisms
         self.credentials = credentials
+        self.session_lifetime_ms = session_lifetime_ms
+        self.clock = clock
         self.mechanism: str | None = None
         self.principal: str | None = None
+        self.expires_at: float | None = None
+        self.reauthentications = 0
+        self._exchanging = False  # a handshake was answered and its exchange is not over
         self._scram: Any = None
         self._user = ""
         self._step = 0
@@ -159,14 +178,18 @@ class SaslServer:
     def authenticated(self) -> bool:
         return self.principal is not None
 
+    def expired(self) -> bool:
+        return self.expires_at is not None and self.clock() > self.expires_at
+
     def handshake(self, version: int, request: Any) -> SaslReply:
         enabled = tuple(self.mechanisms)
-        if self.mechanism is not None or self.authenticated:
+        reauthenticating = self.authenticated and self.session_lifetime_ms > 0
+        if self._exchanging or (self.authenticated and not reauthenticating):
             return SaslReply(
                 _response(SASL_HANDSHAKE, version, error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled),
                 close=True,
             )
-        if request.mechanism not in enabled:
+        if request.mechanism not in enabled or (reauthenticating and request.mechanism != self.mechanism):
             return SaslReply(
                 _response(
                     SASL_HANDSHAKE, version, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled
@@ -174,15 +197,44 @@ class SaslServer:
                 close=True,
             )
         self.mechanism = request.mechanism
+        self._exchanging = True
+        self._scram, self._user, self._step = None, "", 0
         return SaslReply(_response(SASL_HANDSHAKE, version, error_code=ErrorCode.none, mechanisms=enabled))
 
     def authenticate(self, version: int, request: Any) -> SaslReply:
-        if self.mechanism is None or self.authenticated:
+        if not self._exchanging:
             return self._fail(version, ErrorCode.illegal_sasl_state, "SaslAuthenticate out of order")
         token = bytes(request.auth_bytes)
         if self.mechanism == "PLAIN":
             return self._plain(version, token)
         return self._scram_step(version, token)
+
+    def _complete(self, version: int, user: str, auth_bytes: bytes = b"") -> SaslReply:
+        """The exchange succeeded as ``user``: the session starts (or, re-authenticating, goes on)."""
+        principal = principal_of(user)
+        if self.principal is not None and principal != self.principal:
+            return self._fail(
+                version,
+                ErrorCode.sasl_authentication_failed,
+                f"Cannot change principals during re-authentication from {self.principal}: {principal}",
+            )
+        if self.principal is not None:
+            self.reauthentications += 1
+        self.principal = principal
+        self._exchanging = False
+        lifetime = self.session_lifetime_ms
+        if lifetime:
+            self.expires_at = self.clock() + lifetime / 1000
+        return SaslReply(
+            _response(
+                SASL_AUTHENTICATE,
+                version,
+                error_code=ErrorCode.none,
+                error_message=None,
+                auth_bytes=auth_bytes,
+                session_lifetime=i64Timedelta.parse(datetime.timedelta(milliseconds=lifetime)),
+            )
+        )
 
     def _ok(self, version: int, auth_bytes: bytes = b"") -> SaslReply:
         return SaslReply(
@@ -213,8 +265,7 @@ class SaslServer:
             return self._invalid(version)
         if (authzid and authzid != user) or not user or not self.credentials.check_password(user, password):
             return self._invalid(version)
-        self.principal = principal_of(user)
-        return self._ok(version)
+        return self._complete(version, user)
 
     def _scram_step(self, version: int, token: bytes) -> SaslReply:
         from scramp import ScramMechanism  # noqa: PLC0415
@@ -235,11 +286,8 @@ class SaslServer:
                 self._scram = ScramMechanism(mechanism).make_server(lookup)
                 self._scram.set_client_first(message)
                 return self._ok(version, self._scram.get_server_first().encode())
-            if self._step == 2:
-                self._scram.set_client_final(message)
-                final = self._scram.get_server_final().encode()
-                self.principal = principal_of(self._user)
-                return self._ok(version, final)
+            self._scram.set_client_final(message)
+            final = self._scram.get_server_final().encode()
         except Exception:  # noqa: BLE001 - any malformed or wrong message is a failed authentication
             return self._invalid(version)
-        return self._fail(version, ErrorCode.illegal_sasl_state, "SCRAM exchange already complete")
+        return self._complete(version, self._user, final)
