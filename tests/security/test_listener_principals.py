@@ -8,6 +8,7 @@ memory storage with authentication on).
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import time
@@ -107,6 +108,73 @@ def test_passthrough_relays_the_clients_sasl_to_the_upstream_and_learns_the_prin
 
             errors: list[KafkaError] = []
             consumer = Consumer({**config, "group.id": "g", "sasl.password": "wrong", "error_cb": errors.append})
+            try:
+                consumer.subscribe([topic])
+                deadline = time.monotonic() + 20
+                while not errors and time.monotonic() < deadline:
+                    consumer.poll(0.3)
+            finally:
+                consumer.close()
+            assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
+
+
+@pytest.mark.slow
+def test_passthrough_in_front_of_the_coordinator_serves_groups_as_the_upstream_user(
+    broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole cluster with passthrough listeners: clients authenticate against the upstream
+    (a credential-checking gateway), the coordinator itself uses its own upstream credentials
+    from the environment, and both consumer protocols work."""
+    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
+    from groupcoord.common.kafka_security import ENV  # noqa: PLC0415
+    from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+    from tests.security.test_listener_security import confluent_consume  # noqa: PLC0415
+
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({**USERS, "coordinator": "coordinator-secret"}))
+    checking = ListenerSecurity(sasl="credentials", sasl_credentials=str(users))
+    with BackgroundGateway((broker.host, broker.port), listener_security=checking) as upstream:
+        host, port = upstream.bootstrap.rsplit(":", 1)
+        for name, value in {
+            "protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-256",
+            "sasl_username": "coordinator",
+            "sasl_password": "coordinator-secret",
+        }.items():
+            monkeypatch.setenv(ENV[name], value)  # the shard processes inherit it
+        options = ClusterOptions(
+            port=0,
+            partitions=4,
+            metrics=False,
+            state_topic=f"__pt_{uuid.uuid4().hex[:6]}",
+            listener_security=ListenerSecurity(sasl="passthrough"),
+        )
+        with BackgroundCluster((host, int(port)), options) as cluster:
+            config = {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "alice",
+                "sasl.password": USERS["alice"],
+            }
+            from confluent_kafka import Producer  # noqa: PLC0415
+            from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+            topic = f"pt-{uuid.uuid4().hex[:6]}"
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **config})
+            admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(20)
+            producer = Producer({"bootstrap.servers": cluster.bootstrap, **config})
+            for i in range(6):
+                producer.produce(topic, b"%d" % i, partition=i % 2)
+            assert producer.flush(20) == 0
+            for protocol in ("classic", "consumer"):
+                assert confluent_consume(cluster.bootstrap, config, topic, f"pt-{protocol}", protocol, 6) == 6
+            principals = {s.principal for s in upstream.gateway.sessions}
+            assert "User:alice" in principals and "User:coordinator" in principals
+            wrong = {**config, "sasl.password": "wrong"}
+            from confluent_kafka import Consumer, KafkaError  # noqa: PLC0415
+
+            errors: list[KafkaError] = []
+            consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "pt-wrong", "error_cb": errors.append, **wrong})
             try:
                 consumer.subscribe([topic])
                 deadline = time.monotonic() + 20
