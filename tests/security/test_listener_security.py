@@ -330,3 +330,42 @@ def test_handshake_answers_are_kafkas(secure_cluster: BackgroundCluster, pki: Pk
         assert answer is not None and struct.unpack(">ih", answer[:6]) == (3, 58)  # SASL_AUTHENTICATION_FAILED
         assert b"invalid credentials" in answer
         assert _read_frame(sock) is None
+
+
+def _scram_round(sock: ssl.SSLSocket, message: bytes, correlation_id: int) -> tuple[int, bytes]:
+    """(error code, server message) of one SaslAuthenticate v1 round."""
+    sock.sendall(_authenticate_v1(message, correlation_id))
+    answer = _read_frame(sock)
+    assert answer is not None
+    (_, error) = struct.unpack(">ih", answer[:6])
+    message_len = struct.unpack(">h", answer[6:8])[0]
+    offset = 8 + max(message_len, 0)
+    (size,) = struct.unpack(">i", answer[offset : offset + 4])
+    return error, answer[offset + 4 : offset + 4 + size]
+
+
+def test_a_replayed_scram_exchange_is_refused(secure_cluster: BackgroundCluster, pki: Pki) -> None:
+    """An eavesdropper replaying a successful exchange meets a new server nonce: its old
+    proof does not verify, and only that connection closes."""
+    from scramp import ScramClient  # noqa: PLC0415
+
+    client = ScramClient(["SCRAM-SHA-512"], "alice", USERS["alice"])
+    first = client.get_client_first().encode()
+    with _tls_socket(_address(secure_cluster), pki) as sock:
+        sock.sendall(_handshake_v1(b"SCRAM-SHA-512"))
+        assert struct.unpack(">ih", _read_frame(sock)[:6]) == (2, 0)
+        error, server_first = _scram_round(sock, first, 3)
+        assert error == 0
+        client.set_server_first(server_first.decode())
+        final = client.get_client_final().encode()
+        error, server_final = _scram_round(sock, final, 4)
+        assert error == 0
+        client.set_server_final(server_final.decode())  # the server proved itself too
+    with _tls_socket(_address(secure_cluster), pki) as sock:
+        sock.sendall(_handshake_v1(b"SCRAM-SHA-512"))
+        assert struct.unpack(">ih", _read_frame(sock)[:6]) == (2, 0)
+        error, _ = _scram_round(sock, first, 3)
+        assert error == 0
+        error, _ = _scram_round(sock, final, 4)  # the old nonce and proof
+        assert error == 58  # SASL_AUTHENTICATION_FAILED
+        assert _read_frame(sock) is None
