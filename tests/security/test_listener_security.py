@@ -369,3 +369,21 @@ def test_a_replayed_scram_exchange_is_refused(secure_cluster: BackgroundCluster,
         error, _ = _scram_round(sock, final, 4)  # the old nonce and proof
         assert error == 58  # SASL_AUTHENTICATION_FAILED
         assert _read_frame(sock) is None
+
+
+def test_sasl_outcomes_are_counted(secure_cluster: BackgroundCluster, pki: Pki) -> None:
+    from prometheus_client import REGISTRY  # noqa: PLC0415
+
+    def count(result: str) -> float:
+        return REGISTRY.get_sample_value(
+            "groupcoord_sasl_authentications_total", {"mechanism": "PLAIN", "result": result}
+        ) or 0.0
+
+    before = count("succeeded"), count("failed")
+    for password in (b"alice-secret", b"wrong"):
+        with _tls_socket(_address(secure_cluster), pki) as sock:
+            sock.sendall(_handshake_v1(b"PLAIN"))
+            _read_frame(sock)
+            sock.sendall(_authenticate_v1(b"\0alice\0" + password))
+            _read_frame(sock)
+    assert (count("succeeded"), count("failed")) == (before[0] + 1, before[1] + 1)

@@ -13,6 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import Counter
+
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import api_versions_response
@@ -28,6 +30,12 @@ if TYPE_CHECKING:
     from groupcoord.gateway.server import Gateway
 
 log = logging.getLogger(__name__)
+
+SASL_AUTHENTICATIONS = Counter(
+    "groupcoord_sasl_authentications",
+    "SASL exchanges the gateway's listeners completed, by mechanism and result (credentials mode)",
+    ["mechanism", "result"],
+)
 
 PRODUCE = 0
 SASL_APIS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
@@ -152,8 +160,11 @@ class ClientSession:
             reply = self.sasl.authenticate(request.api_version, body)
         self.deliver(request.seq, codec.encode_response(request.correlation_id, reply.response))
         if reply.close:
+            if key == SASL_AUTHENTICATE:
+                SASL_AUTHENTICATIONS.labels(self.sasl.mechanism or "", "failed").inc()
             self.fail(f"SASL: {getattr(reply.response, 'error_message', None) or reply.response.error_code}")
-        elif self.sasl.authenticated:
+        elif self.sasl.authenticated and key == SASL_AUTHENTICATE and not self.sasl.exchanging:
+            SASL_AUTHENTICATIONS.labels(self.sasl.mechanism or "", "succeeded").inc()
             self.principal = self.sasl.principal or self.principal
             log.debug("%s authenticated as %s", self.peer, self.principal)
 

@@ -178,6 +178,11 @@ class SaslServer:
     def authenticated(self) -> bool:
         return self.principal is not None
 
+    @property
+    def exchanging(self) -> bool:
+        """A handshake was answered and its exchange is not over yet."""
+        return self._exchanging
+
     def expired(self) -> bool:
         return self.expires_at is not None and self.clock() > self.expires_at
 
