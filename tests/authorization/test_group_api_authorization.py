@@ -267,3 +267,17 @@ def test_denied_delete_groups_deletes_nothing_and_allowed_ones_still_go(
     assert results == {keep: GROUP_DENIED, drop: 0}
     committed = ask(acl_cluster, fetch, keep, topic).groups[0]
     assert [int(p.committed_offset) for t in committed.topics for p in t.partitions] == [1]
+
+
+def test_authorized_operations_are_the_callers(acl_cluster: BackgroundCluster, policy: Policy, topic: str) -> None:
+    join = next(c for c in CASES if c.name == "ConsumerGroupHeartbeat")
+    group = f"ops-{uuid.uuid4().hex[:6]}"
+    policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
+    assert ask(acl_cluster, join, group, topic).error_code == 0
+    policy.current = Authorizer.of(bindings(G, group, {Operation.READ, Operation.ALTER_CONFIGS}))
+    expected = (1 << 3) | (1 << 8) | (1 << 10) | (1 << 11)  # READ, DESCRIBE (implied), ALTER/DESCRIBE_CONFIGS
+    describe = Case("DescribeGroups", 15, 5, lambda g, t: {"groups": [g], "include_authorized_operations": True}, lambda r: [], None)
+    cg_describe = Case("ConsumerGroupDescribe", 69, 0, lambda g, t: {"group_ids": [g], "include_authorized_operations": True}, lambda r: [], None)
+    for case in (describe, cg_describe):
+        (described,) = ask(acl_cluster, case, group, topic).groups
+        assert int(described.error_code) == 0 and int(described.authorized_operations) == expected, case.name

@@ -342,23 +342,51 @@ def _offset_delete(auth: GroupAuthorization, caller: Caller, version: int, rt: t
     return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
 
 
+#: the operations a Group supports and their wire codes (authorized_operations bits)
+GROUP_OPERATION_CODES = {
+    Operation.READ: 3,
+    Operation.DELETE: 6,
+    Operation.DESCRIBE: 8,
+    Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11,
+}
+
+
+def authorized_group_operations(auth: GroupAuthorization, caller: Caller, group_id: str) -> int:
+    """The ``authorized_operations`` bit set of a group for ``caller`` (asked quietly, as
+    Kafka's authorizedOperations does: neither counted nor logged as denials)."""
+    policy = auth.policy()
+    return sum(
+        1 << code
+        for op, code in GROUP_OPERATION_CODES.items()
+        if policy.authorize(caller.principal, caller.host, op, ResourceType.GROUP, group_id)
+    )
+
+
 def _per_group_read(
     field: str, entry_field: str, refusal: Callable[[str], Message]
 ) -> Callable[..., Verdict]:
-    """Describe-style APIs naming several groups: refused groups answered in place (a read)."""
+    """Describe-style APIs naming several groups: refused groups answered in place (a read);
+    when asked for, ``authorized_operations`` are the caller's, not every operation."""
 
     def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
         denied = {g for g in getattr(req, field) if not auth.group(caller, Operation.DESCRIBE, g)}
-        if not denied:
+        with_operations = bool(getattr(req, "include_authorized_operations", False))
+        if not denied and not with_operations:
             return Verdict(req)
         entry_type = _entry(rt, entry_field)
 
+        def answer(entry: Any) -> Any:
+            if entry.group_id in denied:
+                return from_proto(refusal(entry.group_id), entry_type)
+            if with_operations and _has(entry_type, "authorized_operations"):
+                return dataclasses.replace(
+                    entry, authorized_operations=i32(authorized_group_operations(auth, caller, entry.group_id))
+                )
+            return entry
+
         def finish(resp: Any) -> Any:
-            entries = tuple(
-                from_proto(refusal(e.group_id), entry_type) if e.group_id in denied else e
-                for e in getattr(resp, entry_field)
-            )
-            return dataclasses.replace(resp, **{entry_field: entries})
+            return dataclasses.replace(resp, **{entry_field: tuple(answer(e) for e in getattr(resp, entry_field))})
 
         return Verdict(req, finish=finish)
 
