@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import (
@@ -114,3 +116,47 @@ def test_the_acl_file_is_reloaded_and_a_bad_edit_keeps_the_policy(tmp_path: Path
     assert not policy().authorize("User:a", "h", Operation.READ, G, "g")  # the previous policy holds
     with pytest.raises(AclError):
         acl_file.AclFile(path)
+
+
+NAMES = st.sampled_from(["app-", "app-1", "app-12", "other", "*", "a"])
+def _bindings(pattern: PatternType, names: list[str]) -> st.SearchStrategy[AclBinding]:
+    return st.builds(
+        AclBinding,
+        principal=st.sampled_from(["User:alice", "User:bob", "User:*"]),
+        operation=st.sampled_from(list(Operation)),
+        permission=st.sampled_from(list(Permission)),
+        resource_type=st.sampled_from([G, T]),
+        resource_name=st.sampled_from(names),
+        pattern_type=st.just(pattern),
+        host=st.sampled_from(["*", "10.0.0.1"]),
+    )
+
+
+BINDINGS = st.one_of(_bindings(LIT, ["app-", "app-1", "other", "*"]), _bindings(PRE, ["app-", "app-1", "o"]))
+
+
+def naive(auth: Authorizer, principal: str, host: str, op: Operation, rtype: ResourceType, name: str) -> bool:
+    """The decision by scanning every binding (the model the index must agree with)."""
+    if principal in auth.super_users:
+        return True
+    on = [b for b in auth.bindings if b.matches_resource(rtype, name)]
+    if not on:
+        return auth.allow_everyone_if_no_acl_found
+    mine = [b for b in on if b.matches_identity(principal, host)]
+    if any(b.permission is DENY and b.operation in (op, Operation.ALL) for b in mine):
+        return False
+    return any(b.permission is ALLOW and b.operation in GRANTED_BY[op] for b in mine)
+
+
+@given(
+    st.lists(BINDINGS, max_size=12),
+    st.sampled_from(["User:alice", "User:bob"]),
+    st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+    st.sampled_from(list(Operation)),
+    st.sampled_from([G, T]),
+    NAMES,
+    st.booleans(),
+)
+def test_the_indexed_decision_is_the_scanning_one(bindings, principal, host, op, rtype, name, lenient) -> None:
+    auth = Authorizer.of(bindings, allow_everyone_if_no_acl_found=lenient)
+    assert auth.authorize(principal, host, op, rtype, name) == naive(auth, principal, host, op, rtype, name)

@@ -16,6 +16,7 @@ its own operation only (and DENY ALL denies everything).
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -134,12 +135,31 @@ class Authorizer:
     ) -> Authorizer:
         return cls(tuple(bindings), frozenset(super_users), allow_everyone_if_no_acl_found)
 
+    @functools.cached_property
+    def _index(self) -> dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]]:
+        """Per resource type: LITERAL bindings by name (``*`` included) and the PREFIXED ones,
+        so a decision on the heartbeat path looks at the bindings of its resource only."""
+        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]] = {}
+        for b in self.bindings:
+            literal, prefixed = index.setdefault(b.resource_type, ({}, []))
+            if b.pattern_type is PatternType.PREFIXED:
+                prefixed.append(b)
+            else:
+                literal.setdefault(b.resource_name, []).append(b)
+        return index
+
+    def _on_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
+        literal, prefixed = self._index.get(resource_type, ({}, []))
+        found = [*literal.get(name, ()), *(literal.get(WILDCARD, ()) if name != WILDCARD else ())]
+        found.extend(b for b in prefixed if name.startswith(b.resource_name))
+        return found
+
     def authorize(
         self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
     ) -> bool:
         if principal in self.super_users:
             return True
-        on_resource = [b for b in self.bindings if b.matches_resource(resource_type, name)]
+        on_resource = self._on_resource(resource_type, name)
         if not on_resource:
             return self.allow_everyone_if_no_acl_found
         mine = [b for b in on_resource if b.matches_identity(principal, host)]
