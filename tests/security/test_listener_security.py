@@ -387,3 +387,35 @@ def test_sasl_outcomes_are_counted(secure_cluster: BackgroundCluster, pki: Pki) 
             sock.sendall(_authenticate_v1(b"\0alice\0" + password))
             _read_frame(sock)
     assert (count("succeeded"), count("failed")) == (before[0] + 1, before[1] + 1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--listener-sasl", "credentials"], "needs GROUPCOORD_LISTENER_SASL_CREDENTIALS"),
+        (["--listener-ssl-certfile", "/nowhere.crt"], "both a certificate and its key"),
+        (["--listener-sasl", "credentials", "--listener-sasl-credentials", "{bad}"], "credentials"),
+        (["--listener-sasl-mechanisms", "GSSAPI", "--listener-sasl", "passthrough"], "GSSAPI"),
+        (["--acl-file", "{bad}"], "authorization: ACL file"),
+    ],
+)
+def test_bad_listener_and_acl_settings_stop_groupcoord_up_with_one_line(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    argv = [f if f != "{bad}" else str(bad) for f in flags]
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord.cli", "up", "--port", "0", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_")},
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert message in last and "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -25,7 +25,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.gateway.sasl_server import MECHANISMS, SERVED_VERSIONS, CredentialStore, SaslServer
+from groupcoord.gateway.sasl_server import (
+    MECHANISMS,
+    SERVED_VERSIONS,
+    CredentialError,
+    CredentialStore,
+    SaslServer,
+)
 
 ANONYMOUS = "User:ANONYMOUS"
 CLIENT_AUTH = ("none", "requested", "required")
@@ -190,6 +196,8 @@ def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None =
         if value is not None:
             merged[var] = value
     try:
-        return ListenerSecurity.from_environment(merged)
-    except ListenerSecurityError as exc:
+        security = ListenerSecurity.from_environment(merged)
+        security.credential_store()  # an unreadable credential file is a startup error too
+    except (ListenerSecurityError, CredentialError) as exc:
         raise SystemExit(f"listener security: {exc}") from None
+    return security
