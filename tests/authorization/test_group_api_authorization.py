@@ -281,3 +281,16 @@ def test_authorized_operations_are_the_callers(acl_cluster: BackgroundCluster, p
     for case in (describe, cg_describe):
         (described,) = ask(acl_cluster, case, group, topic).groups
         assert int(described.error_code) == 0 and int(described.authorized_operations) == expected, case.name
+
+
+def test_an_authorizing_gateway_advertises_only_versions_naming_topics(acl_cluster: BackgroundCluster) -> None:
+    """OffsetCommit/OffsetFetch v10 name topics by id only; topic ACLs are checked by name, so
+    an authorizing gateway advertises at most v9 and clients choose one it can check."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
+
+    host, port = acl_cluster.bootstrap.rsplit(":", 1)
+    body = asyncio.run(
+        exchange((host, int(port)), ApiVersionsRequest(client_software_name="t", client_software_version="1"), "t", 10, KafkaSecurity())
+    )
+    versions = {int(a.api_key): int(a.max_version) for a in body.api_keys}
+    assert versions[8] == 9 and versions[9] == 9

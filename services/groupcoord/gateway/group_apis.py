@@ -24,7 +24,7 @@ from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway.api_versions import ServedApi
-from groupcoord.gateway.group_authorization import Caller, GroupAuthorization
+from groupcoord.gateway.group_authorization import Caller, GroupAuthorization, authorizable_versions
 from groupcoord.gateway.leadership import LeadershipTable
 from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
 from groupcoord.gateway.topic_catalog import TopicCatalog
@@ -110,7 +110,7 @@ class GroupApis:
         self.coordinator_node = coordinator_node
         self.topics = topics if topics is not None else TopicCatalog(upstream)
         self.failover_wait_s = failover_wait_s
-        self.apis = GROUP_APIS
+        self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
 
     async def handle(
         self, header: Any, request: Any, listener: Address, client_host: str = "", principal: str = "User:ANONYMOUS"

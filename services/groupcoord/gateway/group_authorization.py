@@ -38,7 +38,7 @@ import dataclasses
 import datetime
 import logging
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from kio.static.primitive import i8, i32, i32Timedelta
 from prometheus_client import Counter
 
 from groupcoord.authorization.acls import Authorizer, Operation, ResourceType
+from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.wire_translation import from_proto
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
@@ -494,6 +495,21 @@ def _group_configs(operation: Operation, entries: str) -> Callable[..., Verdict]
         return Verdict(dataclasses.replace(req, resources=allowed), finish=finish)
 
     return hook
+
+
+#: api key -> the last version naming topics by name (OffsetCommit/OffsetFetch v10 name them by
+#: id only, which topic ACLs cannot be checked against here)
+TOPIC_NAME_VERSIONS = {8: 9, 9: 9}
+
+
+def authorizable_versions(apis: Mapping[int, ServedApi]) -> dict[int, ServedApi]:
+    """``apis`` with the versions an authorizing gateway can check: ApiVersions then advertises
+    no version whose topics it could not authorize, and clients pick one it can."""
+    out = dict(apis)
+    for key, top in TOPIC_NAME_VERSIONS.items():
+        if key in out and out[key].versions[1] > top:
+            out[key] = dataclasses.replace(out[key], versions=(out[key].versions[0], top))
+    return out
 
 
 Hook = Callable[[GroupAuthorization, Caller, int, type[Any], Any], Verdict]
