@@ -71,7 +71,9 @@ def topic(cluster: BackgroundCluster) -> str:
     return name
 
 
-def consume(bootstrap: str, topic: str, group: str, protocol: str) -> tuple[int, set[str]]:
+def consume(
+    bootstrap: str, topic: str, group: str, protocol: str, settings: dict | None = None
+) -> tuple[int, set[str]]:
     """(records seen, errors seen) within a bounded time. An error is the code's name; with
     KIP-848 librdkafka raises a refused heartbeat as a fatal error naming the broker's error."""
     from confluent_kafka import Consumer  # noqa: PLC0415
@@ -82,7 +84,7 @@ def consume(bootstrap: str, topic: str, group: str, protocol: str) -> tuple[int,
             "group.id": group,
             "group.protocol": protocol,
             "auto.offset.reset": "earliest",
-            **config("alice"),
+            **(config("alice") if settings is None else settings),
         }
     )
     seen, errors = 0, set()
@@ -129,3 +131,53 @@ def test_admin_describe_and_delete_follow_the_acls(cluster: BackgroundCluster, t
         alice.delete_consumer_groups(["app-listed"])["app-listed"].result(20)
     assert refused.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     assert "app-listed" in {g.group_id for g in admin.list_consumer_groups().result(20).valid}
+
+
+def test_the_client_certificate_subject_is_the_principal_acls_name(
+    broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Mutual TLS without SASL: the ACLs name Kafka's certificate principal."""
+    from confluent_kafka import Producer  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    from tests.security.tls import make_pki  # noqa: PLC0415
+
+    directory = tmp_path_factory.mktemp("mtls-acl")
+    pki = make_pki(directory / "pki")
+    principal = "User:CN=client-1,OU=apps,O=groupcoord"
+    policy = {
+        "acls": [
+            {"principal": principal, "operation": "READ", "resourceType": "GROUP", "patternType": "PREFIXED", "resourceName": "app-"},
+            {"principal": principal, "operation": "READ", "resourceType": "TOPIC", "resourceName": "*"},
+        ]
+    }
+    (directory / "acls.json").write_text(json.dumps(policy))
+    options = ClusterOptions(
+        port=0,
+        partitions=4,
+        metrics=False,
+        state_topic=f"__mtls_{uuid.uuid4().hex[:6]}",
+        listener_security=ListenerSecurity(
+            ssl_certfile=str(pki.server_cert),
+            ssl_keyfile=str(pki.server_key),
+            ssl_cafile=str(pki.ca),
+            ssl_client_auth="required",
+        ),
+        acl_policy=AclFile(directory / "acls.json"),
+    )
+    tls = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(pki.ca),
+        "ssl.certificate.location": str(pki.client_cert),
+        "ssl.key.location": str(pki.client_key),
+    }
+    with BackgroundCluster((broker.host, broker.port), options) as c:
+        topic = f"mtls-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": c.bootstrap, **tls})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
+        producer = Producer({"bootstrap.servers": c.bootstrap, **tls})
+        for i in range(3):
+            producer.produce(topic, b"%d" % i)
+        assert producer.flush(20) == 0
+        assert consume(c.bootstrap, topic, "app-mtls", "classic", tls) == (3, set())
+        assert consume(c.bootstrap, topic, "other-mtls", "classic", tls) == (0, {"GROUP_AUTHORIZATION_FAILED"})
