@@ -227,3 +227,22 @@ CLIENTS: dict[str, tuple[type[ConsumerThread], dict[str, Any]]] = {
     "kafka-python": (KafkaPythonConsumer, {}),
     "aiokafka": (AioKafkaConsumer, {}),
 }
+
+
+def assert_acknowledged_commits_kept(bootstrap: str, topic: str, group: str, consumers: list[ConsumerThread]) -> None:
+    """Every acknowledged commit is still visible: offsets only move forward in these scenarios,
+    so the latest acknowledged offset per partition is what a fresh client's OffsetFetch must
+    return (a lost commit would show as an older offset, or none)."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    acked: dict[int, int] = {}
+    for c in consumers:
+        for _, batch in c.history.commits:
+            for p, offset in batch.items():
+                acked[p] = max(acked.get(p, -1), offset)
+    fresh = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = fresh.committed([TopicPartition(topic, p) for p in acked], timeout=30)
+    finally:
+        fresh.close()
+    assert {tp.partition: tp.offset for tp in committed} == acked

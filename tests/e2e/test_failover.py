@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.background_cluster import BackgroundCluster
@@ -20,7 +20,7 @@ from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 
-from .consumers import ConfluentConsumer
+from .consumers import ConfluentConsumer, assert_acknowledged_commits_kept
 from .test_consumer_groups import assert_no_double_ownership, wait_until
 
 pytestmark = pytest.mark.broker
@@ -96,15 +96,5 @@ def test_killing_the_leading_shard_loses_no_acknowledged_commit(
                 c.stop()
         # every acknowledged commit is still visible (offsets only move forward here, so the
         # latest acknowledged value per partition is what OffsetFetch must return)
-        acked: dict[int, int] = {}
-        for c in consumers:
-            for _, batch in c.history.commits:
-                for p, offset in batch.items():
-                    acked[p] = max(acked.get(p, -1), offset)
-        fresh = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-        try:
-            committed = fresh.committed([TopicPartition(topic, p) for p in acked], timeout=30)
-        finally:
-            fresh.close()
-        assert {tp.partition: tp.offset for tp in committed} == acked
+        assert_acknowledged_commits_kept(bootstrap, topic, group, consumers)
         assert_no_double_ownership(consumers)

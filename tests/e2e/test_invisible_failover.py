@@ -14,7 +14,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.background_cluster import BackgroundCluster
@@ -22,7 +22,13 @@ from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 
-from .consumers import AioKafkaConsumer, ConfluentConsumer, ConsumerThread, KafkaPythonConsumer
+from .consumers import (
+    AioKafkaConsumer,
+    ConfluentConsumer,
+    ConsumerThread,
+    KafkaPythonConsumer,
+    assert_acknowledged_commits_kept,
+)
 from .test_consumer_groups import assert_no_double_ownership, wait_until
 from .test_failover import PARTITIONS, KeepProducing
 
@@ -148,15 +154,5 @@ def test_a_minute_of_shard_kills_is_invisible_to_committing_applications(
                 c.stop()
         assert kills >= kill_loop_s // (2 * KILL_EVERY_S)  # a restarted shard takes a few seconds
         assert {c.name: c.history.errors for c in consumers} == {c.name: [] for c in consumers}
-        acked: dict[int, int] = {}
-        for c in consumers:
-            for _, batch in c.history.commits:
-                for p, offset in batch.items():
-                    acked[p] = max(acked.get(p, -1), offset)
-        fresh = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-        try:
-            committed = fresh.committed([TopicPartition(topic, p) for p in acked], timeout=30)
-        finally:
-            fresh.close()
-        assert {tp.partition: tp.offset for tp in committed} == acked
+        assert_acknowledged_commits_kept(bootstrap, topic, group, consumers)
         assert_no_double_ownership(consumers)

@@ -15,7 +15,6 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.background_cluster import BackgroundCluster
@@ -24,7 +23,7 @@ from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 
-from .consumers import ConfluentConsumer
+from .consumers import ConfluentConsumer, assert_acknowledged_commits_kept
 from .test_consumer_groups import assert_no_double_ownership, wait_until
 from .test_failover import PARTITIONS, KeepProducing
 
@@ -114,15 +113,5 @@ def test_rolling_shards_to_more_workers_keeps_clients_committing(
             for c in consumers:
                 c.stop()
         assert [e for c in consumers for e in c.history.errors] == []
-        acked: dict[int, int] = {}
-        for c in consumers:
-            for _, batch in c.history.commits:
-                for p, offset in batch.items():
-                    acked[p] = max(acked.get(p, -1), offset)
-        fresh = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-        try:
-            committed = fresh.committed([TopicPartition(topic, p) for p in acked], timeout=30)
-        finally:
-            fresh.close()
-        assert {tp.partition: tp.offset for tp in committed} == acked
+        assert_acknowledged_commits_kept(bootstrap, topic, group, consumers)
         assert_no_double_ownership(consumers)
