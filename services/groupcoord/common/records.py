@@ -33,6 +33,8 @@ class RecordType:
 
 
 LEADER_EPOCH_TYPE_ID = 40
+PENDING_TXN_OFFSET_TYPE_ID = 27
+TXN_MARKER_TYPE_ID = 28  # synthesized by the log reader from control batches, never written
 
 STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(0, consumer.ConsumerGroupMetadataKey, consumer.ConsumerGroupMetadataValue),
@@ -56,6 +58,8 @@ STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(22, classic.ClassicGroupPendingMemberKey, classic.ClassicGroupPendingMemberValue),
     RecordType(25, offsets.OffsetCommitKey, offsets.OffsetCommitValue),
     RecordType(26, offsets.GroupConfigKey, offsets.GroupConfigValue),
+    RecordType(PENDING_TXN_OFFSET_TYPE_ID, offsets.PendingTxnOffsetKey, offsets.PendingTxnOffsetValue),
+    RecordType(TXN_MARKER_TYPE_ID, offsets.TxnMarkerKey, offsets.TxnMarkerValue),
     RecordType(LEADER_EPOCH_TYPE_ID, runtime.LeaderEpochKey, runtime.LeaderEpochValue),
 )
 

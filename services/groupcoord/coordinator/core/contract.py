@@ -61,6 +61,19 @@ class CoordinatorResult(Generic[R]):
     timers: list[TimerIntent] = field(default_factory=list)
     """Timers to schedule or cancel (h11's habit: effects are values). The runtime applies
     them in order as soon as the handler returns, before the next event on the loop."""
+    transaction: TransactionalWrite | None = None
+    """Set when ``records`` belong to a client's transaction (TxnOffsetCommit): the runtime
+    writes them as one transactional batch of that producer, so the upstream transaction
+    coordinator's COMMIT/ABORT marker for it lands in this partition, after them."""
+
+
+class TransactionalWrite(NamedTuple):
+    """The producer whose transaction a write belongs to, and the batch's base sequence."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
 
 
 class _Pending:

@@ -42,6 +42,7 @@ class Group(Protocol):
         api_version: int,
         topic: str,
         partition: int,
+        transactional: bool = False,
     ) -> None:
         """Raise CoordinatorError (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH,
         FENCED_INSTANCE_ID, UNSUPPORTED_VERSION...) when this commit must be rejected.

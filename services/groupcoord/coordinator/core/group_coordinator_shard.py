@@ -121,6 +121,8 @@ class GroupCoordinatorShard:
             classic_replay.replay_pending_member, self.groups
         )
         switch[offsets_rpb.OffsetCommitKey] = self.offsets.replay
+        switch[offsets_rpb.PendingTxnOffsetKey] = self.offsets.replay_pending
+        switch[offsets_rpb.TxnMarkerKey] = self.offsets.replay_marker
         switch[offsets_rpb.GroupConfigKey] = self.group_configs.replay
         return switch
 
@@ -210,6 +212,11 @@ class GroupCoordinatorShard:
         self, request: offsets_pb.OffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.OffsetCommitResponse]:
         return self.offsets.offset_commit(request, now_ms)
+
+    def txn_offset_commit(
+        self, request: offsets_pb.TxnOffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[offsets_pb.TxnOffsetCommitResponse]:
+        return self.offsets.txn_offset_commit(request, now_ms)
 
     def offset_fetch(
         self, request: offsets_pb.OffsetFetchRequest, now_ms: int

@@ -8,8 +8,12 @@ partition is its value, so "the last successful commit wins" is the log's compac
 
 Topics are keyed by name: a v10 request naming a topic only by id is resolved through
 ``topic_name_of`` (the shard's metadata image, or the gateway may fill the name); an id
-neither knows is answered UNKNOWN_TOPIC_ID. Transactional offsets do not exist here (no TxnOffsetCommit), so
-``require_stable`` never has anything pending to wait for.
+neither knows is answered UNKNOWN_TOPIC_ID.
+
+Transactional offsets (TxnOffsetCommit) are pending per producer until the upstream's marker
+decides them (:mod:`.txn_offsets`); OffsetFetch with ``require_stable`` answers
+UNSTABLE_OFFSET_COMMIT for a partition while any is pending, and retention never expires an
+offset (nor deletes a group) with pending transactional offsets, as in Kafka.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     CoordinatorResult,
     ScheduleTimer,
+    TransactionalWrite,
     deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.txn_offsets import OffsetKey, PendingTransactions, pending_record
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb
 
@@ -104,9 +110,14 @@ class OffsetMetadataManager:
         self.topic_name_of: Callable[[bytes], str | None] = lambda _topic_id: None
         # group id -> topic -> partition -> offset
         self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
+        self.txn = PendingTransactions(self._apply_transactional_offset)
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
+        if self.txn.open_by_key:  # cheap when no transaction is open (the common case)
+            key = (k.group_id, k.topic, k.partition)
+            if key in self.txn.open_by_key:
+                self.txn.on_committed_offset(key, value is None)
         if value is None:
             topics = self.offsets.get(k.group_id)
             if topics is not None:
@@ -124,6 +135,22 @@ class OffsetMetadataManager:
             topics = self.offsets[group_id] = {}
         topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
         # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id)
+
+    def replay_pending(self, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None) -> None:
+        self.txn.replay_pending(k, value)
+        if value is not None and k.group_id not in self.groups:
+            self.groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
+
+    def replay_marker(self, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
+        self.txn.replay_marker(k, value)
+
+    def _apply_transactional_offset(self, key: OffsetKey, value: rpb.OffsetCommitValue) -> None:
+        group_id, topic, partition = key
+        self.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = CommittedOffset.from_value(
+            value
+        )
         if group_id not in self.groups:
             self.groups[group_id] = ClassicGroup(group_id)
 
@@ -198,6 +225,76 @@ class OffsetMetadataManager:
             records = []  # no simple group without an offset in it
         return CoordinatorResult(records=records, response=response)
 
+    # ------------------------------------------------------------------------------ txn commit
+    def txn_offset_commit(
+        self, request: pb.TxnOffsetCommitRequest, now_ms: int
+    ) -> CoordinatorResult[pb.TxnOffsetCommitResponse]:
+        """TxnOffsetCommit v0-5 (Kafka's ``commitTransactionalOffset``): validate the member as
+        ``validateTransactionalOffsetCommit`` does, then write the offsets as pending records in
+        one transactional batch of the client's producer. Whether the producer is current (not
+        fenced) is the upstream's to say: it refuses the batch, and that error is the answer."""
+        group = self.groups.get(request.group_id)
+        instance_id = request.group_instance_id if request.HasField("group_instance_id") else None
+        group_error: ErrorCode | None = None
+        base_sequence = self.txn.next_sequence(request.producer_id, request.producer_epoch)
+        if not request.group_id:
+            group_error = ErrorCode.invalid_group_id
+        elif request.producer_id < 0 or request.producer_epoch < 0:
+            group_error = ErrorCode.invalid_producer_id_mapping
+        elif base_sequence is None:
+            group_error = ErrorCode.invalid_producer_epoch  # an older epoch already wrote here
+        elif group is None and request.generation_id >= 0:
+            group_error = ErrorCode.illegal_generation
+        accepted: list[tuple[OffsetKey, rpb.OffsetCommitValue]] = []
+        response = pb.TxnOffsetCommitResponse()
+        for topic in request.topics:
+            rt = response.topics.add(name=topic.name)
+            for p in topic.partitions:
+                code = group_error
+                if code is None and group is not None:
+                    try:
+                        group.validate_offset_commit(
+                            request.member_id,
+                            instance_id,
+                            request.generation_id,
+                            request.api_version,
+                            topic.name,
+                            p.partition_index,
+                            transactional=True,
+                        )
+                    except CoordinatorError as e:
+                        # A stale KIP-848 member epoch is ILLEGAL_GENERATION here (Kafka).
+                        code = (
+                            ErrorCode.illegal_generation if e.code is ErrorCode.stale_member_epoch else e.code
+                        )
+                metadata = p.committed_metadata if p.HasField("committed_metadata") else ""
+                if code is None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                    code = ErrorCode.offset_metadata_too_large
+                if code is None:
+                    value = rpb.OffsetCommitValue(
+                        offset=p.committed_offset,
+                        leader_epoch=p.committed_leader_epoch,
+                        metadata=metadata,
+                        commit_timestamp_ms=now_ms,
+                        expire_timestamp_ms=_NO_RETENTION,
+                    )
+                    accepted.append(((request.group_id, topic.name, p.partition_index), value))
+                    code = ErrorCode.none
+                rt.partitions.add(partition_index=p.partition_index, error_code=code.value)
+        if not accepted:
+            return CoordinatorResult(response=response)
+        assert base_sequence is not None
+        records = [
+            pending_record(
+                request.producer_id, request.producer_epoch, key, value, base_sequence, len(accepted)
+            )
+            for key, value in accepted
+        ]
+        transaction = TransactionalWrite(
+            request.transactional_id, request.producer_id, request.producer_epoch, base_sequence
+        )
+        return CoordinatorResult(records=records, response=response, transaction=transaction)
+
     # ------------------------------------------------------------------------------ fetch
     def offset_fetch(
         self, request: pb.OffsetFetchRequest, now_ms: int
@@ -216,12 +313,16 @@ class OffsetMetadataManager:
                     rg.error_code = e.code.value
                     continue
             committed = self.offsets.get(g.group_id, {}) if group is not None else {}
+            unstable = self._unstable(g.group_id) if request.require_stable else None
             if g.all_topics:
                 for name, parts in committed.items():
                     first = next(iter(parts.values()))
                     rt = rg.topics.add(name=name, topic_id=first.topic_id)
                     for index in sorted(parts):
-                        _fill(rt.partitions.add(partition_index=index), parts[index])
+                        rp = rt.partitions.add(partition_index=index)
+                        _fill(rp, parts[index])
+                        if unstable is not None and unstable(name, index):
+                            _fill_unstable(rp)
                 continue
             for t in g.topics:
                 rt = rg.topics.add(name=t.name, topic_id=t.topic_id)
@@ -234,7 +335,15 @@ class OffsetMetadataManager:
                         rp.error_code = (ErrorCode.unknown_topic_id if t.topic_id else ErrorCode.none).value
                     else:
                         _fill(rp, parts.get(index))
+                        if unstable is not None and unstable(name, index):
+                            _fill_unstable(rp)
         return CoordinatorResult(response=response)
+
+    def _unstable(self, group_id: str) -> Callable[[str, int], bool] | None:
+        """Whether a partition of the group has pending transactional offsets (None: none has)."""
+        if not self.txn.open_by_key:
+            return None
+        return lambda topic, partition: self.txn.has_pending(group_id, topic, partition)
 
     def _topic_name(self, name: str, topic_id: bytes) -> str:
         if name or not topic_id:
@@ -265,16 +374,22 @@ class OffsetMetadataManager:
                 code = ErrorCode.group_subscribed_to_topic if subscribed else ErrorCode.none
                 if not subscribed and index in committed.get(t.name, {}):
                     records.append(offset_record(request.group_id, t.name, index, None))
+                if not subscribed:
+                    records += self.txn.tombstones(request.group_id, t.name, index)
                 rt.partitions.add(partition_index=index, error_code=code.value)
         return CoordinatorResult(records=records, response=response)
 
     def delete_all_records(self, group_id: str) -> list[CoordinatorRecord]:
         """Tombstones for every offset of a group (DeleteGroups)."""
-        return [
+        records = [
             offset_record(group_id, topic, index, None)
             for topic, parts in self.offsets.get(group_id, {}).items()
             for index in parts
         ]
+        for g, topic, index in list(self.txn.open_by_key):
+            if g == group_id:
+                records += self.txn.tombstones(group_id, topic, index)
+        return records
 
     # ------------------------------------------------------------------------------ expiry
     def expiry_timer(self, now_ms: int) -> ScheduleTimer:
@@ -303,7 +418,7 @@ class OffsetMetadataManager:
             for topic, parts in topics.items():
                 subscribed = group.is_subscribed_to_topic(topic)
                 for index, committed in parts.items():
-                    if subscribed:
+                    if subscribed or self.txn.has_pending(group_id, topic, index):
                         expired_all = False
                         continue
                     if committed.expire_timestamp_ms != _NO_RETENTION:
@@ -317,6 +432,8 @@ class OffsetMetadataManager:
                         expired_all = False
             # An empty group without offsets (all expired, or none ever) is deleted, as in
             # Kafka; deleting it tombstones its offsets, so they are not tombstoned twice.
+            if expired_all and self.txn.group_has_pending(group_id):
+                expired_all = False  # never delete a group with an open transaction's offsets
             records += self._delete_group(group) if expired_all and group.is_empty() else tombstones
         return CoordinatorResult(records=records)
 
@@ -330,3 +447,11 @@ def _fill(rp: Any, committed: CommittedOffset | None) -> None:
         rp.committed_offset = committed.offset
         rp.committed_leader_epoch = committed.leader_epoch
         rp.metadata = committed.metadata
+
+
+def _fill_unstable(rp: Any) -> None:
+    """A partition with pending transactional offsets under ``require_stable`` (Kafka)."""
+    rp.committed_offset = -1
+    rp.committed_leader_epoch = -1
+    rp.metadata = ""
+    rp.error_code = ErrorCode.unstable_offset_commit.value

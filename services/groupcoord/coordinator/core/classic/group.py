@@ -385,7 +385,11 @@ class ClassicGroup:
         api_version: int,
         topic: str,
         partition: int,
+        transactional: bool = False,
     ) -> None:
+        """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit)
+        without member information comes from a producer older than KIP-447 and is accepted in
+        any state, and it is not refused while the group completes a rebalance."""
         if self.state is ClassicGroupState.DEAD:
             raise CoordinatorError(ErrorCode.coordinator_not_available)
         if generation_or_member_epoch < 0 and self.state is ClassicGroupState.EMPTY:
@@ -395,9 +399,9 @@ class ClassicGroup:
             self.validate_member(member_id, group_instance_id)
             if generation_or_member_epoch != self.generation_id:
                 raise CoordinatorError(ErrorCode.illegal_generation)
-        elif self.state is not ClassicGroupState.EMPTY:
+        elif not transactional and self.state is not ClassicGroupState.EMPTY:
             raise CoordinatorError(ErrorCode.unknown_member_id)
-        if self.state is ClassicGroupState.COMPLETING_REBALANCE:
+        if not transactional and self.state is ClassicGroupState.COMPLETING_REBALANCE:
             # The member has the new generation from its JoinGroup answer but no assignment yet.
             raise CoordinatorError(ErrorCode.rebalance_in_progress)
 

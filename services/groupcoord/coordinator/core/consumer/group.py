@@ -313,6 +313,7 @@ class ConsumerGroup:
         api_version: int,
         topic: str,
         partition: int,
+        transactional: bool = False,
     ) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit plus KIP-1251's per-partition epochs.
 
@@ -322,13 +323,19 @@ class ConsumerGroup:
         that did not take the partition away): else STALE_MEMBER_EPOCH.
         """
         if not member_id and generation_or_member_epoch < 0:
-            if self.members:
+            if self.members and not (transactional and group_instance_id is None):
+                # A TxnOffsetCommit without member information (a producer older than
+                # KIP-447) is accepted, as in Kafka.
                 raise CoordinatorError(ErrorCode.unknown_member_id)
             return
         member = self.members.get(member_id)
         if member is None:
             raise CoordinatorError(ErrorCode.unknown_member_id)
-        if not member.uses_classic_protocol and api_version < _MIN_OFFSET_COMMIT_VERSION:
+        if (
+            not transactional
+            and not member.uses_classic_protocol
+            and api_version < _MIN_OFFSET_COMMIT_VERSION
+        ):
             raise CoordinatorError(ErrorCode.unsupported_version)
         if generation_or_member_epoch == member.member_epoch:
             return

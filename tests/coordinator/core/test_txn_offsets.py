@@ -1,0 +1,288 @@
+"""Transactional offsets (TxnOffsetCommit): pending per producer, decided only by the upstream's
+markers, applied in commit order as Kafka's OffsetMetadataManager does.
+
+A marker is what the log reader makes of the upstream's control batch (TxnMarkerKey); the tests
+append one where the upstream would write it, so replay sees pending records and markers in one
+log, as after a failover.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from shard_test_context import ShardContext
+
+from groupcoord.common.errors import ErrorCode as E
+from groupcoord.coordinator.core.contract import CoordinatorResult, deserialize_record
+from groupcoord.coordinator.core.txn_offsets import marker_record
+from groupcoord.rpc.v1 import offsets_pb2 as opb
+
+G = "group"
+T0 = ("t", 0)
+T1 = ("t", 1)
+_marker_offsets = itertools.count(1_000_000)
+
+
+def txn_commit(
+    ctx: ShardContext,
+    offsets: dict[tuple[str, int], int],
+    *,
+    producer_id: int = 7,
+    producer_epoch: int = 0,
+    group_id: str = G,
+    member_id: str = "",
+    generation: int = -1,
+    instance_id: str | None = None,
+    version: int = 3,
+) -> tuple[dict[tuple[str, int], int], Any]:
+    request = opb.TxnOffsetCommitRequest(
+        api_version=version,
+        transactional_id=f"tx-{producer_id}",
+        group_id=group_id,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        generation_id=generation,
+        member_id=member_id,
+    )
+    if instance_id is not None:
+        request.group_instance_id = instance_id
+    for (topic, partition), offset in offsets.items():
+        t = next((t for t in request.topics if t.name == topic), None) or request.topics.add(name=topic)
+        t.partitions.add(partition_index=partition, committed_offset=offset, committed_leader_epoch=-1)
+    token, result = ctx.call("txn_offset_commit", request)
+    response = ctx.answer(token)
+    codes = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+    return codes, result
+
+
+def marker(ctx: ShardContext, producer_id: int, commit: bool, producer_epoch: int = 0) -> None:
+    """The upstream's COMMIT/ABORT marker for the producer lands in the log."""
+    record = marker_record(next(_marker_offsets), producer_id, producer_epoch, commit)
+    ctx.apply(CoordinatorResult(records=[record]))
+
+
+def fetch_stable(ctx: ShardContext, partitions: list[tuple[str, int]] | None = None) -> dict[Any, Any]:
+    request = opb.OffsetFetchRequest(api_version=7, require_stable=True)
+    g = request.groups.add(group_id=G, member_epoch=-1, all_topics=partitions is None)
+    for topic, partition in partitions or []:
+        t = next((t for t in g.topics if t.name == topic), None) or g.topics.add(name=topic)
+        t.partition_indexes.append(partition)
+    response = ctx.answer(ctx.call("offset_fetch", request)[0])
+    (rg,) = response.groups
+    return {
+        (t.name, p.partition_index): (p.committed_offset, p.error_code)
+        for t in rg.topics
+        for p in t.partitions
+    }
+
+
+def assert_replay_equals_live(ctx: ShardContext) -> None:
+    ctx.assert_replay_equals_live()
+    fresh = ctx.replayed()
+    assert fresh.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
+    assert fresh.offsets.txn.sequences == ctx.shard.offsets.txn.sequences
+
+
+def test_pending_offsets_are_invisible_until_the_commit_marker() -> None:
+    ctx = ShardContext()
+    ctx.commit(G, {T0: 5})
+    codes, result = txn_commit(ctx, {T0: 10, T1: 3})
+    assert codes == {T0: 0, T1: 0}
+    assert result.transaction is not None and result.transaction.producer_id == 7
+    assert result.transaction.base_sequence == 0
+    assert ctx.fetch(G, [T0, T1]) == {T0: 5, T1: -1}  # plain fetch: unchanged
+    assert fetch_stable(ctx, [T0, T1]) == {
+        T0: (-1, E.unstable_offset_commit.value),
+        T1: (-1, E.unstable_offset_commit.value),
+    }
+    assert_replay_equals_live(ctx)  # pending survives a failover
+    marker(ctx, 7, commit=True)
+    assert ctx.fetch(G, [T0, T1]) == {T0: 10, T1: 3}
+    assert fetch_stable(ctx, [T0, T1]) == {T0: (10, 0), T1: (3, 0)}
+    assert ctx.shard.offsets.txn.commits_applied == 1
+    assert_replay_equals_live(ctx)
+
+
+def test_abort_marker_discards_pending_offsets() -> None:
+    ctx = ShardContext()
+    ctx.commit(G, {T0: 5})
+    txn_commit(ctx, {T0: 10})
+    marker(ctx, 7, commit=False)
+    assert ctx.fetch(G, [T0]) == {T0: 5}
+    assert fetch_stable(ctx, [T0]) == {T0: (5, 0)}
+    assert ctx.shard.offsets.txn.aborts_applied == 1
+    assert_replay_equals_live(ctx)
+
+
+def test_a_marker_of_another_producer_decides_nothing() -> None:
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 10}, producer_id=7)
+    marker(ctx, 8, commit=True)
+    assert ctx.fetch(G, [T0]) == {T0: -1}
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, E.unstable_offset_commit.value)}
+
+
+@pytest.mark.parametrize(
+    ("sequence", "winner"),
+    [
+        # Kafka keeps the most recent commit by log position of the records, not by marker.
+        (["txn", "plain", "commit"], 6),  # a plain commit after the txn's record wins
+        (["plain", "txn", "commit"], 10),  # the txn's record is the later one
+        (["txn", "commit", "plain"], 6),
+    ],
+)
+def test_commit_order_between_transactional_and_plain_commits(sequence: list[str], winner: int) -> None:
+    ctx = ShardContext()
+    for step in sequence:
+        if step == "txn":
+            txn_commit(ctx, {T0: 10})
+        elif step == "plain":
+            ctx.commit(G, {T0: 6})
+        else:
+            marker(ctx, 7, commit=True)
+    assert ctx.fetch(G, [T0]) == {T0: winner}
+    assert_replay_equals_live(ctx)
+
+
+def test_two_producers_commit_in_record_order_whatever_the_marker_order() -> None:
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 10}, producer_id=1)
+    txn_commit(ctx, {T0: 20}, producer_id=2)
+    marker(ctx, 2, commit=True)
+    marker(ctx, 1, commit=True)  # older record: does not overwrite the newer one
+    assert ctx.fetch(G, [T0]) == {T0: 20}
+    assert_replay_equals_live(ctx)
+
+
+def test_a_tombstone_drops_pending_offsets_of_its_partition() -> None:
+    ctx = ShardContext()
+    ctx.commit(G, {T0: 1})
+    txn_commit(ctx, {T0: 10})
+    ctx.call(
+        "offset_delete",
+        opb.OffsetDeleteRequest(group_id=G, topics=[{"name": "t", "partitions": [{"partition_index": 0}]}]),
+    )
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, 0)}
+    marker(ctx, 7, commit=True)
+    assert ctx.fetch(G, [T0]) == {T0: -1}
+    assert_replay_equals_live(ctx)
+
+
+def test_sequences_continue_per_producer_epoch() -> None:
+    ctx = ShardContext()
+    _, r1 = txn_commit(ctx, {T0: 1, T1: 1})
+    assert r1.transaction.base_sequence == 0
+    marker(ctx, 7, commit=True)
+    _, r2 = txn_commit(ctx, {T0: 2})
+    assert r2.transaction.base_sequence == 2  # two records in the first batch
+    _, r3 = txn_commit(ctx, {T0: 3}, producer_epoch=1)
+    assert r3.transaction.base_sequence == 0  # a new epoch starts at 0
+    codes, r4 = txn_commit(ctx, {T0: 4}, producer_epoch=0)  # the fenced epoch
+    assert codes == {T0: E.invalid_producer_epoch.value} and not r4.records
+    assert_replay_equals_live(ctx)
+
+
+def _classic_member(ctx: ShardContext) -> tuple[str, int]:
+    ids, gen = ctx.form_group(G, 1)
+    return ids[0], gen
+
+
+# Kafka's validateTransactionalOffsetCommit, classic group.
+@pytest.mark.parametrize(
+    ("member", "generation", "expected"),
+    [
+        ("member", "gen", 0),
+        ("member", "gen+1", E.illegal_generation.value),
+        ("ghost", "gen", E.unknown_member_id.value),
+        ("", -1, 0),  # a producer older than KIP-447 sends no member information
+    ],
+)
+def test_classic_member_validation(member: str, generation: Any, expected: int) -> None:
+    ctx = ShardContext()
+    member_id, gen = _classic_member(ctx)
+    mid = member_id if member == "member" else member
+    g = {"gen": gen, "gen+1": gen + 1}.get(generation, generation)
+    codes, _ = txn_commit(ctx, {T0: 1}, member_id=mid, generation=g)
+    assert codes == {T0: expected}
+
+
+def test_static_member_with_a_stale_member_id_is_fenced() -> None:
+    ctx = ShardContext()
+    token = ctx.join(G, instance_id="i", version=9)
+    ctx.advance(0)
+    old = ctx.answer(token)
+    ctx.sync(G, old.member_id, old.generation_id, {old.member_id: b""}, instance_id="i")
+    new = ctx.answer(ctx.join(G, instance_id="i", version=9))
+    codes, _ = txn_commit(
+        ctx, {T0: 1}, member_id=old.member_id, generation=new.generation_id, instance_id="i"
+    )
+    assert codes == {T0: E.fenced_instance_id.value}
+
+
+def test_missing_group_with_a_generation_is_illegal_generation() -> None:
+    ctx = ShardContext()
+    codes, result = txn_commit(ctx, {T0: 1}, member_id="m", generation=3)
+    assert codes == {T0: E.illegal_generation.value} and not result.records
+
+
+def test_retention_keeps_offsets_and_groups_with_open_transactions() -> None:
+    ctx = ShardContext()
+    ctx.commit(G, {T0: 1})
+    txn_commit(ctx, {T0: 2})
+    ctx.advance(ctx.config.offsets_retention_ms + ctx.config.offsets_retention_check_interval_ms)
+    assert G in ctx.shard.groups
+    assert ctx.fetch(G, [T0]) == {T0: 1}
+    marker(ctx, 7, commit=True)
+    assert ctx.fetch(G, [T0]) == {T0: 2}
+
+
+def _compacted_replay(ctx: ShardContext) -> Any:
+    """Replay as the loader does: each key's last record only, in the order of those last
+    occurrences (markers have unique keys and all survive)."""
+    latest: dict[bytes, bytes | None] = {}
+    for key, value in ctx.log.entries:
+        latest.pop(key, None)
+        latest[key] = value
+    fresh = ShardContext(ctx.config)
+    for key, value in latest.items():
+        fresh.shard.replay(deserialize_record(key, value))
+    return fresh.shard
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["txn", "plain", "commit", "abort", "delete"]),
+            st.integers(1, 2),
+            st.integers(0, 1),
+        ),
+        max_size=25,
+    )
+)
+def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]]) -> None:
+    ctx = ShardContext()
+    value = itertools.count(1)
+    for op, producer, partition in steps:
+        tp = ("t", partition)
+        if op == "txn":
+            txn_commit(ctx, {tp: next(value)}, producer_id=producer)
+        elif op == "plain":
+            ctx.commit(G, {tp: next(value)})
+        elif op == "delete":
+            ctx.call(
+                "offset_delete",
+                opb.OffsetDeleteRequest(
+                    group_id=G, topics=[{"name": "t", "partitions": [{"partition_index": partition}]}]
+                ),
+            )
+        else:
+            marker(ctx, producer, commit=op == "commit")
+    assert_replay_equals_live(ctx)
+    compacted = _compacted_replay(ctx)
+    assert compacted.offsets.state() == ctx.shard.offsets.state()
+    assert compacted.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
