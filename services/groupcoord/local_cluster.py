@@ -157,6 +157,8 @@ class LocalCluster:
                 self.gateway.upstream_request,
                 self.gateway.coordinator_node,
                 authorization=GroupAuthorization(args.acl_policy) if args.acl_policy is not None else None,
+                upstream_at=self.gateway.upstream_request_at,
+                state_topic=args.state_topic,
             )
 
             def publish(placement: dict, processes: dict) -> None:

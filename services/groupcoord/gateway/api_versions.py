@@ -37,7 +37,7 @@ class ServedApi:
 # Every API that names a group. When our coordinator serves groups, the ones it does not
 # handle must not reach the upstream cluster either: its coordinator knows nothing of our
 # groups and would answer (e.g. ConsumerGroupDescribe: "empty") as if it did.
-GROUP_API_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 42, 47, 68, 69, 76, 77, 88, 89})
+GROUP_API_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 28, 42, 47, 68, 69, 76, 77, 88, 89})
 
 
 def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:

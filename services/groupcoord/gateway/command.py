@@ -17,6 +17,7 @@ from groupcoord.authorization import acl_file
 from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway import listener_security
 from groupcoord.gateway.advertised_host import advertised_host
 from groupcoord.gateway.group_apis import GroupApis
@@ -41,6 +42,11 @@ def parse_address(value: str) -> tuple[str, int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kafka", type=parse_address, required=True, help="upstream bootstrap HOST:PORT")
+    parser.add_argument(
+        "--state-topic",
+        default=DEFAULT_STATE_TOPIC,
+        help=f"the shards' state topic (transactions add its partitions; default {DEFAULT_STATE_TOPIC})",
+    )
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
     parser.add_argument("--port", type=int, default=9092, help="bootstrap listener port (default 9092)")
     parser.add_argument(
@@ -127,6 +133,8 @@ async def serve(gateway: Gateway, args: argparse.Namespace) -> None:
             gateway.upstream_request,
             gateway.coordinator_node,
             authorization=GroupAuthorization(policy) if policy is not None else None,
+            upstream_at=gateway.upstream_request_at,
+            state_topic=args.state_topic,
         )
         threading.Thread(
             target=_follow_kubernetes,

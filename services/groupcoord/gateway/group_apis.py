@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.common.kafka_wire import codec
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.group_authorization import Caller, GroupAuthorization, authorizable_versions
 from groupcoord.gateway.leadership import LeadershipTable
@@ -75,6 +76,7 @@ class CallContext:
 
 
 Upstream = Callable[[Any], Awaitable[Any]]
+UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
 CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
 
 
@@ -100,6 +102,9 @@ class GroupApis:
         topics: TopicCatalog | None = None,
         failover_wait_s: float = FAILOVER_WAIT_S,
         authorization: GroupAuthorization | None = None,
+        *,
+        upstream_at: UpstreamAt | None = None,
+        state_topic: str = DEFAULT_STATE_TOPIC,
     ) -> None:
         #: Kafka's ACLs on every group API (None: no authorizer, everything allowed, as Kafka
         #: without ``authorizer.class.name``)
@@ -110,6 +115,10 @@ class GroupApis:
         self.coordinator_node = coordinator_node
         self.topics = topics if topics is not None else TopicCatalog(upstream)
         self.failover_wait_s = failover_wait_s
+        # The upstream broker a client listener stands for (its transaction coordinator, for
+        # the AddPartitionsToTxn sent on its behalf); the bootstrap broker if not wired.
+        self.upstream_at: UpstreamAt = upstream_at or (lambda _listener, body: upstream(body))
+        self.state_topic = state_topic
         self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
 
     async def handle(
@@ -251,6 +260,71 @@ class GroupApis:
             resp = reply.response or _commit_errors(known, reply.error_code)
         if unknown:
             resp = _in_request_order(req.topics, resp, unknown)
+        return self.response(ctx, resp)
+
+    # --- transactional offsets (exactly-once) -------------------------------------------
+
+    async def add_offsets_to_txn(self, ctx: CallContext, req: Any) -> Any:
+        """Kafka's transaction coordinator answers AddOffsetsToTxn by adding the group's
+        ``__consumer_offsets`` partition to the transaction. Ours is the state-topic partition
+        that owns the group: it is added with AddPartitionsToTxn, sent on the client's behalf
+        (its transactional id, producer id and epoch) to the upstream broker behind the
+        client's listener (its transaction coordinator), whose answer is the client's. The
+        upstream then writes the transaction's COMMIT/ABORT marker into that partition, after
+        the offsets TxnOffsetCommit writes there."""
+        from kio.schema.add_partitions_to_txn.v3 import request as add  # noqa: PLC0415
+
+        body = add.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=req.transactional_id,
+            v3_and_below_producer_id=req.producer_id,
+            v3_and_below_producer_epoch=req.producer_epoch,
+            v3_and_below_topics=(
+                add.AddPartitionsToTxnTopic(
+                    name=self.state_topic, partitions=(i32(self.leadership.partition_of(req.group_id)),)
+                ),
+            ),
+        )
+        try:
+            resp = await self.upstream_at(ctx.listener, body)
+            codes = [
+                p.partition_error_code
+                for t in resp.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            ]
+            code = (
+                next((c for c in codes if c != ErrorCode.none), ErrorCode.none)
+                if codes
+                else ErrorCode.unknown_server_error
+            )
+        except ConnectionError:
+            code = ErrorCode.coordinator_not_available  # retriable: the client asks again
+        return ctx.response_type(throttle_time=NO_THROTTLE, error_code=code)
+
+    async def txn_offset_commit(self, ctx: CallContext, req: Any) -> Any:
+        """Offsets of a transaction go to the group's shard, which writes them pending into
+        the producer's transaction (see coordinator/core/txn_offsets.py)."""
+        msg = to_proto(req, op.TxnOffsetCommitRequest(api_version=ctx.version))
+        if ctx.version < 3:  # no member information before KIP-447: Kafka's defaults
+            msg.generation_id = -1
+        if ctx.version < 2:
+            for t in msg.topics:
+                for p in t.partitions:
+                    p.committed_leader_epoch = -1
+        reply = await self.call(req.group_id, Envelope(txn_offset_commit=msg))
+        resp = reply.response or op.TxnOffsetCommitResponse(
+            topics=[
+                op.TxnOffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        op.TxnOffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=reply.error_code
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ]
+        )
         return self.response(ctx, resp)
 
     async def offset_fetch(self, ctx: CallContext, req: Any) -> Any:
@@ -582,6 +656,10 @@ GROUP_APIS: dict[int, ServedApi] = {
     14: ServedApi((0, 5), GroupApis.sync_group),
     15: ServedApi((0, 6), GroupApis.describe_groups),
     16: ServedApi((0, 5), GroupApis.list_groups),
+    # Exactly-once, transaction version 1 only (the path through AddOffsetsToTxn): TxnOffsetCommit
+    # v5 and the finalized transaction.version feature (KIP-890 part 2) are not advertised.
+    25: ServedApi((0, 4), GroupApis.add_offsets_to_txn),
+    28: ServedApi((0, 4), GroupApis.txn_offset_commit),
     32: ServedApi((1, 4), GroupApis.describe_configs),  # GROUP resources; the others go upstream
     42: ServedApi((0, 2), GroupApis.delete_groups),
     44: ServedApi((0, 1), GroupApis.incremental_alter_configs),  # GROUP resources, as 32

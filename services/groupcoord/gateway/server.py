@@ -121,6 +121,15 @@ class Gateway:
             response = await self.brokers.rewrite(api_key, response)
         return response
 
+    async def upstream_request_at(self, listener: Address, body: Any) -> Any:
+        """The response to ``body`` of the upstream broker the client listener ``listener``
+        stands for (e.g. a client's transaction coordinator)."""
+        upstream = next(
+            (lst.upstream for lst in self.brokers.listeners.values() if lst.address == listener),
+            self.upstream_bootstrap,
+        )
+        return await ask_upstream(upstream, body)
+
     async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
         """(node id, host, port) to name as group coordinator for a client on ``listener``:
         the gateway itself, under the node id of the upstream broker that listener stands for,

@@ -213,6 +213,11 @@ class GroupCoordinatorShard:
     ) -> CoordinatorResult[offsets_pb.OffsetCommitResponse]:
         return self.offsets.offset_commit(request, now_ms)
 
+    def open_transactions(self) -> int:
+        """Producers with pending transactional offsets here (the runtime follows the log for
+        their markers while any are open)."""
+        return len(self.offsets.txn.by_producer)
+
     def txn_offset_commit(
         self, request: offsets_pb.TxnOffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.TxnOffsetCommitResponse]:

@@ -39,12 +39,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
+from groupcoord.common.records import LEADER_EPOCH_TYPE_ID, TXN_MARKER_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.records.v1 import runtime_pb2
 
 FENCE_HEADER = "gc.fence"
 _MARKER_PREFIX = LEADER_EPOCH_TYPE_ID.to_bytes(2, "big")
+TXN_MARKER_PREFIX = TXN_MARKER_TYPE_ID.to_bytes(2, "big")
 _TAG = struct.Struct(">iQ")
 
 
@@ -145,6 +146,9 @@ class ReplayFilter:
             if key[:2] == prefix:
                 if e.value is not None:
                     self.see_marker(parse_marker(e.value))
+                continue
+            if key[:2] == TXN_MARKER_PREFIX:  # the upstream's transaction marker: never fenced
+                admit(key, e.value)
                 continue
             headers = e.headers
             tag = headers[0][1] if headers and headers[0][0] == FENCE_HEADER else fence_tag(headers)

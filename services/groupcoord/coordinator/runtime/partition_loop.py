@@ -16,6 +16,12 @@ replicas (:mod:`.replicas`):
 
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
+
+Transaction markers: while the coordinator shard has open transactions (``open_transactions()``,
+TxnOffsetCommit), the leader follows its own partition for the COMMIT/ABORT markers the
+upstream transaction coordinator writes there, and replays each into both replicas (into the
+committed one after the writes still unconfirmed, so reads never see a marker before the
+records it decides). The outcome is the upstream's, read from the log, never inferred.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import (
     PENDING,
     CoordinatorOperation,
+    CoordinatorRecord,
     CoordinatorResult,
     CoordinatorShard,
     apply_timer_intents,
+    deserialize_record,
     serialize_record,
 )
-from groupcoord.coordinator.runtime.fencing import Fence
+from groupcoord.coordinator.runtime.fencing import TXN_MARKER_PREFIX, Fence
 from groupcoord.coordinator.runtime.loader import PartitionLoader
 from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
@@ -48,6 +56,8 @@ from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WriteP
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
+MARKER_IDLE_S = 0.1  # how often the marker follower looks for open transactions when there are none
+MARKER_POLL_MS = 100  # its fetch wait while transactions are open (bounds the outcome's delay)
 
 
 class PartitionState(enum.Enum):
@@ -75,6 +85,13 @@ class _Call:
 
     operation: Callable[[], CoordinatorResult[Any]]
     what: str
+
+
+@dataclass(slots=True)
+class _Markers:
+    """Transaction markers the follower read from the partition (already in the log)."""
+
+    records: list[CoordinatorRecord]
 
 
 def _error(code: ErrorCode, why: str) -> CoordinatorError:
@@ -251,6 +268,9 @@ class PartitionRuntime:
         self._tasks = [
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
             asyncio.create_task(self._guard(self._pipeline.run), name=f"writer-{self.partition}"),
+            asyncio.create_task(
+                self._guard(lambda: self._follow_markers(marker_offset + 1)), name=f"markers-{self.partition}"
+            ),
         ]
         if repair:
             # Log compaction keeps only a key's last record: a fenced writer's stale record
@@ -295,6 +315,39 @@ class PartitionRuntime:
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
         self._loader = PartitionLoader(reader, self._replicas)
         return self._loader
+
+    def _open_transactions(self) -> int:
+        live = self._replicas.live if self._replicas is not None else None
+        count = getattr(live, "open_transactions", None)
+        return int(count()) if count is not None else 0
+
+    async def _follow_markers(self, start: int) -> None:
+        """Read the partition from ``start`` for the upstream's transaction markers while the
+        coordinator shard has open transactions; queue each for replay on the loop.
+
+        With none open, no marker can decide anything, so the follower does not read: it moves
+        its position to the end of our confirmed writes (a transaction's record is written
+        after that, and its marker after the record)."""
+        reader = PartitionReader(self._bootstrap, self._topic, self.partition, start)
+        try:
+            while True:
+                if not self._open_transactions():
+                    pipeline = self._pipeline
+                    if pipeline is not None and pipeline.confirmed_end > reader.position:
+                        reader.seek(pipeline.confirmed_end)
+                    await asyncio.sleep(MARKER_IDLE_S)
+                    continue
+                # tansu holds an empty fetch for the whole wait even when a marker arrives
+                chunk = await reader.read(timeout_ms=MARKER_POLL_MS)
+                markers = [
+                    deserialize_record(r.key, r.value)
+                    for r in chunk
+                    if r.key is not None and r.key[:2] == TXN_MARKER_PREFIX
+                ]
+                if markers:
+                    self._put(_Markers(markers))
+        finally:
+            await reader.stop()
 
     def _after_load(self) -> None:
         """Queue the core's post-load hook (re-arm timers, recheck metadata) on the loop."""
@@ -369,6 +422,12 @@ class PartitionRuntime:
             asyncio.get_running_loop().create_task(self._fail(copy_error))
             return
         self.writes_reverted += 1
+        pipeline = self._pipeline
+        if pipeline is not None and pipeline.orphaned:
+            # Markers that were to be committed after the failed writes are in the log anyway.
+            orphans, pipeline.orphaned = pipeline.orphaned, []
+            self._replicas.replay_live(orphans)
+            self._replicas.commit(orphans)
         self._fail_waiters(waiters, _error(ErrorCode.not_coordinator, f"write failed: {exc}"))
         self._timer.cancel_all()  # their operations close over the replaced live replica
         self._after_load()
@@ -422,6 +481,11 @@ class PartitionRuntime:
                 self._run_internal(operation, f"timer {ev.key}", by_timer=True)
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, ev.what)
+        elif isinstance(ev, _Markers):
+            replicas.replay_live(ev.records)
+            assert self._pipeline is not None
+            if not self._pipeline.defer_commit(ev.records):
+                replicas.commit(ev.records)
 
     def _read(self, op: CoordinatorOperation[Any, Any], committed: CoordinatorShard, token: Any) -> Any:
         result = op.run(committed, now_ms(), token)
@@ -476,7 +540,7 @@ class PartitionRuntime:
                 fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
-        pipeline.add(records, entries, waiters)
+        pipeline.add(records, entries, waiters, result.transaction)
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:

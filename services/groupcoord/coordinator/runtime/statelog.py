@@ -13,6 +13,15 @@ The producer is plain (no idempotence, no transactions: aiokafka's InitProducerI
 tansu, and fencing is done with epochs, see :mod:`.fencing`). aiokafka keeps one produce
 request in flight per broker and mutes a partition while its batch is in flight, so batches
 of one partition land in the order they were sent.
+
+Transactional offsets (TxnOffsetCommit) are the exception: their records are written as a
+transactional batch of the *client's* producer (its transactional id, producer id, epoch and a
+sequence we keep), with a raw Produce request, so that the upstream transaction coordinator
+writes its COMMIT/ABORT marker into our partition. Measured on tansu 0.6.0: it writes markers
+only into partitions that hold a transactional batch of the producer (AddPartitionsToTxn alone
+is not enough), validates sequences (DUPLICATE/OUT_OF_ORDER_SEQUENCE_NUMBER) and refuses a
+fenced epoch (PRODUCER_FENCED). Readers turn control batches into marker records
+(:class:`ControlRecord`), which the cores replay like any other record.
 """
 
 from __future__ import annotations
@@ -29,10 +38,15 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.protocol.produce import ProduceRequest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
+from groupcoord.common.errors import ErrorCode
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.topic_replication import Replication, fit_replication
+from groupcoord.coordinator.core.contract import TransactionalWrite, serialize_record
+from groupcoord.coordinator.core.txn_offsets import marker_record
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 log = logging.getLogger(__name__)
@@ -40,6 +54,55 @@ log = logging.getLogger(__name__)
 MAX_BATCH_BYTES = 1 << 20
 FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
+_CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
+# Answers to a transactional batch meaning "not written, and retrying will not help": the
+# producer is fenced, its transaction is not open, or we may not write for it.
+REFUSED_TRANSACTIONAL_WRITE = frozenset(
+    e.value
+    for e in (
+        ErrorCode.producer_fenced,
+        ErrorCode.invalid_producer_epoch,
+        ErrorCode.invalid_txn_state,
+        ErrorCode.invalid_producer_id_mapping,
+        ErrorCode.out_of_order_sequence_number,
+        ErrorCode.unknown_producer_id,
+        ErrorCode.transactional_id_authorization_failed,
+        ErrorCode.topic_authorization_failed,
+    )
+)
+
+
+class TransactionalWriteRefused(Exception):
+    """The upstream refused a transactional batch: nothing was written."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ControlRecord:
+    """A transaction marker (control batch) of the log, as a marker record: ``key`` and
+    ``value`` are the serialized TxnMarkerKey/Value (see core/txn_offsets.py)."""
+
+    __slots__ = ("offset", "key", "value", "headers")
+
+    def __init__(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.offset = offset
+        self.key, self.value = serialize_record(marker_record(offset, producer_id, producer_epoch, commit))
+        self.headers: tuple[()] = ()
+
+
+def control_record(batch: Any) -> ControlRecord | None:
+    """The marker record of a control batch (None for control records other than markers)."""
+    for record in batch:
+        key = record.key
+        if key is None or len(key) < 4:
+            return None
+        kind = int.from_bytes(key[2:4], "big")
+        if kind not in (_CONTROL_ABORT, _CONTROL_COMMIT):
+            return None
+        return ControlRecord(record.offset, batch.producer_id, batch.producer_epoch, kind == _CONTROL_COMMIT)
+    return None
 
 
 async def ensure_topic(
@@ -103,6 +166,49 @@ class StateLogWriter:
 
     async def stop(self) -> None:
         await self._producer.stop()
+
+    async def append_transactional(
+        self, partition: int, entries: Sequence[Entry], tag: bytes | None, txn: TransactionalWrite
+    ) -> list[tuple[int, int]]:
+        """Write ``entries`` as one transactional batch of the client's producer ``txn``
+        (acks=all); returns its (first, last) offsets. Raises TransactionalWriteRefused when
+        the upstream refuses it (certainly not written); any other exception means "maybe
+        written", as for :meth:`append`."""
+        headers = [(FENCE_HEADER, tag)] if tag is not None else []
+        builder = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=0,
+            is_transactional=True,
+            producer_id=txn.producer_id,
+            producer_epoch=txn.producer_epoch,
+            base_sequence=txn.base_sequence,
+            batch_size=MAX_BATCH_BYTES,
+        )
+        for i, (key, value) in enumerate(entries):
+            if builder.append(i, timestamp=None, key=key, value=value, headers=headers) is None:
+                raise ValueError("a transactional offset commit exceeds the batch size")
+        client = self._producer.client
+        tp = TopicPartition(self.topic, partition)
+        node = client.cluster.leader_for_partition(tp)
+        if node is None or node == -1:
+            await client.force_metadata_update()
+            node = client.cluster.leader_for_partition(tp)
+            if node is None or node == -1:
+                raise Errors.NotLeaderForPartitionError(f"no leader for {tp}")
+        request = ProduceRequest(
+            txn.transactional_id, -1, 30000, [(self.topic, [(partition, bytes(builder.build()))])]
+        )
+        response = await client.send(node, request)
+        for _topic, partitions in response.topics:
+            for _partition, error_code, offset, *_rest in partitions:
+                if error_code in REFUSED_TRANSACTIONAL_WRITE:
+                    raise TransactionalWriteRefused(
+                        error_code, f"upstream refused the transactional batch of {txn}: {error_code}"
+                    )
+                if error_code != 0:
+                    raise Errors.for_code(error_code)(f"transactional write to {tp}")
+                return [(offset, offset + len(entries) - 1)]
+        raise Errors.KafkaError(f"no answer for {tp} in the produce response")
 
     async def append(
         self, partition: int, entries: Sequence[Entry], tag: bytes | None
@@ -229,7 +335,10 @@ class PartitionReader:
                         raise Errors.CorruptRecordException(
                             f"{self.tp}: bad CRC in batch at {batch.base_offset}"
                         )
-                    if batch.is_control_batch:  # transaction markers: never ours
+                    if batch.is_control_batch:  # a transaction marker: the upstream's
+                        marker = control_record(batch)
+                        if marker is not None and marker.offset >= position:
+                            out.append(marker)
                         position = max(position, batch.next_offset)
                         continue
                     for record in batch:

@@ -17,19 +17,33 @@ that failed did land after all, so the live state no longer matches the log
 A failed append (the writer raised: "maybe written") is not fatal: the pipeline drops the
 failed and the open write and hands their callers to ``on_failed``, which reverts the live
 replica. If the records did land, the next write's gap check finds them (NeedsReload).
+
+A transactional write (TxnOffsetCommit: records of a client's transaction, see
+``CoordinatorResult.transaction``) is a write of its own, never merged with others: it goes out
+as one transactional batch of that producer. If the upstream refuses it (the producer is
+fenced...), its callers get that error and the live replica is reverted like after a failure.
+Transaction markers the upstream writes into the partition are foreign records in the gaps;
+the gap check passes over them (the partition loop's marker follower replays them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.runtime.fencing import Fence, ReplayFilter
-from groupcoord.coordinator.runtime.statelog import Entry, PartitionReader, StateLogWriter
+from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.coordinator.core.contract import CoordinatorRecord, TransactionalWrite
+from groupcoord.coordinator.runtime.fencing import TXN_MARKER_PREFIX, Fence, ReplayFilter
+from groupcoord.coordinator.runtime.statelog import (
+    Entry,
+    PartitionReader,
+    StateLogWriter,
+    TransactionalWriteRefused,
+)
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 Waiter = tuple[asyncio.Future[Any], Any]
@@ -55,6 +69,10 @@ class Write:
     records: list[CoordinatorRecord] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
     waiters: list[Waiter] = field(default_factory=list)
+    transaction: TransactionalWrite | None = None
+    # Records already in the log (transaction markers) that the committed replica must see
+    # after this write's records: they are committed with it, never written.
+    deferred: list[CoordinatorRecord] = field(default_factory=list)
 
 
 class WritePipeline:
@@ -84,30 +102,58 @@ class WritePipeline:
         self._commit = commit
         self._on_failed = on_failed
         self._metrics = metrics
-        self._open: Write | None = None
+        self._queued: deque[Write] = deque()
         self._inflight: Write | None = None
+        self.orphaned: list[CoordinatorRecord] = []
         self._ready = asyncio.Event()
         self._repair_needed = False
 
-    def add(self, records: list[CoordinatorRecord], entries: list[Entry], waiters: list[Waiter]) -> None:
+    @property
+    def confirmed_end(self) -> int:
+        """The offset after our last confirmed write."""
+        return self._next_expected
+
+    def add(
+        self,
+        records: list[CoordinatorRecord],
+        entries: list[Entry],
+        waiters: list[Waiter],
+        transaction: TransactionalWrite | None = None,
+    ) -> None:
         """Queue records (already replayed into the live replica) and their callers."""
-        w = self._open
-        if w is None:
-            w = self._open = Write()
+        queued = self._queued
+        if transaction is None and queued and queued[-1].transaction is None:
+            w = queued[-1]
+        else:
+            w = Write(transaction=transaction)
+            queued.append(w)
         w.records.extend(records)
         w.entries.extend(entries)
         w.waiters.extend(waiters)
         self.newest_unconfirmed = w
 
+    def defer_commit(self, records: list[CoordinatorRecord]) -> bool:
+        """Commit records that are already in the log after the newest unconfirmed write;
+        False if nothing is unconfirmed (the caller commits them now)."""
+        w = self.newest_unconfirmed
+        if w is None:
+            return False
+        w.deferred.extend(records)
+        return True
+
     def flush(self) -> None:
-        """End of a loop turn: send the open write once the one in flight is done."""
-        if self._open is not None:
+        """End of a loop turn: send the queued writes once the one in flight is done."""
+        if self._queued:
             self._ready.set()
 
     def abandon(self) -> list[Waiter]:
-        """Forget every unconfirmed write; returns their callers (to be failed)."""
-        waiters = [wt for w in (self._inflight, self._open) if w is not None for wt in w.waiters]
-        self._inflight = self._open = self.newest_unconfirmed = None
+        """Forget every unconfirmed write; returns their callers (to be failed). Their deferred
+        records (in the log already) are kept in ``orphaned`` for the caller to commit."""
+        writes = [w for w in (self._inflight, *self._queued) if w is not None]
+        waiters = [wt for w in writes for wt in w.waiters]
+        self.orphaned.extend(r for w in writes for r in w.deferred)
+        self._inflight = self.newest_unconfirmed = None
+        self._queued.clear()
         return waiters
 
     async def run(self) -> None:
@@ -116,15 +162,27 @@ class WritePipeline:
         while True:
             await self._ready.wait()
             self._ready.clear()
-            w, self._open = self._open, None
-            if w is None:
+            if not self._queued:
                 continue
+            w = self._queued.popleft()
             self._inflight = w
             started = time.perf_counter()
             try:
-                spans = await self._writer.append(self.partition, w.entries, tag)
+                if w.transaction is None:
+                    spans = await self._writer.append(self.partition, w.entries, tag)
+                else:
+                    spans = await self._writer.append_transactional(
+                        self.partition, w.entries, tag, w.transaction
+                    )
             except asyncio.CancelledError:
                 raise
+            except TransactionalWriteRefused as refused:  # not written: its callers learn why
+                error = CoordinatorError(ErrorCode(refused.code), str(refused))
+                for fut, _ in w.waiters:
+                    if not fut.done():
+                        fut.set_exception(error)
+                self._on_failed(refused, self.abandon())
+                continue
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
                 if self._metrics is not None:
                     self._metrics.record_state_write_error(self.partition)
@@ -139,13 +197,13 @@ class WritePipeline:
             self._inflight = None
             if self.newest_unconfirmed is w:
                 self.newest_unconfirmed = None
-            self._commit(w.records)
+            self._commit(w.records + w.deferred if w.deferred else w.records)
             for fut, response in w.waiters:
                 if not fut.done():
                     fut.set_result(response)
             if self._repair_needed:
                 raise NeedsRepair(f"partition {self.partition}: a fenced writer's records follow our marker")
-            if self._open is not None:
+            if self._queued:
                 self._ready.set()
 
     async def _confirm(self, first: int, last: int) -> None:
@@ -158,7 +216,8 @@ class WritePipeline:
 
             def admit(key: bytes, value: bytes | None) -> None:
                 nonlocal ours
-                ours += 1
+                if key[:2] != TXN_MARKER_PREFIX:  # markers are the upstream's
+                    ours += 1
 
             def reject(key: bytes) -> None:
                 self.stale_keys_seen += 1

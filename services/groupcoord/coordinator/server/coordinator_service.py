@@ -36,6 +36,9 @@ OPERATIONS: dict[str, Operation] = {
     "leave_group": lambda r: write_operation("leave_group", lambda s, now, _: s.leave_group(r, now)),
     "offset_commit": lambda r: write_operation("offset_commit", lambda s, now, _: s.offset_commit(r, now)),
     "offset_delete": lambda r: write_operation("offset_delete", lambda s, now, _: s.offset_delete(r, now)),
+    "txn_offset_commit": lambda r: write_operation(
+        "txn_offset_commit", lambda s, now, _: s.txn_offset_commit(r, now)
+    ),
     "delete_groups": lambda r: write_operation("delete_groups", lambda s, now, _: s.delete_groups(r, now)),
     "alter_group_configs": lambda r: write_operation(
         "alter_group_configs", lambda s, now, _: s.alter_group_configs(r, now)
