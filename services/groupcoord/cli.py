@@ -31,7 +31,7 @@ EXTRAS: dict[str, str] = {"operator": "operator", "capacity": "spark"}
 def _missing_extra(name: str, exc: ModuleNotFoundError) -> str:
     extra = EXTRAS.get(name)
     install = f"pip install 'groupcoord[{extra}]'" if extra else "reinstall groupcoord"
-    module = (exc.name or 'a module that is missing').split('.')[0]
+    module = (exc.name or "a module that is missing").split(".")[0]
     return f"groupcoord {name} needs {module}: {install}"
 
 

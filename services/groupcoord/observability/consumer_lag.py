@@ -102,7 +102,12 @@ def lag_report(
 
 
 def _lag_seconds(
-    group: str, total: int, committed_sum: int, now: float, previous: LagReport | None, stalled: dict[str, float]
+    group: str,
+    total: int,
+    committed_sum: int,
+    now: float,
+    previous: LagReport | None,
+    stalled: dict[str, float],
 ) -> float | None:
     if total == 0:
         stalled.pop(group, None)
@@ -122,7 +127,9 @@ class ConsumerLagCollector(Collector):
     """Exports the last :class:`LagReport` (a custom collector: groups that went away leave no
     stale series behind)."""
 
-    def __init__(self, shard_id: str, top_n: int = DEFAULT_TOP_N, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, shard_id: str, top_n: int = DEFAULT_TOP_N, clock: Callable[[], float] = time.time
+    ) -> None:
         self.shard_id = shard_id
         self.top_n = top_n
         self.clock = clock
@@ -239,7 +246,10 @@ class LogEndOffsets:
                 1,
                 1 << 20,
                 0,
-                [(t, [(p, max(0, positions[(t, p)]), 1024) for p in parts]) for t, parts in topic_parts.items()],
+                [
+                    (t, [(p, max(0, positions[(t, p)]), 1024) for p in parts])
+                    for t, parts in topic_parts.items()
+                ],
             )
             try:
                 response = await client.send(leader, request)

@@ -63,6 +63,7 @@ def marker(ctx: ShardContext, producer_id: int, commit: bool, producer_epoch: in
     """The upstream's COMMIT/ABORT marker for the producer lands in the log."""
     record = marker_record(next(_marker_offsets), producer_id, producer_epoch, commit)
     ctx.apply(CoordinatorResult(records=[record]))
+    ctx.apply(ctx.shard.after_markers(ctx.clock.now_ms))  # what the runtime does next
 
 
 def fetch_stable(ctx: ShardContext, partitions: list[tuple[str, int]] | None = None) -> dict[Any, Any]:
@@ -186,6 +187,27 @@ def test_sequences_continue_per_producer_epoch() -> None:
     assert_replay_equals_live(ctx)
 
 
+def test_a_newer_epoch_of_the_producer_drops_the_fenced_transactions_offsets() -> None:
+    """tansu bumps the epoch on InitProducerId without an abort marker: the first record of the
+    new epoch ends the old transaction, whose offsets are never applied."""
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 3, T1: 3}, producer_epoch=0)  # the fenced instance
+    txn_commit(ctx, {T0: 7}, producer_epoch=1)  # the new instance, same transactional id
+    assert fetch_stable(ctx, [T1]) == {T1: (-1, 0)}
+    marker(ctx, 7, commit=True, producer_epoch=1)
+    assert ctx.fetch(G, [T0, T1]) == {T0: 7, T1: -1}
+    assert_replay_equals_live(ctx)
+
+
+def test_a_marker_decides_only_its_epoch_or_older() -> None:
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 7}, producer_epoch=2)
+    marker(ctx, 7, commit=False, producer_epoch=1)  # a late marker of an older transaction
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, E.unstable_offset_commit.value)}
+    marker(ctx, 7, commit=True, producer_epoch=2)
+    assert ctx.fetch(G, [T0]) == {T0: 7}
+
+
 def _classic_member(ctx: ShardContext) -> tuple[str, int]:
     ids, gen = ctx.form_group(G, 1)
     return ids[0], gen
@@ -253,11 +275,11 @@ def _compacted_replay(ctx: ShardContext) -> Any:
     return fresh.shard
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["txn", "plain", "commit", "abort", "delete"]),
+            st.sampled_from(["txn", "txn-new-epoch", "plain", "commit", "abort", "delete"]),
             st.integers(1, 2),
             st.integers(0, 1),
         ),
@@ -267,10 +289,13 @@ def _compacted_replay(ctx: ShardContext) -> Any:
 def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]]) -> None:
     ctx = ShardContext()
     value = itertools.count(1)
+    epochs = {1: 0, 2: 0}
     for op, producer, partition in steps:
         tp = ("t", partition)
-        if op == "txn":
-            txn_commit(ctx, {tp: next(value)}, producer_id=producer)
+        if op == "txn-new-epoch":
+            epochs[producer] += 1
+        if op.startswith("txn"):
+            txn_commit(ctx, {tp: next(value)}, producer_id=producer, producer_epoch=epochs[producer])
         elif op == "plain":
             ctx.commit(G, {tp: next(value)})
         elif op == "delete":
@@ -281,8 +306,9 @@ def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]
                 ),
             )
         else:
-            marker(ctx, producer, commit=op == "commit")
+            marker(ctx, producer, commit=op == "commit", producer_epoch=epochs[producer])
     assert_replay_equals_live(ctx)
     compacted = _compacted_replay(ctx)
     assert compacted.offsets.state() == ctx.shard.offsets.state()
     assert compacted.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
+    assert compacted.offsets.txn.sequences == ctx.shard.offsets.txn.sequences

@@ -80,7 +80,11 @@ async def test_expired_offsets_count_as_expirations_and_deleted_ones_as_deletion
         delete = pb.OffsetDeleteRequest(
             api_version=0,
             group_id="kept",
-            topics=[pb.OffsetDeleteRequestTopic(name="orders", partitions=[pb.OffsetDeleteRequestPartition(partition_index=0)])],
+            topics=[
+                pb.OffsetDeleteRequestTopic(
+                    name="orders", partitions=[pb.OffsetDeleteRequestPartition(partition_index=0)]
+                )
+            ],
         )
         response = await rt.submit(0, OPERATIONS["offset_delete"](delete))
         assert response.error_code == 0

@@ -137,7 +137,13 @@ class GroupCoordinatorShard:
         timers = [self.offsets.expiry_timer(now_ms)]
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
-        return CoordinatorResult(timers=timers)
+        # Offsets that COMMIT markers applied and the previous leader had not restated yet.
+        return CoordinatorResult(records=self.offsets.txn.restatements(), timers=timers)
+
+    def after_markers(self, now_ms: int) -> CoordinatorResult[None]:
+        """Run by the runtime right after it replays transaction markers: restate the offsets
+        they applied as ordinary records (see core/txn_offsets.py)."""
+        return CoordinatorResult(records=self.offsets.txn.restatements())
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""

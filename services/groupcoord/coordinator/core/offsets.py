@@ -114,10 +114,11 @@ class OffsetMetadataManager:
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
-        if self.txn.open_by_key:  # cheap when no transaction is open (the common case)
+        txn = self.txn
+        if txn.open_by_key or txn.unrestated:  # cheap when no transaction is around (usual)
             key = (k.group_id, k.topic, k.partition)
-            if key in self.txn.open_by_key:
-                self.txn.on_committed_offset(key, value is None)
+            if key in txn.open_by_key or key in txn.unrestated:
+                txn.on_committed_offset(key, value)
         if value is None:
             topics = self.offsets.get(k.group_id)
             if topics is not None:

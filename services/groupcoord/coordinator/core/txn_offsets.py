@@ -9,13 +9,27 @@ writes a COMMIT or ABORT marker into the same state partition, which the log rea
 stay pending (and OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT) until
 the marker for their producer is in the log.
 
-Commit order: Kafka keeps "the most recent committed offset" by comparing the log offsets of
-the pending record and of the committed one when a COMMIT marker applies. Replay here counts
-the offset records it sees (``ordinal``), which orders them exactly as the log does, also
-after the loader's compaction (it keeps each key's last record in the order of those last
-occurrences). A marker therefore gives the same state whether it is replayed at its place in
-the log (a load) or later, after records the leader wrote meanwhile (the leader learns of
-markers by reading its partition).
+Commit order: Kafka applies a pending offset at COMMIT only if its record is newer in the log
+than the record of the committed offset. Here each pending offset is marked *beaten* when a
+newer record is applied to its partition (an ordinary commit after it, or another producer's
+transactional offset written after it); replay counts the offset records it sees
+(``ordinal``), which orders them as the log does, also after the loader's compaction (it keeps
+each key's last record in the order of those last occurrences). A marker therefore gives the
+same state whether it is replayed at its place in the log (a load) or later, after records the
+leader wrote meanwhile (the leader learns of markers by reading its partition).
+
+Compaction: an applied offset must outlive its pending record, which the producer's next
+transaction supersedes. So after a COMMIT marker the leader writes the applied values again as
+ordinary, *restated* offset records (:meth:`PendingTransactions.restatements`); a restated record
+beats only the producers it lists, so it changes nothing a later marker decides.
+
+Fencing: a producer's transaction of epoch *e* can only end with a marker of epoch >= *e*, and
+once the producer writes with a newer epoch its older transaction is over (InitProducerId
+aborted it). Kafka's coordinator writes that abort marker; tansu 0.6.0 (measured) bumps the
+epoch without writing it. So a pending record of a newer epoch drops the producer's offsets of
+older epochs (they are never applied), and a marker decides only offsets of its epoch or older:
+a COMMIT applies those of its own epoch (transaction version 1: the epoch of the transaction)
+and aborts the older ones.
 """
 
 from __future__ import annotations
@@ -33,6 +47,8 @@ OffsetKey = tuple[str, str, int]  # group, topic, partition
 class PendingOffset:
     value: rpb.OffsetCommitValue
     ordinal: int
+    epoch: int
+    beaten: bool = False  # a newer record of its partition was applied: it can never apply
 
 
 @dataclass(slots=True)
@@ -51,9 +67,8 @@ class PendingTransactions:
         self.by_producer: dict[int, dict[OffsetKey, PendingOffset]] = {}
         self.open_by_key: dict[OffsetKey, set[int]] = {}
         self.sequences: dict[int, ProducerSequence] = {}
-        # Ordinal of the record that set a committed offset, kept only while the key has
-        # pending transactional offsets (the only time it is compared).
-        self._committed_ordinal: dict[OffsetKey, int] = {}
+        # Offsets a COMMIT marker applied that no ordinary record states yet (see restatements).
+        self.unrestated: dict[OffsetKey, rpb.OffsetCommitValue] = {}
         self._ordinal = 0
         self.commits_applied = 0
         self.aborts_applied = 0
@@ -72,19 +87,6 @@ class PendingTransactions:
             out[(topic, partition)] = out.get((topic, partition), 0) + len(producers)
         return out
 
-    def tombstones(self, group_id: str, topic: str, partition: int) -> list[CoordinatorRecord]:
-        """Tombstones of the pending records of a partition whose offset is deleted: Kafka drops
-        pending offsets with the offset's tombstone, and these keep that true after compaction."""
-        return [
-            CoordinatorRecord(
-                rpb.PendingTxnOffsetKey(
-                    producer_id=producer_id, group_id=group_id, topic=topic, partition=partition
-                ),
-                None,
-            )
-            for producer_id in sorted(self.open_by_key.get((group_id, topic, partition), ()))
-        ]
-
     def next_sequence(self, producer_id: int, producer_epoch: int) -> int | None:
         """The base sequence of the producer's next batch here; None if the epoch is stale."""
         seq = self.sequences.get(producer_id)
@@ -94,64 +96,138 @@ class PendingTransactions:
             return None
         return seq.next_sequence
 
+    def tombstones(self, group_id: str, topic: str, partition: int) -> list[CoordinatorRecord]:
+        """Records clearing the pending offsets of a partition whose offset is deleted: Kafka
+        drops them with the offset's tombstone, and these keep that true after compaction. Not
+        tombstones: a cleared record keeps the producer's epoch, which fences its older
+        transactions on replay."""
+        key = (group_id, topic, partition)
+        return [
+            CoordinatorRecord(
+                rpb.PendingTxnOffsetKey(
+                    producer_id=producer_id, group_id=group_id, topic=topic, partition=partition
+                ),
+                rpb.PendingTxnOffsetValue(
+                    producer_epoch=self.sequences[producer_id].epoch,
+                    base_sequence=self.sequences[producer_id].next_sequence,  # keeps it known
+                    cleared=True,
+                ),
+            )
+            for producer_id in sorted(self.open_by_key.get(key, ()))
+        ]
+
+    def restatements(self) -> list[CoordinatorRecord]:
+        """Ordinary records restating the offsets COMMIT markers applied (written by the leader
+        right after it replays markers, and after a load): see the module docstring."""
+        records = []
+        for (group_id, topic, partition), value in sorted(self.unrestated.items()):
+            beaten = sorted(
+                pid
+                for pid in self.open_by_key.get((group_id, topic, partition), ())
+                if self.by_producer[pid][(group_id, topic, partition)].beaten
+            )
+            restated = rpb.OffsetCommitValue()
+            restated.CopyFrom(value)
+            restated.restated = True
+            restated.beats_producers.extend(beaten)
+            key = rpb.OffsetCommitKey(group_id=group_id, topic=topic, partition=partition)
+            records.append(CoordinatorRecord(key, restated))
+        return records
+
     # ------------------------------------------------------------------------------ replay
-    def on_committed_offset(self, key: OffsetKey, deleted: bool) -> None:
-        """A plain offset record (or tombstone) for ``key`` replayed while it has pending
-        offsets. A tombstone drops every producer's pending offset for it, as in Kafka."""
+    def on_committed_offset(self, key: OffsetKey, value: rpb.OffsetCommitValue | None) -> None:
+        """An ordinary offset record (or tombstone) for ``key`` is replayed. Called only while
+        the key has pending offsets or an unrestated applied offset. A tombstone drops every
+        producer's pending offset for it, as in Kafka."""
+        self.unrestated.pop(key, None)
+        producers = self.open_by_key.get(key)
+        if not producers:
+            return
         self._ordinal += 1
-        if deleted:
-            for producer_id in self.open_by_key.pop(key, ()):
+        if value is None:
+            for producer_id in self.open_by_key.pop(key):
                 pending = self.by_producer.get(producer_id)
                 if pending is not None:
                     pending.pop(key, None)
-            self._committed_ordinal.pop(key, None)
-        else:
-            self._committed_ordinal[key] = self._ordinal
+                    if not pending:
+                        del self.by_producer[producer_id]
+            return
+        beats = set(value.beats_producers) if value.restated else producers
+        for producer_id in producers:
+            if producer_id in beats:
+                self.by_producer[producer_id][key].beaten = True
 
     def replay_pending(self, k: rpb.PendingTxnOffsetKey, v: rpb.PendingTxnOffsetValue | None) -> None:
         key = (k.group_id, k.topic, k.partition)
         if v is None:
-            # Written beside the tombstone of the offset itself (see tombstones()): after
-            # compaction the offset's tombstone may be gone, this one says the same.
-            pending = self.by_producer.get(k.producer_id)
-            if pending is not None and pending.pop(key, None) is not None:
-                producers = self.open_by_key.get(key)
-                if producers is not None:
-                    producers.discard(k.producer_id)
-                    if not producers:
-                        del self.open_by_key[key]
-                        self._committed_ordinal.pop(key, None)
-            return
-        self._ordinal += 1
-        self.by_producer.setdefault(k.producer_id, {})[key] = PendingOffset(v.offset, self._ordinal)
-        self.open_by_key.setdefault(key, set()).add(k.producer_id)
+            return  # never written
         seq = self.sequences.get(k.producer_id)
         end = v.base_sequence + v.batch_records
         if seq is None or v.producer_epoch > seq.epoch:
             self.sequences[k.producer_id] = ProducerSequence(v.producer_epoch, end)
         elif v.producer_epoch == seq.epoch and end > seq.next_sequence:
             seq.next_sequence = end
+        self._ordinal += 1
+        pending = self.by_producer.setdefault(k.producer_id, {})
+        fenced = {kk: o for kk, o in pending.items() if o.epoch < v.producer_epoch}
+        if fenced:  # the producer moved to a newer epoch: its older transaction is over
+            for kk in fenced:
+                del pending[kk]
+            self.aborts_applied += 1
+            self._resolve(k.producer_id, fenced, commit=False)
+        if v.cleared:
+            # Written beside the tombstone of the offset itself (see tombstones()): after
+            # compaction the offset's tombstone may be gone, this one says the same.
+            if pending.pop(key, None) is not None:
+                self._close(k.producer_id, key)
+            if not pending:
+                del self.by_producer[k.producer_id]
+            return
+        pending[key] = PendingOffset(v.offset, self._ordinal, v.producer_epoch)
+        self.open_by_key.setdefault(key, set()).add(k.producer_id)
 
     def replay_marker(self, _k: rpb.TxnMarkerKey, v: rpb.TxnMarkerValue | None) -> None:
         if v is None:
             return
-        pending = self.by_producer.pop(v.producer_id, None)
-        if pending is None:
+        pending = self.by_producer.get(v.producer_id)
+        if not pending:
             return  # a marker of a transaction that committed no offsets here
+        decided = {k: o for k, o in pending.items() if o.epoch <= v.producer_epoch}
+        if not decided:
+            return  # a late marker of an older epoch decides nothing newer
+        for key in decided:
+            del pending[key]
+        if not pending:
+            del self.by_producer[v.producer_id]
         if v.commit:
             self.commits_applied += 1
         else:
             self.aborts_applied += 1
-        for key, offset in pending.items():
-            producers = self.open_by_key.get(key)
-            if producers is not None:
-                producers.discard(v.producer_id)
-            if v.commit and offset.ordinal > self._committed_ordinal.get(key, -1):
-                self._apply_committed(key, offset.value)
-                self._committed_ordinal[key] = offset.ordinal
+        # A COMMIT (transaction version 1) carries the epoch of the transaction it ends; offsets
+        # of an older epoch belong to a transaction that fencing aborted.
+        older = {k: o for k, o in decided.items() if o.epoch < v.producer_epoch}
+        if older:
+            self._resolve(v.producer_id, older, commit=False)
+        self._resolve(v.producer_id, {k: o for k, o in decided.items() if k not in older}, v.commit)
+
+    def _resolve(self, producer_id: int, decided: dict[OffsetKey, PendingOffset], commit: bool) -> None:
+        for key, offset in decided.items():
+            self._close(producer_id, key)
+            if not commit or offset.beaten:
+                continue
+            self._apply_committed(key, offset.value)
+            self.unrestated[key] = offset.value
+            for other in self.open_by_key.get(key, ()):
+                older = self.by_producer[other][key]
+                if older.ordinal < offset.ordinal:
+                    older.beaten = True
+
+    def _close(self, producer_id: int, key: OffsetKey) -> None:
+        producers = self.open_by_key.get(key)
+        if producers is not None:
+            producers.discard(producer_id)
             if not producers:
-                self.open_by_key.pop(key, None)
-                self._committed_ordinal.pop(key, None)
+                del self.open_by_key[key]
 
 
 def pending_record(

@@ -349,6 +349,13 @@ class PartitionRuntime:
         finally:
             await reader.stop()
 
+    def _after_markers(self) -> None:
+        """The core's hook after markers were replayed (restating applied offsets)."""
+        assert self._replicas is not None
+        hook = getattr(self._replicas.live, "after_markers", None)
+        if hook is not None:
+            self._run_internal(lambda: hook(now_ms()), "after markers")
+
     def _after_load(self) -> None:
         """Queue the core's post-load hook (re-arm timers, recheck metadata) on the loop."""
         assert self._replicas is not None
@@ -430,7 +437,7 @@ class PartitionRuntime:
             self._replicas.commit(orphans)
         self._fail_waiters(waiters, _error(ErrorCode.not_coordinator, f"write failed: {exc}"))
         self._timer.cancel_all()  # their operations close over the replaced live replica
-        self._after_load()
+        self._after_load()  # re-arms timers and restates what the markers applied
 
     async def _loop(self) -> None:
         assert self._pipeline is not None
@@ -486,6 +493,7 @@ class PartitionRuntime:
             assert self._pipeline is not None
             if not self._pipeline.defer_commit(ev.records):
                 replicas.commit(ev.records)
+            self._after_markers()
 
     def _read(self, op: CoordinatorOperation[Any, Any], committed: CoordinatorShard, token: Any) -> Any:
         result = op.run(committed, now_ms(), token)
