@@ -131,3 +131,19 @@ def test_drain_hands_the_interval_to_the_sampler_and_resets_it() -> None:
     (again,) = m.drain()
     assert again.activity.events == 0 and not again.activity.requests
     assert again.consumer_groups == {"stable": 2}  # state persists, activity does not
+
+
+def test_pending_transactional_offsets_per_partition_and_outcomes_applied() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("1", r)
+    assert value(r, "groupcoord_transaction_outcomes_applied_total", shard="1", outcome="commit") == 0
+    m.set_partition_states({0: "active", 3: "active"})
+    m.set_pending_transactional_offsets(0, 2)
+    m.set_pending_transactional_offsets(3, 5)
+    m.record_transaction_outcomes(commits=2, aborts=1)
+    m.record_transaction_outcomes(commits=1, aborts=0)
+    assert value(r, "groupcoord_pending_transactional_offsets", shard="1", partition="3") == 5
+    assert value(r, "groupcoord_transaction_outcomes_applied_total", shard="1", outcome="commit") == 3
+    assert value(r, "groupcoord_transaction_outcomes_applied_total", shard="1", outcome="abort") == 1
+    m.set_partition_states({0: "active"})  # partition 3 moved away: its series goes
+    assert value(r, "groupcoord_pending_transactional_offsets", shard="1", partition="3") is None

@@ -135,6 +135,18 @@ class MetricFamilies:
             ["shard"],
             registry=r,
         )
+        self.pending_transactional_offsets = Gauge(
+            "groupcoord_pending_transactional_offsets",
+            "Transactional offsets (TxnOffsetCommit) waiting for their transaction's marker.",
+            ["shard", "partition"],
+            registry=r,
+        )
+        self.transaction_outcomes = Counter(
+            "groupcoord_transaction_outcomes_applied",
+            "Transaction markers (commit|abort) that decided pending transactional offsets.",
+            ["shard", "outcome"],
+            registry=r,
+        )
         self.state_write_latency = Histogram(
             "groupcoord_state_write_latency_seconds",
             "Time from sending a batch to the state topic to its acknowledgement (acks=all).",

@@ -65,6 +65,9 @@ class ShardMetrics:
             self._f.partition_count.labels(self.shard_id, s).set(0)
         for fam in (self._f.offset_commits, self._f.offset_expirations, self._f.offset_deletions):
             fam.labels(self.shard_id)
+        for outcome in ("commit", "abort"):
+            self._f.transaction_outcomes.labels(self.shard_id, outcome)
+        self._pending_txn_partitions: set[int] = set()
 
     # -- requests and events -------------------------------------------------------------------
 
@@ -120,6 +123,9 @@ class ShardMetrics:
         self._partitions.states = dict(states)
 
     def _forget_partition(self, partition: int) -> None:
+        if partition in self._pending_txn_partitions:
+            self._pending_txn_partitions.discard(partition)
+            self._f.pending_transactional_offsets.remove(self.shard_id, str(partition))
         if partition in self._partitions.queue_sizes:
             self._f.event_queue_size.remove(self.shard_id, str(partition))
         for fam in (self._f.state_write_latency, self._f.state_write_batch):
@@ -150,6 +156,18 @@ class ShardMetrics:
             self._f.classic_group_count.labels(self.shard_id, s).set(classic.get(s, 0))
         self._f.group_count.labels(self.shard_id, "consumer").set(sum(consumer.values()))
         self._f.group_count.labels(self.shard_id, "classic").set(sum(classic.values()))
+
+    def set_pending_transactional_offsets(self, partition: int, pending: int) -> None:
+        """Transactional offsets of a partition waiting for their transaction's outcome."""
+        self._pending_txn_partitions.add(partition)
+        self._f.pending_transactional_offsets.labels(self.shard_id, str(partition)).set(pending)
+
+    def record_transaction_outcomes(self, commits: int, aborts: int) -> None:
+        """Markers that decided pending transactional offsets, as the leader replays them."""
+        if commits:
+            self._f.transaction_outcomes.labels(self.shard_id, "commit").inc(commits)
+        if aborts:
+            self._f.transaction_outcomes.labels(self.shard_id, "abort").inc(aborts)
 
     def observe_partition_load(self, partition: int, seconds: float) -> None:
         """A partition finished loading (replaying the state topic) in ``seconds``."""

@@ -219,6 +219,13 @@ class GroupCoordinatorShard:
     ) -> CoordinatorResult[offsets_pb.OffsetCommitResponse]:
         return self.offsets.offset_commit(request, now_ms)
 
+    def transaction_stats(self) -> tuple[int, int, int]:
+        """(pending transactional offsets, commit markers applied, abort outcomes applied),
+        for the metrics; the counts grow with replay, the runtime exports their changes."""
+        txn = self.offsets.txn
+        pending = sum(len(p) for p in txn.by_producer.values())
+        return pending, txn.commits_applied, txn.aborts_applied
+
     def open_transactions(self) -> int:
         """Producers with pending transactional offsets here (the runtime follows the log for
         their markers while any are open)."""

@@ -489,7 +489,12 @@ class PartitionRuntime:
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, ev.what)
         elif isinstance(ev, _Markers):
+            stats = getattr(replicas.live, "transaction_stats", None)
+            before = stats() if stats is not None else None
             replicas.replay_live(ev.records)
+            if before is not None and self._metrics is not None:
+                after = replicas.live.transaction_stats()  # type: ignore[attr-defined]
+                self._metrics.record_transaction_outcomes(after[1] - before[1], after[2] - before[2])
             assert self._pipeline is not None
             if not self._pipeline.defer_commit(ev.records):
                 replicas.commit(ev.records)

@@ -206,6 +206,9 @@ class WorkerRuntime:
             if by_state is not None and part.state is PartitionState.ACTIVE:
                 consumer, classic = by_state()
                 m.set_group_counts(p, consumer, classic)
+            txn_stats = getattr(part.committed_shard, "transaction_stats", None)
+            if txn_stats is not None and part.state is PartitionState.ACTIVE:
+                m.set_pending_transactional_offsets(p, txn_stats()[0])
         m.set_partition_states(states)
 
     def active_partitions(self) -> list[tuple[int, int]]:
