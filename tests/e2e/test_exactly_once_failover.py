@@ -1,0 +1,181 @@
+"""Issue 13 acceptance, failover: a consume-transform-produce loop of many transactions while
+the shard leading the group's state partition is killed with SIGKILL, sometimes after
+TxnOffsetCommit and before EndTxn (the pending offsets and the marker meet in the new leader's
+load), sometimes right after EndTxn (the marker arrives while the partition moves).
+
+History check over the whole run: the group's committed offset is exactly the last committed
+transaction's, and the committed output (aborted transactions removed) is every input record
+up to it, once and in order.
+
+tansu 0.6.0 serves aborted records to read_committed consumers (measured), so the output is
+read here raw: data batches of transactions the log's ABORT markers end are dropped, as a
+Kafka broker's read_committed fetch would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from aiokafka import TopicPartition as AioPartition
+from aiokafka.client import AIOKafkaClient
+from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.record.memory_records import MemoryRecords
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord.background_cluster import BackgroundCluster
+from groupcoord.common.partitioning import partition_for
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.local_cluster import ClusterOptions
+
+from .test_consumer_groups import wait_until
+
+pytestmark = pytest.mark.broker
+RECORDS = 48
+PER_TXN = 3
+KILL_EVERY = 3  # transactions
+
+
+async def committed_output(bootstrap: str, topic: str) -> list[bytes]:
+    """The partition's records a read_committed reader must see: data of transactions that
+    ended with an ABORT marker (and of open ones) left out, in log order."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    try:
+        client.add_topic(topic)
+        await client.force_metadata_update()
+        node = client.cluster.leader_for_partition(AioPartition(topic, 0))
+        position, batches = 0, []
+        while True:
+            request = FetchRequest(100, 1, 8 << 20, 0, [(topic, [(0, position, 8 << 20)])])
+            response = await client.send(node, request)
+            (_t, [(_p, error, highwater, *rest)]) = response.topics[0][0], response.topics[0][1]
+            assert error == 0
+            records = MemoryRecords(rest[-1])
+            while records.has_next():
+                batch = records.next_batch()
+                if batch.next_offset > position:
+                    batches.append(batch)
+                    position = batch.next_offset
+            if position >= highwater:
+                break
+        out: list[bytes] = []
+        open_txn: dict[int, list[bytes]] = {}
+        for batch in batches:
+            if batch.is_control_batch:
+                kind = int.from_bytes(next(iter(batch)).key[2:4], "big")
+                data = open_txn.pop(batch.producer_id, [])
+                if kind == 1:
+                    out += data
+            elif batch.is_transactional:
+                open_txn.setdefault(batch.producer_id, []).extend(r.value for r in batch)
+            else:
+                out += [r.value for r in batch]
+        return out
+    finally:
+        await client.close()
+
+
+def test_shard_kills_around_end_txn_lose_no_outcome_and_invent_none(broker: EmbeddedBroker, tmp_path) -> None:
+    options = ClusterOptions(
+        port=0,
+        partitions=4,
+        shards=2,
+        metrics=False,
+        state_topic=f"__eosfo_{uuid.uuid4().hex[:6]}",
+        log_dir=tmp_path,
+    )
+    with BackgroundCluster((broker.host, broker.port), options) as cluster:
+        bootstrap = cluster.bootstrap
+        tag = uuid.uuid4().hex[:6]
+        topic_in, topic_out, group = f"eosfo-in-{tag}", f"eosfo-out-{tag}", f"eosfo-g-{tag}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for fut in admin.create_topics([NewTopic(topic_in, 1, 1), NewTopic(topic_out, 1, 1)]).values():
+            fut.result(15)
+        source = Producer({"bootstrap.servers": bootstrap})
+        for i in range(RECORDS):
+            source.produce(topic_in, f"{i}".encode(), partition=0)
+        assert source.flush(15) == 0
+
+        control = cluster.cluster.control
+        state_partition = partition_for(group, options.partitions)
+
+        def kill_leader() -> None:
+            wait_until(lambda: all(p.alive for p in control.processes.values()), what="both shards up")
+            victim = control.processes[control.placement[state_partition].leader]
+            os.killpg(victim.process.pid, signal.SIGKILL)
+
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        tp = TopicPartition(topic_in, 0)
+        consumer.assign([TopicPartition(topic_in, 0, 0)])
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"eosfo-tx-{tag}"})
+        producer.init_transactions(30)
+        checker = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+
+        def group_offset() -> int:
+            return checker.committed([tp], 30)[0].offset
+
+        last_committed = 0  # the offset the last committed transaction sent
+        transactions = aborted = 0
+        kills = {"before EndTxn": 0, "after EndTxn": 0}
+        deadline = time.monotonic() + 240
+        while last_committed < RECORDS:
+            assert time.monotonic() < deadline, f"stuck at {last_committed}"
+            batch = []
+            while len(batch) < PER_TXN and (last_committed + len(batch)) < RECORDS:
+                m = consumer.poll(1.0)
+                if m is not None and m.error() is None:
+                    batch.append(m)
+            transactions += 1
+            kill = None
+            if transactions % KILL_EVERY == 0:
+                kill = "before EndTxn" if (transactions // KILL_EVERY) % 2 else "after EndTxn"
+            try:
+                producer.begin_transaction()
+                for m in batch:
+                    producer.produce(topic_out, m.value(), partition=0)
+                offset = batch[-1].offset() + 1
+                producer.send_offsets_to_transaction(
+                    [TopicPartition(topic_in, 0, offset)], consumer.consumer_group_metadata(), 30
+                )
+                if kill == "before EndTxn":
+                    kill_leader()  # the pending offsets are in the log, the marker not yet
+                    kills[kill] += 1
+                producer.commit_transaction(30)
+                last_committed = offset
+                if kill == "after EndTxn":
+                    kill_leader()  # the marker meets the moving partition
+                    kills[kill] += 1
+                if kill:  # this very transaction's outcome reaches the group, not an older one
+                    wait_until(lambda o=offset: group_offset() == o, timeout=30, what=f"offset {offset}")
+            except KafkaException as exc:
+                if not exc.args[0].txn_requires_abort():
+                    raise
+                producer.abort_transaction(30)
+                aborted += 1
+            consumer.seek(TopicPartition(topic_in, 0, last_committed))
+
+        # The group's offset is exactly the last committed transaction's (once the marker is in).
+        fresh = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_committed"}
+        )
+        try:
+            assert [p.offset for p in fresh.committed([tp], 60)] == [RECORDS]
+        finally:
+            fresh.close()
+        consumer.close()
+        checker.close()
+        output = cluster.run(committed_output(bootstrap, topic_out))
+        assert output == [f"{i}".encode() for i in range(RECORDS)]  # no duplicate, no gap
+        assert min(kills.values()) >= 2, (kills, transactions, aborted)
