@@ -80,6 +80,11 @@ class TransactionalWriteRefused(Exception):
         self.code = code
 
 
+class TransactionalWriteDuplicate(Exception):
+    """The upstream already has this batch (DUPLICATE_SEQUENCE_NUMBER): a write reported
+    failed did land, so only a reload makes the state match the log again."""
+
+
 class ControlRecord:
     """A transaction marker (control batch) of the log, as a marker record: ``key`` and
     ``value`` are the serialized TxnMarkerKey/Value (see core/txn_offsets.py)."""
@@ -201,6 +206,8 @@ class StateLogWriter:
         response = await client.send(node, request)
         for _topic, partitions in response.topics:
             for _partition, error_code, offset, *_rest in partitions:
+                if error_code == ErrorCode.duplicate_sequence_number.value:
+                    raise TransactionalWriteDuplicate(f"{txn} at {tp}")
                 if error_code in REFUSED_TRANSACTIONAL_WRITE:
                     raise TransactionalWriteRefused(
                         error_code, f"upstream refused the transactional batch of {txn}: {error_code}"

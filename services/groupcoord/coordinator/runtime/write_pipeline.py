@@ -42,6 +42,7 @@ from groupcoord.coordinator.runtime.statelog import (
     Entry,
     PartitionReader,
     StateLogWriter,
+    TransactionalWriteDuplicate,
     TransactionalWriteRefused,
 )
 from groupcoord.observability.shard_metrics import ShardMetrics
@@ -176,6 +177,8 @@ class WritePipeline:
                     )
             except asyncio.CancelledError:
                 raise
+            except TransactionalWriteDuplicate as exc:
+                raise NeedsReload(f"partition {self.partition}: {exc} is in the log already") from exc
             except TransactionalWriteRefused as refused:  # not written: its callers learn why
                 error = CoordinatorError(ErrorCode(refused.code), str(refused))
                 for fut, _ in w.waiters:
