@@ -12,6 +12,7 @@ Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gatew
     groupcoord gateway --port <listener port> --advertised-host $(GROUPCOORD_ADVERTISED_HOST)
         --broker-ports <N> --kafka <bootstrap> --metrics-port 9100 --leadership kubernetes:<namespace>/<name>
         --shard-address-template '<name>-shard-{shard}.<name>-shard.<namespace>.svc:50051'
+        --state-topic <topic>
 
 Addresses clients can reach follow Strimzi's listener model (:func:`advertised_host_env`): a
 gateway pod advertises its pod IP (``internal``), its node's IP with every listener port as a
@@ -304,6 +305,8 @@ def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
         leadership_ref(namespace, name),
         "--shard-address-template",
         shard_address_template(name, namespace),
+        "--state-topic",  # transactions add the group's state partition (AddOffsetsToTxn)
+        spec.state_topic,
     ]
 
 

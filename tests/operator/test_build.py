@@ -153,6 +153,7 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
         "--kafka", "kafka:9092", "--metrics-port", "9100",
         "--leadership", "kubernetes:kafka/gc",
         "--shard-address-template", "gc-shard-{shard}.gc-shard.kafka.svc:50051",
+        "--state-topic", "__groupcoord_state",
     ]  # fmt: skip
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["GROUPCOORD_KAFKA_SECURITY_PROTOCOL"]["value"] == "PLAINTEXT"
