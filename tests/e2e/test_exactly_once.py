@@ -20,7 +20,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v7 import request as fetch_v7
@@ -336,3 +336,24 @@ def test_api_versions_keep_clients_on_transaction_version_1(cluster: BackgroundC
     versions = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
     assert versions[28][1] == 4 and versions[25][1] == 4
     assert all(f.name != "transaction.version" for f in body.finalized_features or ())
+
+
+def test_offsets_of_a_missing_topic_are_unknown_topic_or_partition(cluster: BackgroundCluster) -> None:
+    """As Kafka's request handler: TxnOffsetCommit for a partition that does not exist upstream
+    is refused per partition before the coordinator, the others are committed with the
+    transaction."""
+    bootstrap = cluster.bootstrap
+    topic_in, topic_out, group, txn_id = names("missing")
+    make_input(bootstrap, topic_in, topic_out, 1)
+    producer = transactional_producer(bootstrap, txn_id)
+    producer.begin_transaction()
+    meta = consumer(bootstrap, group)
+    with pytest.raises(KafkaException) as refused:
+        producer.send_offsets_to_transaction(
+            [TopicPartition(topic_in, 0, 1), TopicPartition(f"no-such-{topic_in}", 0, 1)],
+            meta.consumer_group_metadata(),
+            5,  # librdkafka retries the partition error until the timeout, then raises it
+        )
+    assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    producer.abort_transaction(30)
+    meta.close()

@@ -302,29 +302,44 @@ class GroupApis:
 
     async def txn_offset_commit(self, ctx: CallContext, req: Any) -> Any:
         """Offsets of a transaction go to the group's shard, which writes them pending into
-        the producer's transaction (see coordinator/core/txn_offsets.py)."""
-        msg = to_proto(req, op.TxnOffsetCommitRequest(api_version=ctx.version))
-        if ctx.version < 3:  # no member information before KIP-447: Kafka's defaults
-            msg.generation_id = -1
-        if ctx.version < 2:
-            for t in msg.topics:
-                for p in t.partitions:
-                    p.committed_leader_epoch = -1
-        reply = await self.call(req.group_id, Envelope(txn_offset_commit=msg))
-        resp = reply.response or op.TxnOffsetCommitResponse(
-            topics=[
-                op.TxnOffsetCommitResponseTopic(
-                    name=t.name,
-                    partitions=[
-                        op.TxnOffsetCommitResponsePartition(
-                            partition_index=p.partition_index, error_code=reply.error_code
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ]
+        the producer's transaction (see coordinator/core/txn_offsets.py). Partitions that do
+        not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's request
+        handler does; every requested partition is echoed in request order."""
+        unknown = await self.topics.unknown_partitions(
+            (t.name, p.partition_index) for t in req.topics for p in t.partitions
         )
+        known = _without(req.topics, unknown) if unknown else req.topics
+        errors: dict[tuple[str, int], int] = {}
+        if known:
+            msg = to_proto(
+                dataclasses.replace(req, topics=known), op.TxnOffsetCommitRequest(api_version=ctx.version)
+            )
+            if ctx.version < 3:  # no member information before KIP-447: Kafka's defaults
+                msg.generation_id = -1
+            if ctx.version < 2:
+                for t in msg.topics:
+                    for p in t.partitions:
+                        p.committed_leader_epoch = -1
+            reply = await self.call(req.group_id, Envelope(txn_offset_commit=msg))
+            if reply.response is not None:
+                errors = {
+                    (t.name, p.partition_index): p.error_code
+                    for t in reply.response.topics
+                    for p in t.partitions
+                }
+            else:
+                errors = {(t.name, p.partition_index): reply.error_code for t in known for p in t.partitions}
+        resp = op.TxnOffsetCommitResponse()
+        for t in req.topics:
+            rt = resp.topics.add(name=t.name)
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                code = (
+                    ErrorCode.unknown_topic_or_partition.value
+                    if key in unknown
+                    else errors.get(key, ErrorCode.unknown_server_error.value)
+                )
+                rt.partitions.add(partition_index=p.partition_index, error_code=code)
         return self.response(ctx, resp)
 
     async def offset_fetch(self, ctx: CallContext, req: Any) -> Any:

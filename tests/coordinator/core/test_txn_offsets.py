@@ -312,3 +312,61 @@ def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]
     assert compacted.offsets.state() == ctx.shard.offsets.state()
     assert compacted.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
     assert compacted.offsets.txn.sequences == ctx.shard.offsets.txn.sequences
+
+
+# --- TxnOffsetCommit member validation, both group types (Kafka's validateTransactionalOffsetCommit)
+
+# (case, world, member ("" = none; None = the world's member), epoch, instance id, classic, consumer)
+TXN_CASES = [
+    ("a member at its generation / epoch", "running", None, "current", None, E.none, E.none),
+    # a stale KIP-848 member epoch is ILLEGAL_GENERATION here, not STALE_MEMBER_EPOCH
+    ("a member one generation / epoch ahead", "running", None, "ahead", None, E.illegal_generation, None),
+    ("an unknown member", "running", "ghost", "current", None, E.unknown_member_id, None),
+    ("no member information (a pre-KIP-447 producer)", "running", "", -1, None, E.none, None),
+    (
+        "a member naming an unknown static instance",
+        "running",
+        None,
+        "current",
+        "ghost",
+        E.unknown_member_id,
+        E.none,
+    ),
+    ("a member of the emptied group", "empty", None, "current", None, E.unknown_member_id, None),
+    ("a member of a missing group", "missing", "m1", 1, None, E.illegal_generation, None),
+    ("no member information on a missing group", "missing", "", -1, None, E.none, None),
+]
+
+
+@pytest.mark.parametrize("kind", ["classic", "consumer"])
+@pytest.mark.parametrize(
+    ("case", "world_name", "member", "epoch", "instance", "classic", "consumer"),
+    TXN_CASES,
+    ids=[c[0] for c in TXN_CASES],
+)
+def test_txn_offset_commit_member_validation(
+    kind: str,
+    case: str,
+    world_name: str,
+    member: str | None,
+    epoch: Any,
+    instance: str | None,
+    classic: E,
+    consumer: E | None,
+) -> None:
+    from test_offset_error_cases import WORLDS  # noqa: PLC0415 - the worlds of the OffsetCommit table
+
+    world = WORLDS[world_name](kind)
+    ctx = world.ctx
+    generation = {"current": world.epoch, "ahead": world.epoch + 1}.get(epoch, epoch)
+    expected = classic if kind == "classic" or consumer is None else consumer
+    codes, result = txn_commit(
+        ctx,
+        {T0: 42},
+        member_id=world.member if member is None else member,
+        generation=generation,
+        instance_id=instance,
+    )
+    assert codes == {T0: expected.value}, case
+    assert bool(result.records) == (expected is E.none)
+    assert_replay_equals_live(ctx)
