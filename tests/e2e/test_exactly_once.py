@@ -357,3 +357,36 @@ def test_offsets_of_a_missing_topic_are_unknown_topic_or_partition(cluster: Back
     assert refused.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     producer.abort_transaction(30)
     meta.close()
+
+
+def test_kafka_python_transactional_producer(cluster: BackgroundCluster) -> None:
+    """kafka-python's transactional producer (its own AddOffsetsToTxn/TxnOffsetCommit versions,
+    group id without member information): commit moves the offset, abort leaves it."""
+    from kafka import KafkaConsumer, KafkaProducer  # noqa: PLC0415
+    from kafka import TopicPartition as KpPartition  # noqa: PLC0415
+    from kafka.structs import OffsetAndMetadata  # noqa: PLC0415
+
+    bootstrap = cluster.bootstrap
+    topic_in, topic_out, group, txn_id = names("kp")
+    make_input(bootstrap, topic_in, topic_out, 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    tp = KpPartition(topic_in, 0)
+    try:
+        producer.init_transactions()
+        for offset, commit in ((7, True), (9, False)):
+            producer.begin_transaction()
+            producer.send(topic_out, b"x", partition=0)
+            producer.send_offsets_to_transaction({tp: OffsetAndMetadata(offset, "", -1)}, group)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+            deadline = time.monotonic() + 15
+            while fetch_require_stable(cluster, group, topic_in, [0])[0][1] != ErrorCode.none:
+                assert time.monotonic() < deadline, "the transaction's offsets stayed pending"
+                time.sleep(0.1)
+            assert reader.committed(tp) == 7
+    finally:
+        reader.close()
+        producer.close()
