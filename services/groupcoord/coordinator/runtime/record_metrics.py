@@ -6,6 +6,8 @@ into counts — a consumer group's epoch going up or a classic group's generatio
 rebalance; an offset record is a commit. An offset tombstone is an expiry when a timer wrote it
 (the only timer that deletes offsets is retention expiry, which also deletes an empty group
 whose offsets all expired) and a deletion otherwise (OffsetDelete, DeleteGroups, a repair).
+A transactional offset counts as a commit when a COMMIT marker applied it: the leader then
+writes it as an ordinary (restated) offset record.
 """
 
 from __future__ import annotations
