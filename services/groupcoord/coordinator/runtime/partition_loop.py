@@ -56,7 +56,6 @@ from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WriteP
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
-MARKER_IDLE_S = 0.1  # how often the marker follower looks for open transactions when there are none
 MARKER_POLL_MS = 100  # its fetch wait while transactions are open (bounds the outcome's delay)
 
 
@@ -138,6 +137,7 @@ class PartitionRuntime:
         self._pipeline: WritePipeline | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._waiting: set[asyncio.Future[Any]] = set()
+        self._transaction_written = asyncio.Event()  # wakes the idle marker follower
         self._stale_keys_seen = 0
 
     # --- observation ------------------------------------------------------------------------
@@ -327,15 +327,19 @@ class PartitionRuntime:
 
         With none open, no marker can decide anything, so the follower does not read: it moves
         its position to the end of our confirmed writes (a transaction's record is written
-        after that, and its marker after the record)."""
+        after that, and its marker after the record) and sleeps until a handler returns a
+        transactional write."""
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, start)
+        written = self._transaction_written
         try:
             while True:
                 if not self._open_transactions():
                     pipeline = self._pipeline
                     if pipeline is not None and pipeline.confirmed_end > reader.position:
                         reader.seek(pipeline.confirmed_end)
-                    await asyncio.sleep(MARKER_IDLE_S)
+                    written.clear()
+                    if not self._open_transactions():  # checked after clear: no lost wake-up
+                        await written.wait()
                     continue
                 # tansu holds an empty fetch for the whole wait even when a marker arrives
                 chunk = await reader.read(timeout_ms=MARKER_POLL_MS)
@@ -554,6 +558,8 @@ class PartitionRuntime:
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
         pipeline.add(records, entries, waiters, result.transaction)
+        if result.transaction is not None:
+            self._transaction_written.set()
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:
