@@ -390,3 +390,109 @@ def test_kafka_python_transactional_producer(cluster: BackgroundCluster) -> None
     finally:
         reader.close()
         producer.close()
+
+
+def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
+    cluster: BackgroundCluster,
+) -> None:
+    """Raw requests through the gateway, as a zombie would send them: after a second
+    InitProducerId of the same transactional id, TxnOffsetCommit with the old epoch is refused
+    PRODUCER_FENCED (the upstream refuses the shard's transactional batch of that epoch) and
+    nothing of it is stored; the first write of the new epoch then ends the old epoch's
+    pending offsets."""
+    import datetime  # noqa: PLC0415
+
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest  # noqa: PLC0415
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest  # noqa: PLC0415
+    from kio.schema.txn_offset_commit.v3 import request as txn  # noqa: PLC0415
+    from kio.schema.types import ProducerId, TransactionalId  # noqa: PLC0415
+    from kio.static.primitive import i16, i32Timedelta, i64  # noqa: PLC0415
+
+    bootstrap = cluster.bootstrap
+    topic_in, topic_out, group, txn_id = names("zombie")
+    make_input(bootstrap, topic_in, topic_out, 1, partitions=2)
+    gateway = cluster.cluster.gateway.bootstrap_address
+
+    def ask(body: Any) -> Any:
+        return cluster.run(exchange(gateway, body, "zombie-test", 15))
+
+    def init() -> tuple[int, int]:
+        r = ask(
+            InitProducerIdRequest(
+                transactional_id=TransactionalId(txn_id),
+                transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                producer_id=ProducerId(-1),
+                producer_epoch=i16(-1),
+            )
+        )
+        assert r.error_code == ErrorCode.none
+        return int(r.producer_id), int(r.producer_epoch)
+
+    def add_offsets(pid: int, epoch: int) -> Any:
+        return ask(
+            AddOffsetsToTxnRequest(
+                transactional_id=TransactionalId(txn_id),
+                producer_id=ProducerId(pid),
+                producer_epoch=i16(epoch),
+                group_id=group,
+            )
+        ).error_code
+
+    def commit_offsets(pid: int, epoch: int, partition: int, offset: int) -> Any:
+        r = ask(
+            txn.TxnOffsetCommitRequest(
+                transactional_id=TransactionalId(txn_id),
+                group_id=group,
+                producer_id=ProducerId(pid),
+                producer_epoch=i16(epoch),
+                topics=(
+                    txn.TxnOffsetCommitRequestTopic(
+                        name=topic_in,
+                        partitions=(
+                            txn.TxnOffsetCommitRequestPartition(
+                                partition_index=i32(partition),
+                                committed_offset=i64(offset),
+                                committed_leader_epoch=i32(-1),
+                                committed_metadata="",
+                            ),
+                        ),
+                    ),
+                ),
+            )
+        )
+        ((p,),) = [t.partitions for t in r.topics]
+        return p.error_code
+
+    pid, old_epoch = init()
+    assert add_offsets(pid, old_epoch) == ErrorCode.none
+    assert commit_offsets(pid, old_epoch, 1, 5) == ErrorCode.none  # pending, epoch 0
+    pid2, new_epoch = init()  # the new instance
+    assert (pid2, new_epoch) == (pid, old_epoch + 1)
+    assert commit_offsets(pid, old_epoch, 0, 9) == ErrorCode.producer_fenced
+    assert fetch_require_stable(cluster, group, topic_in, [0, 1]) == {
+        0: (-1, ErrorCode.none),  # the refused commit left nothing
+        1: (-1, ErrorCode.unstable_offset_commit),  # the old transaction's, undecided (tansu)
+    }
+    assert add_offsets(pid, new_epoch) == ErrorCode.none
+    assert commit_offsets(pid, new_epoch, 0, 2) == ErrorCode.none
+    # The new epoch's record ends the old epoch's transaction: its offset is dropped.
+    assert fetch_require_stable(cluster, group, topic_in, [0, 1]) == {
+        0: (-1, ErrorCode.unstable_offset_commit),
+        1: (-1, ErrorCode.none),
+    }
+    from kio.schema.end_txn.v3.request import EndTxnRequest  # noqa: PLC0415
+
+    end = EndTxnRequest(
+        transactional_id=TransactionalId(txn_id),
+        producer_id=ProducerId(pid),
+        producer_epoch=i16(new_epoch),
+        committed=False,
+    )
+    assert ask(end).error_code == ErrorCode.none
+    deadline = time.monotonic() + 15
+    while fetch_require_stable(cluster, group, topic_in, [0, 1]) != {
+        0: (-1, ErrorCode.none),
+        1: (-1, ErrorCode.none),
+    }:
+        assert time.monotonic() < deadline, "the aborted transaction's offsets stayed pending"
+        time.sleep(0.1)
