@@ -496,3 +496,71 @@ def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
     }:
         assert time.monotonic() < deadline, "the aborted transaction's offsets stayed pending"
         time.sleep(0.1)
+
+
+def scraped(cluster: BackgroundCluster, family_name: str, sample_name: str, **labels: str) -> float:
+    """A sample summed over every /metrics endpoint of the cluster (gateway and shards)."""
+    import urllib.request  # noqa: PLC0415
+
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    total = 0.0
+    for target in cluster.cluster.metrics_targets():
+        with urllib.request.urlopen(f"http://{target}/metrics", timeout=10) as page:  # noqa: S310
+            text = page.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == family_name:
+                total += sum(
+                    s.value
+                    for s in family.samples
+                    if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items())
+                )
+    return total
+
+
+def test_shards_export_pending_transactional_offsets_and_outcomes(broker: Any, tmp_path: Any) -> None:
+    """groupcoord up's shards (metrics on): the pending gauge while a transaction is open, the
+    commit and abort outcomes once its markers are replayed."""
+    from groupcoord.common.partitioning import partition_for  # noqa: PLC0415
+    from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+
+    options = ClusterOptions(
+        port=0,
+        partitions=2,
+        shards=1,
+        metrics=True,
+        state_topic=f"__eosm_{uuid.uuid4().hex[:6]}",
+        log_dir=tmp_path,
+    )
+    with BackgroundCluster((broker.host, broker.port), options) as cluster:
+        bootstrap = cluster.bootstrap
+        topic_in, topic_out, group, txn_id = names("metrics")
+        make_input(bootstrap, topic_in, topic_out, 1, partitions=2)
+        partition = str(partition_for(group, options.partitions))
+        pending = ("groupcoord_pending_transactional_offsets", "groupcoord_pending_transactional_offsets")
+        outcome = ("groupcoord_transaction_outcomes_applied", "groupcoord_transaction_outcomes_applied_total")
+        meta = consumer(bootstrap, group)
+        producer = transactional_producer(bootstrap, txn_id)
+        for commit in (True, False):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                [TopicPartition(topic_in, 0, 1), TopicPartition(topic_in, 1, 1)],
+                meta.consumer_group_metadata(),
+                30,
+            )
+            deadline = time.monotonic() + 15  # shards publish their gauges every second
+            while scraped(cluster, *pending, partition=partition) != 2:
+                assert time.monotonic() < deadline, "no pending transactional offsets exported"
+                time.sleep(0.2)
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+            kind = "commit" if commit else "abort"
+            deadline = time.monotonic() + 15
+            while scraped(cluster, *outcome, outcome=kind) != 1 or scraped(
+                cluster, *pending, partition=partition
+            ):
+                assert time.monotonic() < deadline, f"no {kind} outcome exported"
+                time.sleep(0.2)
+        meta.close()
