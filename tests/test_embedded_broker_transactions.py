@@ -28,7 +28,7 @@ from kio.static.primitive import Records, i8, i16, i32, i32Timedelta, i64
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.embedded_broker import EmbeddedBroker
 
-COMMIT = 1
+ABORT, COMMIT = 0, 1
 
 
 class Txn:
@@ -187,3 +187,16 @@ def test_a_foreign_writer_with_the_producers_id_gets_the_marker_and_is_fenced_la
     assert txn.epoch == old_epoch + 1
     txn.epoch = old_epoch
     assert txn.produce(state, 1) == ErrorCode.producer_fenced
+
+
+def test_init_producer_id_aborts_the_open_transaction_in_its_partitions(broker: EmbeddedBroker) -> None:
+    """A new instance of the transactional id aborts the old one's open transaction: an ABORT
+    marker (of the old epoch) lands in the partitions holding its batches — in ours, the
+    fenced producer's pending offsets."""
+    (state,) = topics(broker, 1)
+    txn = Txn(broker)
+    txn.init()
+    txn.add(state)
+    assert txn.produce(state, 0) == ErrorCode.none
+    txn.init()
+    assert txn.batches(state) == [(False, txn.pid, None), (True, txn.pid, ABORT)]

@@ -395,11 +395,11 @@ def test_kafka_python_transactional_producer(cluster: BackgroundCluster) -> None
 def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
     cluster: BackgroundCluster,
 ) -> None:
-    """Raw requests through the gateway, as a zombie would send them: after a second
-    InitProducerId of the same transactional id, TxnOffsetCommit with the old epoch is refused
-    PRODUCER_FENCED (the upstream refuses the shard's transactional batch of that epoch) and
-    nothing of it is stored; the first write of the new epoch then ends the old epoch's
-    pending offsets."""
+    """Raw requests through the gateway, as a zombie would send them: a second InitProducerId
+    of the same transactional id aborts the first instance's transaction (the upstream's ABORT
+    marker lands in our partition: its pending offsets are dropped); TxnOffsetCommit with the
+    old epoch is then refused PRODUCER_FENCED (the upstream refuses the shard's transactional
+    batch of that epoch) and stores nothing."""
     import datetime  # noqa: PLC0415
 
     from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest  # noqa: PLC0415
@@ -466,16 +466,20 @@ def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
     pid, old_epoch = init()
     assert add_offsets(pid, old_epoch) == ErrorCode.none
     assert commit_offsets(pid, old_epoch, 1, 5) == ErrorCode.none  # pending, epoch 0
-    pid2, new_epoch = init()  # the new instance
+    assert fetch_require_stable(cluster, group, topic_in, [1]) == {1: (-1, ErrorCode.unstable_offset_commit)}
+    pid2, new_epoch = init()  # the new instance: the upstream aborts the old transaction
     assert (pid2, new_epoch) == (pid, old_epoch + 1)
+    deadline = time.monotonic() + 15
+    while fetch_require_stable(cluster, group, topic_in, [1]) != {1: (-1, ErrorCode.none)}:
+        assert time.monotonic() < deadline, "the fenced transaction's offsets stayed pending"
+        time.sleep(0.1)
     assert commit_offsets(pid, old_epoch, 0, 9) == ErrorCode.producer_fenced
     assert fetch_require_stable(cluster, group, topic_in, [0, 1]) == {
         0: (-1, ErrorCode.none),  # the refused commit left nothing
-        1: (-1, ErrorCode.unstable_offset_commit),  # the old transaction's, undecided (tansu)
+        1: (-1, ErrorCode.none),  # aborted, never applied
     }
     assert add_offsets(pid, new_epoch) == ErrorCode.none
     assert commit_offsets(pid, new_epoch, 0, 2) == ErrorCode.none
-    # The new epoch's record ends the old epoch's transaction: its offset is dropped.
     assert fetch_require_stable(cluster, group, topic_in, [0, 1]) == {
         0: (-1, ErrorCode.unstable_offset_commit),
         1: (-1, ErrorCode.none),

@@ -188,8 +188,8 @@ def test_sequences_continue_per_producer_epoch() -> None:
 
 
 def test_a_newer_epoch_of_the_producer_drops_the_fenced_transactions_offsets() -> None:
-    """tansu bumps the epoch on InitProducerId without an abort marker: the first record of the
-    new epoch ends the old transaction, whose offsets are never applied."""
+    """Should the abort marker of a fenced transaction be missing, the first record of the
+    producer's new epoch ends the old transaction all the same: its offsets are never applied."""
     ctx = ShardContext()
     txn_commit(ctx, {T0: 3, T1: 3}, producer_epoch=0)  # the fenced instance
     txn_commit(ctx, {T0: 7}, producer_epoch=1)  # the new instance, same transactional id

@@ -25,11 +25,11 @@ beats only the producers it lists, so it changes nothing a later marker decides.
 
 Fencing: a producer's transaction of epoch *e* can only end with a marker of epoch >= *e*, and
 once the producer writes with a newer epoch its older transaction is over (InitProducerId
-aborted it). Kafka's coordinator writes that abort marker; tansu 0.6.0 (measured) bumps the
-epoch without writing it. So a pending record of a newer epoch drops the producer's offsets of
-older epochs (they are never applied), and a marker decides only offsets of its epoch or older:
-a COMMIT applies those of its own epoch (transaction version 1: the epoch of the transaction)
-and aborts the older ones.
+aborted it). Kafka's coordinator and tansu 0.6.0 (measured) write that ABORT marker into our
+partition before the new epoch can write; should one still be missing, a pending record of a
+newer epoch drops the producer's offsets of older epochs all the same (they are never
+applied). A marker decides only offsets of its epoch or older: a COMMIT applies those of its
+own epoch (transaction version 1: the epoch of the transaction) and aborts the older ones.
 """
 
 from __future__ import annotations
