@@ -271,7 +271,9 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
 def main(args: argparse.Namespace) -> int:
     security = kafka_security.configure(args)
     if args.kafka is None and security.protocol != "PLAINTEXT":
-        raise SystemExit(f"upstream security {security.protocol} needs --kafka (the embedded broker is plaintext)")
+        raise SystemExit(
+            f"upstream security {security.protocol} needs --kafka (the embedded broker is plaintext)"
+        )
     broker: EmbeddedBroker | None = None
     try:
         if args.kafka is None:

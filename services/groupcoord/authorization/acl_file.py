@@ -70,7 +70,9 @@ class AclFile:
                 mtime = self.path.stat().st_mtime_ns
                 if mtime != self._mtime:
                     self._policy, self._mtime = self._read(), mtime
-                    log.info("ACL policy reloaded from %s (%d bindings)", self.path, len(self._policy.bindings))
+                    log.info(
+                        "ACL policy reloaded from %s (%d bindings)", self.path, len(self._policy.bindings)
+                    )
             except (OSError, AclError) as exc:
                 log.error("keeping the previous ACL policy: %s", exc)
         return self._policy
@@ -84,9 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"where ACLs come from: --acl-file, or the upstream cluster's DescribeAcls (env {ENV_SOURCE})",
     )
-    group.add_argument("--acl-file", default=None, help=f"JSON ACL bindings (env {ENV_FILE}); none: no authorizer")
     group.add_argument(
-        "--super-users", default=None, help=f"semicolon-separated principals, as Kafka's super.users (env {ENV_SUPER_USERS})"
+        "--acl-file", default=None, help=f"JSON ACL bindings (env {ENV_FILE}); none: no authorizer"
+    )
+    group.add_argument(
+        "--super-users",
+        default=None,
+        help=f"semicolon-separated principals, as Kafka's super.users (env {ENV_SUPER_USERS})",
     )
 
 

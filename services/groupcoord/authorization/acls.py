@@ -61,7 +61,14 @@ GRANTED_BY: dict[Operation, frozenset[Operation]] = {
     op: frozenset({op, Operation.ALL}) for op in Operation
 } | {
     Operation.DESCRIBE: frozenset(
-        {Operation.DESCRIBE, Operation.READ, Operation.WRITE, Operation.DELETE, Operation.ALTER, Operation.ALL}
+        {
+            Operation.DESCRIBE,
+            Operation.READ,
+            Operation.WRITE,
+            Operation.DELETE,
+            Operation.ALTER,
+            Operation.ALL,
+        }
     ),
     Operation.DESCRIBE_CONFIGS: frozenset(
         {Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.ALL}
@@ -131,7 +138,10 @@ class Authorizer:
 
     @classmethod
     def of(
-        cls, bindings: Iterable[AclBinding], super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False
+        cls,
+        bindings: Iterable[AclBinding],
+        super_users: Iterable[str] = (),
+        allow_everyone_if_no_acl_found: bool = False,
     ) -> Authorizer:
         return cls(tuple(bindings), frozenset(super_users), allow_everyone_if_no_acl_found)
 
@@ -163,9 +173,7 @@ class Authorizer:
         if not on_resource:
             return self.allow_everyone_if_no_acl_found
         mine = [b for b in on_resource if b.matches_identity(principal, host)]
-        if any(
-            b.permission is Permission.DENY and b.operation in (operation, Operation.ALL) for b in mine
-        ):
+        if any(b.permission is Permission.DENY and b.operation in (operation, Operation.ALL) for b in mine):
             return False
         granted_by = GRANTED_BY[operation]
         return any(b.permission is Permission.ALLOW and b.operation in granted_by for b in mine)

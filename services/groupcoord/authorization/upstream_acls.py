@@ -33,7 +33,12 @@ ANY = 1  # the "match everything" filter value of every DescribeAcls enum
 SECURITY_DISABLED = 54
 
 # Kafka's wire codes (org.apache.kafka.common.resource / acl enums)
-RESOURCE_TYPES = {2: ResourceType.TOPIC, 3: ResourceType.GROUP, 4: ResourceType.CLUSTER, 5: ResourceType.TRANSACTIONAL_ID}
+RESOURCE_TYPES = {
+    2: ResourceType.TOPIC,
+    3: ResourceType.GROUP,
+    4: ResourceType.CLUSTER,
+    5: ResourceType.TRANSACTIONAL_ID,
+}
 PATTERN_TYPES = {3: PatternType.LITERAL, 4: PatternType.PREFIXED}
 OPERATIONS = {
     2: Operation.ALL,
@@ -76,7 +81,9 @@ def bindings_from(response: Any) -> list[AclBinding]:
     if int(response.error_code) == SECURITY_DISABLED:
         raise UpstreamAclsUnavailable("the upstream has no authorizer (SECURITY_DISABLED)")
     if int(response.error_code) != 0:
-        raise UpstreamAclsUnavailable(f"DescribeAcls: error {int(response.error_code)} {response.error_message or ''}")
+        raise UpstreamAclsUnavailable(
+            f"DescribeAcls: error {int(response.error_code)} {response.error_message or ''}"
+        )
     out = []
     for resource in response.resources:
         rtype = RESOURCE_TYPES.get(int(resource.resource_type))
@@ -90,7 +97,9 @@ def bindings_from(response: Any) -> list[AclBinding]:
                 continue
             try:
                 out.append(
-                    AclBinding(acl.principal, operation, permission, rtype, resource.resource_name, pattern, acl.host)
+                    AclBinding(
+                        acl.principal, operation, permission, rtype, resource.resource_name, pattern, acl.host
+                    )
                 )
             except AclError as exc:
                 log.warning("ignoring upstream ACL: %s", exc)

@@ -205,9 +205,7 @@ class LocalControlPlane:
         if proc.process is None or proc.process.poll() is not None:
             return False
         try:
-            health = await proc.health_stub().Check(
-                health_pb2.HealthCheckRequest(service=""), timeout=1.0
-            )
+            health = await proc.health_stub().Check(health_pb2.HealthCheckRequest(service=""), timeout=1.0)
             if health.status != health_pb2.HealthCheckResponse.SERVING:
                 return False
             proc.workers = int((await proc.stub().Ping(sc.ShardPingRequest(), timeout=1.0)).workers)

@@ -122,14 +122,23 @@ class GroupApis:
         self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
 
     async def handle(
-        self, header: Any, request: Any, listener: Address, client_host: str = "", principal: str = "User:ANONYMOUS"
+        self,
+        header: Any,
+        request: Any,
+        listener: Address,
+        client_host: str = "",
+        principal: str = "User:ANONYMOUS",
     ) -> Any:
         ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal)
         handler = self.apis[int(header.request_api_key)].handler
         if self.authorization is None:
             return await handler(self, ctx, request)
         verdict = self.authorization.check(
-            int(header.request_api_key), Caller(principal, client_host), ctx.version, ctx.response_type, request
+            int(header.request_api_key),
+            Caller(principal, client_host),
+            ctx.version,
+            ctx.response_type,
+            request,
         )
         if verdict.request is None:
             denied = verdict.denied

@@ -119,7 +119,9 @@ class GroupAuthorization:
         authorizes topics by name."""
         return name is not None and self.allowed(caller, operation, ResourceType.TOPIC, name)
 
-    def check(self, api_key: int, caller: Caller, version: int, response_type: type[Any], request: Any) -> Verdict:
+    def check(
+        self, api_key: int, caller: Caller, version: int, response_type: type[Any], request: Any
+    ) -> Verdict:
         hook = HOOKS.get(api_key)
         return Verdict(request) if hook is None else hook(self, caller, version, response_type, request)
 
@@ -222,15 +224,20 @@ def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any
         caller, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     ):
         return Verdict(
-            None, lambda body: _make(body, topics=tuple(refused(t, TRANSACTIONAL_ID_DENIED) for t in req.topics))
+            None,
+            lambda body: _make(body, topics=tuple(refused(t, TRANSACTIONAL_ID_DENIED) for t in req.topics)),
         )
     if not auth.group(caller, Operation.READ, req.group_id):
-        return Verdict(None, lambda body: _make(body, topics=tuple(refused(t, GROUP_DENIED) for t in req.topics)))
+        return Verdict(
+            None, lambda body: _make(body, topics=tuple(refused(t, GROUP_DENIED) for t in req.topics))
+        )
     denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, _name(t))}
     if not denied:
         return Verdict(req)
     if len(denied) == len(req.topics):
-        return Verdict(None, lambda body: _make(body, topics=tuple(refused(t, TOPIC_DENIED) for t in req.topics)))
+        return Verdict(
+            None, lambda body: _make(body, topics=tuple(refused(t, TOPIC_DENIED) for t in req.topics))
+        )
 
     def finish(resp: Any) -> Any:
         topics = _merge_in_order(
@@ -242,10 +249,14 @@ def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any
         )
         return dataclasses.replace(resp, topics=topics)
 
-    return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
+    return Verdict(
+        dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish
+    )
 
 
-def _add_offsets_to_txn(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+def _add_offsets_to_txn(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
     """AddOffsetsToTxn: WRITE on the transactional id, READ on the group (as Kafka checks them)."""
     if not auth.allowed(caller, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
         return Verdict(None, lambda body: _make(body, error_code=TRANSACTIONAL_ID_DENIED))
@@ -257,13 +268,19 @@ def _add_offsets_to_txn(auth: GroupAuthorization, caller: Caller, version: int, 
 def _fetch_partition(partition_type: type[Any], index: int, code: ErrorCode) -> Any:
     return from_proto(
         op.OffsetFetchResponsePartition(
-            partition_index=index, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code.value
+            partition_index=index,
+            committed_offset=-1,
+            committed_leader_epoch=-1,
+            metadata="",
+            error_code=code.value,
         ),
         partition_type,
     )
 
 
-def _fetch_topics(auth: GroupAuthorization, caller: Caller, topics: Iterable[Any], all_topics: bool) -> tuple[Any, ...]:
+def _fetch_topics(
+    auth: GroupAuthorization, caller: Caller, topics: Iterable[Any], all_topics: bool
+) -> tuple[Any, ...]:
     """OffsetFetch response topics with DESCRIBE checked: left out of an all-topics fetch,
     TOPIC_AUTHORIZATION_FAILED per partition when named."""
     out = []
@@ -274,7 +291,11 @@ def _fetch_topics(auth: GroupAuthorization, caller: Caller, topics: Iterable[Any
             partition_type = type(t).__dataclass_fields__["partitions"].type.__args__[0]
             out.append(
                 dataclasses.replace(
-                    t, partitions=tuple(_fetch_partition(partition_type, p.partition_index, TOPIC_DENIED) for p in t.partitions)
+                    t,
+                    partitions=tuple(
+                        _fetch_partition(partition_type, p.partition_index, TOPIC_DENIED)
+                        for p in t.partitions
+                    ),
                 )
             )
     return tuple(out)
@@ -291,7 +312,8 @@ def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: ty
                     topic_type(
                         name=t.name,
                         partitions=tuple(
-                            _fetch_partition(partition_type, int(i), GROUP_DENIED) for i in t.partition_indexes
+                            _fetch_partition(partition_type, int(i), GROUP_DENIED)
+                            for i in t.partition_indexes
                         ),
                     )
                     for t in req.topics or ()
@@ -300,7 +322,10 @@ def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: ty
 
             return Verdict(None, refusal)
         return Verdict(
-            req, finish=lambda resp: dataclasses.replace(resp, topics=_fetch_topics(auth, caller, resp.topics, req.topics is None))
+            req,
+            finish=lambda resp: dataclasses.replace(
+                resp, topics=_fetch_topics(auth, caller, resp.topics, req.topics is None)
+            ),
         )
     group_type = _entry(rt, "groups")
     denied = {g.group_id for g in req.groups if not auth.group(caller, Operation.DESCRIBE, g.group_id)}
@@ -310,15 +335,26 @@ def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: ty
         groups = []
         for g in resp.groups:
             if g.group_id in denied:
-                groups.append(from_proto(op.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED.value), group_type))
+                groups.append(
+                    from_proto(
+                        op.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED.value),
+                        group_type,
+                    )
+                )
             else:
-                groups.append(dataclasses.replace(g, topics=_fetch_topics(auth, caller, g.topics, all_topics.get(g.group_id, True))))
+                groups.append(
+                    dataclasses.replace(
+                        g, topics=_fetch_topics(auth, caller, g.topics, all_topics.get(g.group_id, True))
+                    )
+                )
         return dataclasses.replace(resp, groups=tuple(groups))
 
     return Verdict(req, finish=finish)
 
 
-def _offset_delete(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+def _offset_delete(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
     if not auth.group(caller, Operation.DELETE, req.group_id):
         return Verdict(None, op.OffsetDeleteResponse(error_code=GROUP_DENIED.value))
     denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, _name(t))}
@@ -332,15 +368,22 @@ def _offset_delete(auth: GroupAuthorization, caller: Caller, version: int, rt: t
             return None
         return topic_type(
             name=t.name,
-            partitions=tuple(partition_type(partition_index=p.partition_index, error_code=TOPIC_DENIED) for p in t.partitions),
+            partitions=tuple(
+                partition_type(partition_index=p.partition_index, error_code=TOPIC_DENIED)
+                for p in t.partitions
+            ),
         )
 
     def finish(resp: Any) -> Any:
         if int(resp.error_code) != 0:
             return resp
-        return dataclasses.replace(resp, topics=_merge_in_order(req.topics, refused, resp.topics, _name, _name))
+        return dataclasses.replace(
+            resp, topics=_merge_in_order(req.topics, refused, resp.topics, _name, _name)
+        )
 
-    return Verdict(dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish)
+    return Verdict(
+        dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)), finish=finish
+    )
 
 
 #: the operations a Group supports and their wire codes (authorized_operations bits)
@@ -382,12 +425,15 @@ def _per_group_read(
                 return from_proto(refusal(entry.group_id), entry_type)
             if with_operations and _has(entry_type, "authorized_operations"):
                 return dataclasses.replace(
-                    entry, authorized_operations=i32(authorized_group_operations(auth, caller, entry.group_id))
+                    entry,
+                    authorized_operations=i32(authorized_group_operations(auth, caller, entry.group_id)),
                 )
             return entry
 
         def finish(resp: Any) -> Any:
-            return dataclasses.replace(resp, **{entry_field: tuple(answer(e) for e in getattr(resp, entry_field))})
+            return dataclasses.replace(
+                resp, **{entry_field: tuple(answer(e) for e in getattr(resp, entry_field))}
+            )
 
         return Verdict(req, finish=finish)
 
@@ -406,7 +452,9 @@ def _list_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: typ
     return Verdict(req, finish=finish)
 
 
-def _delete_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+def _delete_groups(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
     denied = {g for g in req.groups_names if not auth.group(caller, Operation.DELETE, g)}
     if not denied:
         return Verdict(req)
@@ -415,7 +463,9 @@ def _delete_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: t
     def refused(group_id: str) -> Any | None:
         if group_id not in denied:
             return None
-        return from_proto(ga.DeletableGroupResult(group_id=group_id, error_code=GROUP_DENIED.value), result_type)
+        return from_proto(
+            ga.DeletableGroupResult(group_id=group_id, error_code=GROUP_DENIED.value), result_type
+        )
 
     allowed = tuple(g for g in req.groups_names if g not in denied)
     if not allowed:
@@ -423,13 +473,18 @@ def _delete_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: t
 
     def finish(resp: Any) -> Any:
         return dataclasses.replace(
-            resp, results=_merge_in_order(req.groups_names, refused, resp.results, lambda g: g, lambda r: r.group_id)
+            resp,
+            results=_merge_in_order(
+                req.groups_names, refused, resp.results, lambda g: g, lambda r: r.group_id
+            ),
         )
 
     return Verdict(dataclasses.replace(req, groups_names=allowed), finish=finish)
 
 
-def _find_coordinator(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+def _find_coordinator(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
     if int(getattr(req, "key_type", GROUP_KEY)) != GROUP_KEY:
         return Verdict(req)  # transaction coordinators: the upstream decides
     if version < 4:
@@ -449,7 +504,9 @@ def _find_coordinator(auth: GroupAuthorization, caller: Caller, version: int, rt
         return dataclasses.replace(
             resp,
             coordinators=tuple(
-                dataclasses.replace(c, node_id=i32(-1), host="", port=i32(-1), error_code=GROUP_DENIED, error_message=None)
+                dataclasses.replace(
+                    c, node_id=i32(-1), host="", port=i32(-1), error_code=GROUP_DENIED, error_message=None
+                )
                 if c.key in denied
                 else c
                 for c in resp.coordinators
@@ -485,7 +542,9 @@ def _group_configs(operation: Operation, entries: str) -> Callable[..., Verdict]
 
         allowed = tuple(r for r in req.resources if id(r) not in denied)
         if not allowed:
-            return Verdict(None, lambda body: _make(body, **{entries: tuple(refused(r) for r in req.resources)}))
+            return Verdict(
+                None, lambda body: _make(body, **{entries: tuple(refused(r) for r in req.resources)})
+            )
 
         def finish(resp: Any) -> Any:
             served = iter(getattr(resp, entries))  # the handler answers in request order
@@ -520,12 +579,16 @@ HOOKS: dict[int, Hook] = {
     10: _find_coordinator,
     11: _whole_group(
         Operation.READ,
-        lambda req: cg.JoinGroupResponse(error_code=GROUP_DENIED.value, generation_id=-1, member_id=req.member_id),
+        lambda req: cg.JoinGroupResponse(
+            error_code=GROUP_DENIED.value, generation_id=-1, member_id=req.member_id
+        ),
     ),
     12: _whole_group(Operation.READ, lambda req: cg.HeartbeatResponse(error_code=GROUP_DENIED.value)),
     13: _whole_group(Operation.READ, lambda req: cg.LeaveGroupResponse(error_code=GROUP_DENIED.value)),
     14: _whole_group(Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)),
-    15: _per_group_read("groups", "groups", lambda g: ga.DescribedGroup(group_id=g, error_code=GROUP_DENIED.value)),
+    15: _per_group_read(
+        "groups", "groups", lambda g: ga.DescribedGroup(group_id=g, error_code=GROUP_DENIED.value)
+    ),
     16: _list_groups,
     25: _add_offsets_to_txn,  # when the gateway answers it (forwarded, the upstream decides)
     28: _commit,  # TxnOffsetCommit
@@ -535,7 +598,9 @@ HOOKS: dict[int, Hook] = {
     47: _offset_delete,
     68: _consumer_group_heartbeat,
     69: _per_group_read(
-        "group_ids", "groups", lambda g: cgh.ConsumerGroupDescribeGroup(group_id=g, error_code=GROUP_DENIED.value)
+        "group_ids",
+        "groups",
+        lambda g: cgh.ConsumerGroupDescribeGroup(group_id=g, error_code=GROUP_DENIED.value),
     ),
 }
 """api key -> its authorization hook (an API without one is not a group API)."""

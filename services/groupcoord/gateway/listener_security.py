@@ -111,7 +111,9 @@ class ListenerSecurity:
             raise ListenerSecurityError(f"SASL mode {self.sasl!r} is not one of {SASL_MODES}")
         unknown = set(self.sasl_mechanisms) - set(MECHANISMS)
         if unknown or not self.sasl_mechanisms:
-            raise ListenerSecurityError(f"SASL mechanisms must be some of {MECHANISMS}, not {sorted(unknown)}")
+            raise ListenerSecurityError(
+                f"SASL mechanisms must be some of {MECHANISMS}, not {sorted(unknown)}"
+            )
         if self.sasl == "credentials" and not self.sasl_credentials:
             raise ListenerSecurityError(f"SASL mode credentials needs {ENV['sasl_credentials']}")
         for name in ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "sasl_credentials"):
@@ -162,7 +164,9 @@ class ListenerSecurity:
         try:
             values["sasl_session_lifetime_ms"] = int(values["sasl_session_lifetime_ms"] or 0)
         except ValueError:
-            raise ListenerSecurityError(f"{ENV['sasl_session_lifetime_ms']} is not a number of milliseconds") from None
+            raise ListenerSecurityError(
+                f"{ENV['sasl_session_lifetime_ms']} is not a number of milliseconds"
+            ) from None
         mechanisms = values.pop("sasl_mechanisms")
         if mechanisms:
             values["sasl_mechanisms"] = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
@@ -178,7 +182,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--listener-ssl-cafile", help="CA bundle for client certificates")
     group.add_argument("--listener-ssl-client-auth", choices=CLIENT_AUTH, help="as Kafka's ssl.client.auth")
     group.add_argument("--listener-sasl", choices=SASL_MODES, help="none, credentials or passthrough")
-    group.add_argument("--listener-sasl-mechanisms", help="comma-separated (default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512)")
+    group.add_argument(
+        "--listener-sasl-mechanisms", help="comma-separated (default: PLAIN,SCRAM-SHA-256,SCRAM-SHA-512)"
+    )
     group.add_argument(
         "--listener-sasl-credentials", help="JSON file or directory (one file per user) of credentials"
     )

@@ -191,13 +191,18 @@ class SaslServer:
         reauthenticating = self.authenticated and self.session_lifetime_ms > 0
         if self._exchanging or (self.authenticated and not reauthenticating):
             return SaslReply(
-                _response(SASL_HANDSHAKE, version, error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled),
+                _response(
+                    SASL_HANDSHAKE, version, error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled
+                ),
                 close=True,
             )
         if request.mechanism not in enabled or (reauthenticating and request.mechanism != self.mechanism):
             return SaslReply(
                 _response(
-                    SASL_HANDSHAKE, version, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=enabled
+                    SASL_HANDSHAKE,
+                    version,
+                    error_code=ErrorCode.unsupported_sasl_mechanism,
+                    mechanisms=enabled,
                 ),
                 close=True,
             )
@@ -243,7 +248,13 @@ class SaslServer:
 
     def _ok(self, version: int, auth_bytes: bytes = b"") -> SaslReply:
         return SaslReply(
-            _response(SASL_AUTHENTICATE, version, error_code=ErrorCode.none, error_message=None, auth_bytes=auth_bytes)
+            _response(
+                SASL_AUTHENTICATE,
+                version,
+                error_code=ErrorCode.none,
+                error_message=None,
+                auth_bytes=auth_bytes,
+            )
         )
 
     def _fail(self, version: int, code: ErrorCode, message: str) -> SaslReply:

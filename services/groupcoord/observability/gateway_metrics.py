@@ -61,7 +61,11 @@ class LeadershipCollector(Collector):
         family.add_metric(
             [],
             max(
-                (sum(1 for p in range(t.partitions) if t.address_of(p) is None) for t in (r() for r in self.tables) if t),
+                (
+                    sum(1 for p in range(t.partitions) if t.address_of(p) is None)
+                    for t in (r() for r in self.tables)
+                    if t
+                ),
                 default=0,
             ),
         )

@@ -199,6 +199,22 @@ def test_a_newer_epoch_of_the_producer_drops_the_fenced_transactions_offsets() -
     assert_replay_equals_live(ctx)
 
 
+def test_a_marker_replayed_late_decides_only_offsets_written_before_it() -> None:
+    """A leader replays the COMMIT of transaction 1 after it already replayed the producer's
+    offsets of transaction 2 (same epoch, written after the marker in the log): the marker's
+    sequence bound leaves them pending (the runtime's marker barrier keeps that rare: a
+    producer's TxnOffsetCommit waits until the markers in the log are replayed)."""
+    ctx = ShardContext()
+    txn_commit(ctx, {T1: 1})  # transaction 1: sequence 0
+    txn_commit(ctx, {T0: 2})  # transaction 2: sequence 1, after transaction 1's marker
+    record = marker_record(next(_marker_offsets), 7, 0, True, sequence_bound=1)
+    ctx.apply(CoordinatorResult(records=[record]))
+    ctx.apply(ctx.shard.after_markers(ctx.clock.now_ms))
+    assert fetch_stable(ctx, [T0, T1]) == {T0: (-1, E.unstable_offset_commit.value), T1: (1, 0)}
+    marker(ctx, 7, commit=False)  # transaction 2 aborts: nothing of it was applied
+    assert ctx.fetch(G, [T0, T1]) == {T0: -1, T1: 1}
+
+
 def test_a_marker_decides_only_its_epoch_or_older() -> None:
     ctx = ShardContext()
     txn_commit(ctx, {T0: 7}, producer_epoch=2)

@@ -151,12 +151,18 @@ class CoordinatorOperation(Generic[S, R]):
     name: str
     read_only: bool
     run: Callable[[S, int, Token], CoordinatorResult[R]]
+    # Whether, against the live shard, the operation must first see every transaction marker
+    # already in the log (a producer's TxnOffsetCommit while its earlier offsets are pending:
+    # the marker deciding those must be replayed before its new offsets, as in the log).
+    needs_markers: Callable[[S], bool] | None = None
 
 
 def write_operation(
-    name: str, run: Callable[[S, int, Token], CoordinatorResult[R]]
+    name: str,
+    run: Callable[[S, int, Token], CoordinatorResult[R]],
+    needs_markers: Callable[[S], bool] | None = None,
 ) -> CoordinatorOperation[S, R]:
-    return CoordinatorOperation(name, False, run)
+    return CoordinatorOperation(name, False, run, needs_markers)
 
 
 def read_operation(

@@ -226,6 +226,14 @@ class GroupCoordinatorShard:
         pending = sum(len(p) for p in txn.by_producer.values())
         return pending, txn.commits_applied, txn.aborts_applied
 
+    def producer_sequences(self) -> dict[int, tuple[int, int]]:
+        """Producer id -> (epoch, next sequence) of transactional writes here (the runtime's
+        marker follower starts from these; see TxnMarkerValue.sequence_bound)."""
+        return self.offsets.txn.producer_sequences()
+
+    def has_pending_transaction(self, producer_id: int) -> bool:
+        return producer_id in self.offsets.txn.by_producer
+
     def open_transactions(self) -> int:
         """Producers with pending transactional offsets here (the runtime follows the log for
         their markers while any are open)."""

@@ -16,7 +16,10 @@ transactional offset written after it); replay counts the offset records it sees
 (``ordinal``), which orders them as the log does, also after the loader's compaction (it keeps
 each key's last record in the order of those last occurrences). A marker therefore gives the
 same state whether it is replayed at its place in the log (a load) or later, after records the
-leader wrote meanwhile (the leader learns of markers by reading its partition).
+leader wrote meanwhile (the leader learns of markers by reading its partition). The same holds for the producer's own later writes: a
+leader may replay a COMMIT after it already replayed the producer's next transaction's offsets
+(written after the marker in the log), so a marker carries the producer's sequence at its place
+in the log and decides only offsets written before it.
 
 Compaction: an applied offset must outlive its pending record, which the producer's next
 transaction supersedes. So after a COMMIT marker the leader writes the applied values again as
@@ -48,6 +51,7 @@ class PendingOffset:
     value: rpb.OffsetCommitValue
     ordinal: int
     epoch: int
+    sequence: int  # the base sequence of its batch: orders the producer's writes here
     beaten: bool = False  # a newer record of its partition was applied: it can never apply
 
 
@@ -86,6 +90,10 @@ class PendingTransactions:
         for (_g, topic, partition), producers in self.open_by_key.items():
             out[(topic, partition)] = out.get((topic, partition), 0) + len(producers)
         return out
+
+    def producer_sequences(self) -> dict[int, tuple[int, int]]:
+        """Producer id -> (epoch, next sequence) here: where a marker follower starts from."""
+        return {pid: (s.epoch, s.next_sequence) for pid, s in self.sequences.items()}
 
     def next_sequence(self, producer_id: int, producer_epoch: int) -> int | None:
         """The base sequence of the producer's next batch here; None if the epoch is stale."""
@@ -183,7 +191,7 @@ class PendingTransactions:
             if not pending:
                 del self.by_producer[k.producer_id]
             return
-        pending[key] = PendingOffset(v.offset, self._ordinal, v.producer_epoch)
+        pending[key] = PendingOffset(v.offset, self._ordinal, v.producer_epoch, v.base_sequence)
         self.open_by_key.setdefault(key, set()).add(k.producer_id)
 
     def replay_marker(self, _k: rpb.TxnMarkerKey, v: rpb.TxnMarkerValue | None) -> None:
@@ -192,9 +200,15 @@ class PendingTransactions:
         pending = self.by_producer.get(v.producer_id)
         if not pending:
             return  # a marker of a transaction that committed no offsets here
-        decided = {k: o for k, o in pending.items() if o.epoch <= v.producer_epoch}
+        epoch = v.producer_epoch
+        bound = v.sequence_bound if v.HasField("sequence_bound") else None
+        decided = {
+            k: o
+            for k, o in pending.items()
+            if o.epoch < epoch or (o.epoch == epoch and (bound is None or o.sequence < bound))
+        }
         if not decided:
-            return  # a late marker of an older epoch decides nothing newer
+            return  # a late marker decides nothing written after it
         for key in decided:
             del pending[key]
         if not pending:
@@ -250,9 +264,11 @@ def pending_record(
     )
 
 
-def marker_record(offset: int, producer_id: int, producer_epoch: int, commit: bool) -> CoordinatorRecord:
+def marker_record(
+    offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None = None
+) -> CoordinatorRecord:
     """The record the log reader makes of a control batch at ``offset``."""
-    return CoordinatorRecord(
-        rpb.TxnMarkerKey(offset=offset),
-        rpb.TxnMarkerValue(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit),
-    )
+    value = rpb.TxnMarkerValue(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit)
+    if sequence_bound is not None:
+        value.sequence_bound = sequence_bound
+    return CoordinatorRecord(rpb.TxnMarkerKey(offset=offset), value)

@@ -57,6 +57,7 @@ from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 MARKER_POLL_MS = 100  # its fetch wait while transactions are open (bounds the outcome's delay)
+MARKER_BARRIER_S = 5.0  # how long a request needing the log's markers waits for the follower
 
 
 class PartitionState(enum.Enum):
@@ -138,6 +139,8 @@ class PartitionRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._waiting: set[asyncio.Future[Any]] = set()
         self._transaction_written = asyncio.Event()  # wakes the idle marker follower
+        self._marker_barriers: list[asyncio.Future[None]] = []
+        self._barrier_tasks: set[asyncio.Task[None]] = set()
         self._stale_keys_seen = 0
 
     # --- observation ------------------------------------------------------------------------
@@ -195,7 +198,15 @@ class PartitionRuntime:
         replica once the live replica's write is acknowledged), then as usual."""
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.state is PartitionState.ACTIVE:
-            self._put(_Request(operation, fut, every_replica))
+            needs = operation.needs_markers
+            if needs is not None and self._replicas is not None and needs(self._replicas.live):
+                task = asyncio.get_running_loop().create_task(
+                    self._after_marker_barrier(_Request(operation, fut, every_replica))
+                )
+                self._barrier_tasks.add(task)
+                task.add_done_callback(self._barrier_tasks.discard)
+            else:
+                self._put(_Request(operation, fut, every_replica))
         elif self.state is PartitionState.LOADING:
             fut.set_exception(
                 _error(ErrorCode.coordinator_load_in_progress, f"partition {self.partition} loading")
@@ -294,6 +305,9 @@ class PartitionRuntime:
     async def stop(self) -> None:
         """Resign: stop writing at once; everything pending is answered NOT_COORDINATOR."""
         self.state = PartitionState.STOPPED
+        for task in list(self._barrier_tasks):
+            task.cancel()
+        self._marker_barriers = []
         await self._cancel_tasks()
         self._abandon(_error(ErrorCode.not_coordinator, f"partition {self.partition} resigned"))
         self._timer.cancel_all()
@@ -316,6 +330,38 @@ class PartitionRuntime:
         self._loader = PartitionLoader(reader, self._replicas)
         return self._loader
 
+    async def _after_marker_barrier(self, request: _Request) -> None:
+        """Queue ``request`` once the marker follower has read the log to its end (so every
+        marker already in it is queued before the request), as a request needing markers must.
+        A follower that does not get there in time answers COORDINATOR_LOAD_IN_PROGRESS
+        (retriable; the gateway holds and resends); a resignation NOT_COORDINATOR."""
+        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._marker_barriers.append(barrier)
+        self._transaction_written.set()  # wake the follower if it sleeps
+        error = _error(ErrorCode.not_coordinator, f"partition {self.partition} resigned")
+        try:
+            await asyncio.wait_for(asyncio.shield(barrier), MARKER_BARRIER_S)
+            if self.state is PartitionState.ACTIVE:
+                self._put(request)
+                return
+        except TimeoutError:
+            error = _error(ErrorCode.coordinator_load_in_progress, "transaction markers not read yet")
+        finally:  # also when stop() cancels us: the caller must get an answer
+            if not request.future.done() and not (self.state is PartitionState.ACTIVE and barrier.done()):
+                request.future.set_exception(error)
+
+    def _release_barriers(self, barriers: list[asyncio.Future[None]]) -> None:
+        for b in barriers:
+            if not b.done():
+                b.set_result(None)
+
+    def _producer_sequences(self) -> dict[int, tuple[int, int]]:
+        """The committed state's producer sequences (what the log holds up to our confirmed
+        writes, when no transaction is open or at the load's end)."""
+        committed = self._replicas.committed if self._replicas is not None else None
+        sequences = getattr(committed, "producer_sequences", None)
+        return dict(sequences()) if sequences is not None else {}
+
     def _open_transactions(self) -> int:
         live = self._replicas.live if self._replicas is not None else None
         count = getattr(live, "open_transactions", None)
@@ -330,17 +376,25 @@ class PartitionRuntime:
         after that, and its marker after the record) and sleeps until a handler returns a
         transactional write."""
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, start)
+        # Markers it reads carry the producer's sequence at their place in the log, so that a
+        # marker replayed after our later writes decides only what was written before it.
+        reader.producer_sequences = self._producer_sequences()
         written = self._transaction_written
         try:
             while True:
                 if not self._open_transactions():
+                    # nothing pending: no marker can matter to a request waiting on a barrier
+                    self._release_barriers(self._marker_barriers)
+                    self._marker_barriers = []
                     pipeline = self._pipeline
                     if pipeline is not None and pipeline.confirmed_end > reader.position:
                         reader.seek(pipeline.confirmed_end)
+                        reader.producer_sequences = self._producer_sequences()
                     written.clear()
-                    if not self._open_transactions():  # checked after clear: no lost wake-up
-                        await written.wait()
+                    if not self._open_transactions() and not self._marker_barriers:
+                        await written.wait()  # checked after clear: no lost wake-up
                     continue
+                barriers, self._marker_barriers = self._marker_barriers, []
                 # tansu holds an empty fetch for the whole wait even when a marker arrives
                 chunk = await reader.read(timeout_ms=MARKER_POLL_MS)
                 markers = [
@@ -350,6 +404,11 @@ class PartitionRuntime:
                 ]
                 if markers:
                     self._put(_Markers(markers))
+                if reader.highwater is not None and reader.position >= reader.highwater:
+                    # this fetch started after those requests came: their markers are queued
+                    self._release_barriers(barriers)
+                else:
+                    self._marker_barriers[:0] = barriers
         finally:
             await reader.stop()
 

@@ -91,14 +91,20 @@ class ControlRecord:
 
     __slots__ = ("offset", "key", "value", "headers")
 
-    def __init__(self, offset: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def __init__(
+        self, offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None
+    ) -> None:
         self.offset = offset
-        self.key, self.value = serialize_record(marker_record(offset, producer_id, producer_epoch, commit))
+        self.key, self.value = serialize_record(
+            marker_record(offset, producer_id, producer_epoch, commit, sequence_bound)
+        )
         self.headers: tuple[()] = ()
 
 
-def control_record(batch: Any) -> ControlRecord | None:
-    """The marker record of a control batch (None for control records other than markers)."""
+def control_record(batch: Any, sequence: tuple[int, int] | None) -> ControlRecord | None:
+    """The marker record of a control batch (None for control records other than markers);
+    ``sequence`` is the producer's (epoch, next sequence) in the log before it, if known."""
+    bound = sequence[1] if sequence is not None and sequence[0] == batch.producer_epoch else None
     for record in batch:
         key = record.key
         if key is None or len(key) < 4:
@@ -106,7 +112,9 @@ def control_record(batch: Any) -> ControlRecord | None:
         kind = int.from_bytes(key[2:4], "big")
         if kind not in (_CONTROL_ABORT, _CONTROL_COMMIT):
             return None
-        return ControlRecord(record.offset, batch.producer_id, batch.producer_epoch, kind == _CONTROL_COMMIT)
+        return ControlRecord(
+            record.offset, batch.producer_id, batch.producer_epoch, kind == _CONTROL_COMMIT, bound
+        )
     return None
 
 
@@ -266,7 +274,12 @@ class PartitionReader:
     """
 
     def __init__(
-        self, bootstrap: str, topic: str, partition: int, start: int = 0, security: KafkaSecurity | None = None
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int,
+        start: int = 0,
+        security: KafkaSecurity | None = None,
     ) -> None:
         self.tp = TopicPartition(topic, partition)
         self.position = start
@@ -279,6 +292,10 @@ class PartitionReader:
         self._started = False
         self._node: int | None = None
         self._prefetch: asyncio.Task[tuple[int, list[Any]]] | None = None
+        # Producer id -> (epoch, next sequence) of the transactional batches read so far (or
+        # given by the caller for the log before ``start``): marker records carry it, see
+        # TxnMarkerValue.sequence_bound. Only a leader's marker follower sets a baseline.
+        self.producer_sequences: dict[int, tuple[int, int]] | None = None
 
     async def start(self) -> None:
         if not self._started:
@@ -342,12 +359,19 @@ class PartitionReader:
                         raise Errors.CorruptRecordException(
                             f"{self.tp}: bad CRC in batch at {batch.base_offset}"
                         )
+                    sequences = self.producer_sequences
                     if batch.is_control_batch:  # a transaction marker: the upstream's
-                        marker = control_record(batch)
+                        known = sequences.get(batch.producer_id) if sequences is not None else None
+                        marker = control_record(batch, known)
                         if marker is not None and marker.offset >= position:
                             out.append(marker)
                         position = max(position, batch.next_offset)
                         continue
+                    if sequences is not None and batch.is_transactional:
+                        end = batch.base_sequence + batch.next_offset - batch.base_offset
+                        known = sequences.get(batch.producer_id)
+                        if known is None or (batch.producer_epoch, end) > known:
+                            sequences[batch.producer_id] = (batch.producer_epoch, end)
                     for record in batch:
                         if record.offset >= position:
                             out.append(record)

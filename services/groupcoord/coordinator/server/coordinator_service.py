@@ -37,7 +37,9 @@ OPERATIONS: dict[str, Operation] = {
     "offset_commit": lambda r: write_operation("offset_commit", lambda s, now, _: s.offset_commit(r, now)),
     "offset_delete": lambda r: write_operation("offset_delete", lambda s, now, _: s.offset_delete(r, now)),
     "txn_offset_commit": lambda r: write_operation(
-        "txn_offset_commit", lambda s, now, _: s.txn_offset_commit(r, now)
+        "txn_offset_commit",
+        lambda s, now, _: s.txn_offset_commit(r, now),
+        lambda s: s.has_pending_transaction(r.producer_id),
     ),
     "delete_groups": lambda r: write_operation("delete_groups", lambda s, now, _: s.delete_groups(r, now)),
     "alter_group_configs": lambda r: write_operation(
