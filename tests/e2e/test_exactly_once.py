@@ -568,3 +568,78 @@ def test_shards_export_pending_transactional_offsets_and_outcomes(broker: Any, t
                 assert time.monotonic() < deadline, f"no {kind} outcome exported"
                 time.sleep(0.2)
         meta.close()
+
+
+def test_back_to_back_transactions_each_get_their_own_outcome(cluster: BackgroundCluster) -> None:
+    """Raw requests, as fast as a client can send them: each transaction's TxnOffsetCommit right
+    after the previous EndTxn (same producer, same partition), commits and aborts alternating.
+    The previous COMMIT's marker must be replayed before the next transaction's offsets (the
+    runtime's marker barrier): every committed offset stays, no aborted one is ever applied."""
+    import datetime  # noqa: PLC0415
+
+    from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest  # noqa: PLC0415
+    from kio.schema.end_txn.v3.request import EndTxnRequest  # noqa: PLC0415
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest  # noqa: PLC0415
+    from kio.schema.txn_offset_commit.v3 import request as txn  # noqa: PLC0415
+    from kio.schema.types import ProducerId, TransactionalId  # noqa: PLC0415
+    from kio.static.primitive import i16, i32Timedelta, i64  # noqa: PLC0415
+
+    bootstrap = cluster.bootstrap
+    topic_in, topic_out, group, txn_id = names("b2b")
+    make_input(bootstrap, topic_in, topic_out, 1)
+    gateway = cluster.cluster.gateway.bootstrap_address
+    tid = TransactionalId(txn_id)
+
+    async def run() -> list[int]:
+        async def ask(body: Any) -> Any:
+            return await exchange(gateway, body, "b2b-test", 15)
+
+        init = await ask(
+            InitProducerIdRequest(
+                transactional_id=tid,
+                transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                producer_id=ProducerId(-1),
+                producer_epoch=i16(-1),
+            )
+        )
+        pid, epoch = ProducerId(int(init.producer_id)), i16(int(init.producer_epoch))
+        committed_after = []
+        last_committed = -1
+        for n in range(1, 13):
+            commit = n % 3 != 0
+            add = await ask(
+                AddOffsetsToTxnRequest(
+                    transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+                )
+            )
+            assert add.error_code == ErrorCode.none
+            partition = txn.TxnOffsetCommitRequestPartition(
+                partition_index=i32(0),
+                committed_offset=i64(n),
+                committed_leader_epoch=i32(-1),
+                committed_metadata="",
+            )
+            r = await ask(
+                txn.TxnOffsetCommitRequest(
+                    transactional_id=tid,
+                    group_id=group,
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    topics=(txn.TxnOffsetCommitRequestTopic(name=topic_in, partitions=(partition,)),),
+                )
+            )
+            assert r.topics[0].partitions[0].error_code == ErrorCode.none
+            end = await ask(
+                EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+            )
+            assert end.error_code == ErrorCode.none
+            if commit:
+                last_committed = n
+            committed_after.append(last_committed)
+        return committed_after
+
+    expected = cluster.run(run(), timeout=120)
+    deadline = time.monotonic() + 15
+    while fetch_require_stable(cluster, group, topic_in, [0]) != {0: (expected[-1], ErrorCode.none)}:
+        assert time.monotonic() < deadline, fetch_require_stable(cluster, group, topic_in, [0])
+        time.sleep(0.1)
