@@ -21,7 +21,8 @@ replica. If the records did land, the next write's gap check finds them (NeedsRe
 A transactional write (TxnOffsetCommit: records of a client's transaction, see
 ``CoordinatorResult.transaction``) is a write of its own, never merged with others: it goes out
 as one transactional batch of that producer. If the upstream refuses it (the producer is
-fenced...), its callers get that error and the live replica is reverted like after a failure.
+fenced...), its callers get that error and the partition reloads from the log (its live replica
+holds the refused records).
 Transaction markers the upstream writes into the partition are foreign records in the gaps;
 the gap check passes over them (the partition loop's marker follower replays them).
 """
@@ -184,8 +185,10 @@ class WritePipeline:
                 for fut, _ in w.waiters:
                     if not fut.done():
                         fut.set_exception(error)
-                self._on_failed(refused, self.abandon())
-                continue
+                # Not a revert: a client can cause this (a fenced producer), and reloading from
+                # the log is the one way back that every core supports (the partition's other
+                # callers get NOT_COORDINATOR and retry while it reloads).
+                raise NeedsReload(f"partition {self.partition}: {refused}") from refused
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
                 if self._metrics is not None:
                     self._metrics.record_state_write_error(self.partition)
