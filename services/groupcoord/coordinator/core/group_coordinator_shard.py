@@ -82,30 +82,47 @@ class GroupCoordinatorShard:
         self.admin = GroupAdmin(
             self.groups,
             self.delete_group_records,
-            topic_name_of=lambda topic_id: self.image.topic_name(topic_id),
-            default_assignor=lambda: self.consumer.default_assignor,
+            topic_name_of=self._topic_name_of,
+            default_assignor=self._default_assignor,
         )
         # The cluster's topics (input from the runtime, not state: see on_metadata_update).
         self.image: TopicsImage = UNKNOWN_IMAGE
-        self.offsets.topic_name_of = lambda topic_id: self.image.topic_name(topic_id)
+        self.offsets.topic_name_of = self._topic_name_of
         self.consumer = ConsumerContext(
             self.groups,
             armed,
             self.config,
-            image=lambda: self.image,
+            image=self._image,
             session_timeout_ms=self.group_configs.session_timeout_ms,
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
-            upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
-            downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
-                group, member_id, now_ms, joining
-            ),
+            upgrade_classic_group=self._upgrade_classic_group,
+            downgrade_to_classic=self._downgrade_to_classic,
             new_uuid=new_uuid,
         )
         # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
-        self.migration = OnlineMigration(self.classic, self.config, lambda: self.image)
+        self.migration = OnlineMigration(self.classic, self.config, self._image)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self._replay = self._replay_switch()
+
+    # The parts above call back into the shard through bound methods, never closures: the
+    # runtime reverts a failed write with copy.deepcopy of the committed replica, which rebinds a
+    # bound method (or a partial's arguments) to the copy but shares a closure, which would keep
+    # reading and writing the original's state.
+    def _image(self) -> TopicsImage:
+        return self.image
+
+    def _topic_name_of(self, topic_id: bytes) -> str | None:
+        return self.image.topic_name(topic_id)
+
+    def _default_assignor(self) -> str:
+        return self.consumer.default_assignor
+
+    def _upgrade_classic_group(self, group: Any, now_ms: int) -> Any:
+        return self.migration.upgrade(group, now_ms)
+
+    def _downgrade_to_classic(self, group: Any, member_id: str, now_ms: int, joining: Any) -> Any:
+        return self.migration.downgrade(group, member_id, now_ms, joining)
 
     # --- replay and loading ------------------------------------------------------------------
     def _replay_switch(self) -> dict[type[Message], Callable[[Any, Any], None]]:

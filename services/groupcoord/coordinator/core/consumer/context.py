@@ -106,5 +106,8 @@ class ConsumerContext:
     def new_group(self, group_id: str) -> ConsumerGroup:
         """An empty consumer group resolving topic names through the current image."""
         group = ConsumerGroup(group_id)
-        group.topic_id_of = lambda name: self.image().topic_id(name)
+        group.topic_id_of = self.topic_id_of  # a bound method: a deep copy rebinds it to the copy
         return group
+
+    def topic_id_of(self, name: str) -> bytes | None:
+        return self.image().topic_id(name)

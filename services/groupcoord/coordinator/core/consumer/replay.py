@@ -7,6 +7,7 @@ The shard's replay switch (GroupCoordinatorShard) holds one entry per record typ
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
@@ -16,26 +17,27 @@ from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGr
 def replayer(ctx: ConsumerContext, method: ConsumerGroupReplay) -> Callable[[Any, Any], None]:
     """The coordinator shard's replay entry for one consumer group record type: find (or
     create) the group, then let ``method`` apply the record; the group metadata's tombstone
-    drops the group."""
+    drops the group.
+
+    A ``partial`` rather than a closure: ``copy.deepcopy`` of a shard (the runtime's revert)
+    copies a partial's arguments, so the copy's switch replays into the copy's groups — a closure
+    would be shared and keep replaying into the original's."""
+    return partial(_replay, ctx, method, method is ConsumerGroup.replay_group_metadata)
+
+
+def _replay(ctx: ConsumerContext, method: ConsumerGroupReplay, deletes_group: bool, key: Any, value: Any) -> None:
     groups = ctx.groups
-    deletes_group = method is ConsumerGroup.replay_group_metadata
-
-    def replay(key: Any, value: Any) -> None:
-        group_id = key.group_id
-        group = groups.get(group_id)
-        if deletes_group and value is None:
-            if isinstance(group, ConsumerGroup):
-                del groups[group_id]
-            return
-        if not isinstance(group, ConsumerGroup):
-            if group is not None and not group.is_empty():
-                raise ValueError(
-                    f"consumer group record for the non-empty {group.group_type.value} group {group_id}"
-                )
-            if value is None:
-                return  # tombstone of something already gone
-            group = ctx.new_group(group_id)
-            groups[group_id] = group
-        method(group, key, value)
-
-    return replay
+    group_id = key.group_id
+    group = groups.get(group_id)
+    if deletes_group and value is None:
+        if isinstance(group, ConsumerGroup):
+            del groups[group_id]
+        return
+    if not isinstance(group, ConsumerGroup):
+        if group is not None and not group.is_empty():
+            raise ValueError(f"consumer group record for the non-empty {group.group_type.value} group {group_id}")
+        if value is None:
+            return  # tombstone of something already gone
+        group = ctx.new_group(group_id)
+        groups[group_id] = group
+    method(group, key, value)
