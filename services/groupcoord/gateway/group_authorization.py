@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
+GROUP_DENIED_MESSAGE = "Group authorization failed."  # Errors.GROUP_AUTHORIZATION_FAILED.message()
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Integer.MIN_VALUE: not requested / not known
 CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
 GROUP_RESOURCE = 16
 GROUP_KEY = 0
@@ -97,10 +99,19 @@ class GroupAuthorization:
     def __init__(self, policy: Callable[[], Authorizer]) -> None:
         self.policy = policy
 
-    def allowed(self, caller: Caller, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+    def allowed(
+        self,
+        caller: Caller,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+        quiet: bool = False,
+    ) -> bool:
+        """The decision, counted; a denial is logged unless ``quiet`` (Kafka's
+        ``logIfDenied = false``, for checks that only filter a listing)."""
         ok = self.policy().authorize(caller.principal, caller.host, operation, resource_type, name)
         DECISIONS.labels(resource_type.value, operation.value, "allowed" if ok else "denied").inc()
-        if not ok:
+        if not ok and not quiet:
             log.info(
                 "denied: principal %s from %s, operation %s on %s %r",
                 caller.principal,
@@ -186,9 +197,8 @@ def _consumer_group_heartbeat(
     auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
 ) -> Verdict:
     if not auth.group(caller, Operation.READ, req.group_id):
-        return Verdict(
-            None, cgh.ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED.value, member_epoch=-1)
-        )
+        # ConsumerGroupHeartbeatRequest.getErrorResponse sets the error code only (epoch 0)
+        return Verdict(None, cgh.ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED.value))
     names = getattr(req, "subscribed_topic_names", None) or ()
     refused = [n for n in names if not auth.topic(caller, Operation.DESCRIBE, n)]
     if refused:
@@ -197,7 +207,6 @@ def _consumer_group_heartbeat(
             cgh.ConsumerGroupHeartbeatResponse(
                 error_code=TOPIC_DENIED.value,
                 error_message=f"The group has subscribed to topics that are not authorized: {sorted(refused)}",
-                member_epoch=-1,
             ),
         )
     return Verdict(req)
@@ -301,7 +310,32 @@ def _fetch_topics(
     return tuple(out)
 
 
+def _refused_fetch_topic(topic_type: type[Any], topic: Any, code: ErrorCode) -> Any:
+    """A requested OffsetFetch topic answered here: every partition ``code``, offset -1."""
+    partition_type = _entry(topic_type, "partitions")
+    return _make(
+        topic_type,
+        name=topic.name,
+        topic_id=getattr(topic, "topic_id", None),
+        partitions=tuple(_fetch_partition(partition_type, int(i), code) for i in topic.partition_indexes),
+    )
+
+
+def _split_fetch_topics(
+    auth: GroupAuthorization, caller: Caller, topics: Iterable[Any]
+) -> tuple[tuple, tuple]:
+    """(topics the caller may DESCRIBE, the others) of an OffsetFetch request."""
+    allowed, refused = [], []
+    for t in topics:
+        (allowed if auth.topic(caller, Operation.DESCRIBE, _name(t)) else refused).append(t)
+    return tuple(allowed), tuple(refused)
+
+
 def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    """DESCRIBE on each group and each named topic (KafkaApis.handleOffsetFetchRequest): a
+    refused group or topic never reaches a shard; refused topics come after the served ones with
+    TOPIC_AUTHORIZATION_FAILED and offset -1 (fetchOffsetsForGroup); an all-topics fetch keeps
+    only the topics the caller may DESCRIBE (fetchAllOffsetsForGroup)."""
     if version <= 7:
         if not auth.group(caller, Operation.DESCRIBE, req.group_id):
             topic_type = _entry(rt, "topics")
@@ -321,35 +355,68 @@ def _offset_fetch(auth: GroupAuthorization, caller: Caller, version: int, rt: ty
                 return _make(body, topics=topics, error_code=GROUP_DENIED)
 
             return Verdict(None, refusal)
-        return Verdict(
-            req,
-            finish=lambda resp: dataclasses.replace(
-                resp, topics=_fetch_topics(auth, caller, resp.topics, req.topics is None)
-            ),
-        )
+        if req.topics is None:
+            return Verdict(
+                req,
+                finish=lambda resp: dataclasses.replace(
+                    resp, topics=_fetch_topics(auth, caller, resp.topics, True)
+                ),
+            )
+        allowed, refused = _split_fetch_topics(auth, caller, req.topics)
+        if not refused:
+            return Verdict(req)
+        topic_type = _entry(rt, "topics")
+
+        def finish_one(resp: Any) -> Any:
+            if int(getattr(resp, "error_code", 0)) != 0:
+                return resp
+            extra = tuple(_refused_fetch_topic(topic_type, t, TOPIC_DENIED) for t in refused)
+            return dataclasses.replace(resp, topics=(*resp.topics, *extra))
+
+        return Verdict(dataclasses.replace(req, topics=allowed), finish=finish_one)
     group_type = _entry(rt, "groups")
+    topic_type = _entry(group_type, "topics")
     denied = {g.group_id for g in req.groups if not auth.group(caller, Operation.DESCRIBE, g.group_id)}
-    all_topics = {g.group_id: g.topics is None for g in req.groups}
+    all_topics = {g.group_id for g in req.groups if g.topics is None and g.group_id not in denied}
+    held: dict[str, tuple] = {}
+    asked = []
+    for g in req.groups:
+        if g.group_id in denied:
+            continue
+        if g.topics is not None:
+            allowed, refused = _split_fetch_topics(auth, caller, g.topics)
+            if refused:
+                held[g.group_id] = refused
+                g = dataclasses.replace(g, topics=allowed)
+        asked.append(g)
+
+    def refusal_of(group: Any) -> Any | None:
+        if group.group_id not in denied:
+            return None
+        return from_proto(
+            op.OffsetFetchResponseGroup(group_id=group.group_id, error_code=GROUP_DENIED.value), group_type
+        )
+
+    if not asked:
+        return Verdict(None, lambda body: _make(body, groups=tuple(refusal_of(g) for g in req.groups)))
+    if not denied and not held and not all_topics:
+        return Verdict(req)
 
     def finish(resp: Any) -> Any:
-        groups = []
+        served = []
         for g in resp.groups:
-            if g.group_id in denied:
-                groups.append(
-                    from_proto(
-                        op.OffsetFetchResponseGroup(group_id=g.group_id, error_code=GROUP_DENIED.value),
-                        group_type,
-                    )
-                )
-            else:
-                groups.append(
-                    dataclasses.replace(
-                        g, topics=_fetch_topics(auth, caller, g.topics, all_topics.get(g.group_id, True))
-                    )
-                )
-        return dataclasses.replace(resp, groups=tuple(groups))
+            if int(g.error_code) == 0:
+                if g.group_id in all_topics:
+                    g = dataclasses.replace(g, topics=_fetch_topics(auth, caller, g.topics, True))
+                extra = held.get(g.group_id)
+                if extra:
+                    refused_topics = tuple(_refused_fetch_topic(topic_type, t, TOPIC_DENIED) for t in extra)
+                    g = dataclasses.replace(g, topics=(*g.topics, *refused_topics))
+            served.append(g)
+        groups = _merge_in_order(req.groups, refusal_of, served, lambda g: g.group_id, lambda g: g.group_id)
+        return dataclasses.replace(resp, groups=groups)
 
-    return Verdict(req, finish=finish)
+    return Verdict(dataclasses.replace(req, groups=tuple(asked)), finish=finish)
 
 
 def _offset_delete(
@@ -410,20 +477,27 @@ def authorized_group_operations(auth: GroupAuthorization, caller: Caller, group_
 def _per_group_read(
     field: str, entry_field: str, refusal: Callable[[str], Message]
 ) -> Callable[..., Verdict]:
-    """Describe-style APIs naming several groups: refused groups answered in place (a read);
-    when asked for, ``authorized_operations`` are the caller's, not every operation."""
+    """Describe-style APIs naming several groups: refused groups are answered here and never
+    sent to a shard, the others served, in request order (KafkaApis describes only the
+    authorized groups); when asked for, ``authorized_operations`` are the caller's."""
 
     def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
-        denied = {g for g in getattr(req, field) if not auth.group(caller, Operation.DESCRIBE, g)}
+        ids = tuple(getattr(req, field))
+        denied = {g for g in ids if not auth.group(caller, Operation.DESCRIBE, g)}
         with_operations = bool(getattr(req, "include_authorized_operations", False))
         if not denied and not with_operations:
             return Verdict(req)
         entry_type = _entry(rt, entry_field)
 
+        def refused(group_id: str) -> Any | None:
+            return from_proto(refusal(group_id), entry_type) if group_id in denied else None
+
+        allowed = tuple(g for g in ids if g not in denied)
+        if not allowed:
+            return Verdict(None, lambda body: _make(body, **{entry_field: tuple(refused(g) for g in ids)}))
+
         def answer(entry: Any) -> Any:
-            if entry.group_id in denied:
-                return from_proto(refusal(entry.group_id), entry_type)
-            if with_operations and _has(entry_type, "authorized_operations"):
+            if with_operations and int(entry.error_code) == 0 and _has(entry_type, "authorized_operations"):
                 return dataclasses.replace(
                     entry,
                     authorized_operations=i32(authorized_group_operations(auth, caller, entry.group_id)),
@@ -431,22 +505,29 @@ def _per_group_read(
             return entry
 
         def finish(resp: Any) -> Any:
-            return dataclasses.replace(
-                resp, **{entry_field: tuple(answer(e) for e in getattr(resp, entry_field))}
-            )
+            served = tuple(answer(e) for e in getattr(resp, entry_field))
+            merged = _merge_in_order(ids, refused, served, lambda g: g, lambda e: e.group_id)
+            return dataclasses.replace(resp, **{entry_field: merged})
 
-        return Verdict(req, finish=finish)
+        return Verdict(dataclasses.replace(req, **{field: allowed}) if denied else req, finish=finish)
 
     return hook
 
 
 def _list_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
-    if auth.allowed(caller, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+    # KafkaApis.handleListGroupsRequest asks both with logIfDenied = false: a listing is filtered,
+    # nothing is refused
+    if auth.allowed(caller, Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True):
         return Verdict(req)
 
     def finish(resp: Any) -> Any:
         return dataclasses.replace(
-            resp, groups=tuple(g for g in resp.groups if auth.group(caller, Operation.DESCRIBE, g.group_id))
+            resp,
+            groups=tuple(
+                g
+                for g in resp.groups
+                if auth.allowed(caller, Operation.DESCRIBE, ResourceType.GROUP, g.group_id, quiet=True)
+            ),
         )
 
     return Verdict(req, finish=finish)
@@ -492,8 +573,13 @@ def _find_coordinator(
             return Verdict(req)
         return Verdict(
             None,
-            lambda body: _make(
-                body, error_code=GROUP_DENIED, error_message=None, node_id=i32(-1), host="", port=i32(-1)
+            lambda body: _make(  # FindCoordinatorResponse.prepareOldResponse(error, Node.noNode())
+                body,
+                error_code=GROUP_DENIED,
+                error_message=GROUP_DENIED_MESSAGE,
+                node_id=i32(-1),
+                host="",
+                port=i32(-1),
             ),
         )
     denied = {k for k in req.coordinator_keys if not auth.group(caller, Operation.DESCRIBE, k)}
@@ -579,15 +665,18 @@ HOOKS: dict[int, Hook] = {
     10: _find_coordinator,
     11: _whole_group(
         Operation.READ,
-        lambda req: cg.JoinGroupResponse(
-            error_code=GROUP_DENIED.value, generation_id=-1, member_id=req.member_id
-        ),
+        # JoinGroupRequest.getErrorResponse: UNKNOWN_GENERATION_ID and UNKNOWN_MEMBER_ID ("")
+        lambda req: cg.JoinGroupResponse(error_code=GROUP_DENIED.value, generation_id=-1, member_id=""),
     ),
     12: _whole_group(Operation.READ, lambda req: cg.HeartbeatResponse(error_code=GROUP_DENIED.value)),
     13: _whole_group(Operation.READ, lambda req: cg.LeaveGroupResponse(error_code=GROUP_DENIED.value)),
     14: _whole_group(Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)),
-    15: _per_group_read(
-        "groups", "groups", lambda g: ga.DescribedGroup(group_id=g, error_code=GROUP_DENIED.value)
+    15: _per_group_read(  # DescribeGroupsResponse.groupError: no message, operations omitted
+        "groups",
+        "groups",
+        lambda g: ga.DescribedGroup(
+            group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+        ),
     ),
     16: _list_groups,
     25: _add_offsets_to_txn,  # when the gateway answers it (forwarded, the upstream decides)
@@ -600,7 +689,9 @@ HOOKS: dict[int, Hook] = {
     69: _per_group_read(
         "group_ids",
         "groups",
-        lambda g: cgh.ConsumerGroupDescribeGroup(group_id=g, error_code=GROUP_DENIED.value),
+        lambda g: cgh.ConsumerGroupDescribeGroup(
+            group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+        ),
     ),
 }
 """api key -> its authorization hook (an API without one is not a group API)."""
