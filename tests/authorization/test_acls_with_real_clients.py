@@ -181,3 +181,58 @@ def test_the_client_certificate_subject_is_the_principal_acls_name(
         assert producer.flush(20) == 0
         assert consume(c.bootstrap, topic, "app-mtls", "classic", tls) == (3, set())
         assert consume(c.bootstrap, topic, "other-mtls", "classic", tls) == (0, {"GROUP_AUTHORIZATION_FAILED"})
+
+
+def test_kafka_python_and_aiokafka_consume_app_groups_and_are_refused_others(
+    cluster: BackgroundCluster, topic: str
+) -> None:
+    """The other client libraries, authenticated as alice (SCRAM-SHA-512): they consume as an
+    ``app-`` group and raise Kafka's GroupAuthorizationFailedError for ``other``."""
+    import asyncio  # noqa: PLC0415
+
+    import aiokafka  # noqa: PLC0415
+    import aiokafka.errors  # noqa: PLC0415
+    import kafka  # noqa: PLC0415
+    import kafka.errors  # noqa: PLC0415
+
+    sasl = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": "alice-secret",
+    }
+
+    def with_kafka_python(group: str) -> int:
+        consumer = kafka.KafkaConsumer(
+            topic, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
+            enable_auto_commit=False, **sasl,
+        )  # fmt: skip
+        try:
+            seen, deadline = 0, time.monotonic() + 30
+            while seen < 3 and time.monotonic() < deadline:
+                seen += sum(len(v) for v in consumer.poll(timeout_ms=500).values())
+            return seen
+        finally:
+            consumer.close()
+
+    assert with_kafka_python("app-kafka-python") == 3
+    with pytest.raises(kafka.errors.GroupAuthorizationFailedError):
+        with_kafka_python("other-kafka-python")
+
+    async def with_aiokafka(group: str) -> int:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
+            enable_auto_commit=False, **sasl,
+        )  # fmt: skip
+        await consumer.start()
+        try:
+            seen, deadline = 0, time.monotonic() + 30
+            while seen < 3 and time.monotonic() < deadline:
+                seen += sum(len(v) for v in (await consumer.getmany(timeout_ms=1000)).values())
+            return seen
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(with_aiokafka("app-aiokafka")) == 3
+    with pytest.raises(aiokafka.errors.GroupAuthorizationFailedError):
+        asyncio.run(with_aiokafka("other-aiokafka"))
