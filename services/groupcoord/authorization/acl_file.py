@@ -30,10 +30,13 @@ log = logging.getLogger(__name__)
 ENV_FILE = "GROUPCOORD_ACL_FILE"
 ENV_SUPER_USERS = "GROUPCOORD_SUPER_USERS"
 ENV_SOURCE = "GROUPCOORD_ACL_SOURCE"
+ENV_ALLOW_EVERYONE = "GROUPCOORD_ALLOW_EVERYONE_IF_NO_ACL_FOUND"
 CHECK_INTERVAL_S = 2.0
 
 
-def parse_policy(raw: Any, super_users: Iterable[str] = ()) -> Authorizer:
+def parse_policy(raw: Any, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False) -> Authorizer:
+    """The policy of a parsed ACL document; its ``allowEveryoneIfNoAclFound`` overrides the
+    configured default (``--allow-everyone-if-no-acl-found``), its ``superUsers`` add to them."""
     if not isinstance(raw, Mapping):
         raise AclError("an ACL file is a JSON object with 'acls' (and optional 'superUsers')")
     acls = raw.get("acls", [])
@@ -42,23 +45,44 @@ def parse_policy(raw: Any, super_users: Iterable[str] = ()) -> Authorizer:
     return Authorizer.of(
         (AclBinding.from_mapping(a) for a in acls),
         [*raw.get("superUsers", []), *super_users],
-        bool(raw.get("allowEveryoneIfNoAclFound", False)),
+        bool(raw.get("allowEveryoneIfNoAclFound", allow_everyone_if_no_acl_found)),
     )
+
+
+def _load(text: str) -> Any:
+    """An ACL document: JSON, or YAML (a superset, for hand-written files) when not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as json_error:
+        import yaml  # noqa: PLC0415
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise json_error from None
 
 
 class AclFile:
     """The policy in ``path`` (call it for the current :class:`Authorizer`)."""
 
-    def __init__(self, path: str | os.PathLike[str], super_users: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        super_users: Iterable[str] = (),
+        allow_everyone_if_no_acl_found: bool = False,
+    ) -> None:
         self.path = Path(path)
         self.super_users = tuple(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self._mtime = self.path.stat().st_mtime_ns
         self._policy = self._read()  # at startup a bad file raises
         self._checked = time.monotonic()
 
     def _read(self) -> Authorizer:
         try:
-            return parse_policy(json.loads(self.path.read_text()), self.super_users)
+            return parse_policy(
+                _load(self.path.read_text()), self.super_users, self.allow_everyone_if_no_acl_found
+            )
         except (OSError, ValueError) as exc:
             raise AclError(f"ACL file {self.path}: {exc}") from exc
 
@@ -94,6 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"semicolon-separated principals, as Kafka's super.users (env {ENV_SUPER_USERS})",
     )
+    group.add_argument(
+        "--allow-everyone-if-no-acl-found",
+        action="store_true",
+        default=None,
+        help="allow requests on resources no ACL names, as Kafka's allow.everyone.if.no.acl.found "
+        f"(default false; env {ENV_ALLOW_EVERYONE}; an ACL file's allowEveryoneIfNoAclFound overrides it)",
+    )
 
 
 def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
@@ -102,15 +133,20 @@ def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None =
     authorization)."""
     environ = os.environ if environ is None else environ
     users = getattr(args, "super_users", None) or environ.get(ENV_SUPER_USERS) or ""
+    everyone = getattr(args, "allow_everyone_if_no_acl_found", None)
+    if everyone is None:
+        everyone = environ.get(ENV_ALLOW_EVERYONE, "").strip().lower() in ("1", "true", "yes", "on")
     source = getattr(args, "acl_source", None) or environ.get(ENV_SOURCE) or "file"
     if source == "upstream":
         from groupcoord.authorization.upstream_acls import UpstreamAcls  # noqa: PLC0415
 
-        return UpstreamAcls(super_users=[u.strip() for u in users.split(";") if u.strip()])
+        return UpstreamAcls(
+            super_users=[u.strip() for u in users.split(";") if u.strip()], allow_everyone_if_no_acl_found=everyone
+        )
     path = getattr(args, "acl_file", None) or environ.get(ENV_FILE)
     if not path:
         return None
     try:
-        return AclFile(path, [u.strip() for u in users.split(";") if u.strip()])
+        return AclFile(path, [u.strip() for u in users.split(";") if u.strip()], everyone)
     except (OSError, AclError) as exc:
         raise SystemExit(f"authorization: {exc}") from None

@@ -114,9 +114,11 @@ class UpstreamAcls:
         ask: Callable[[Any], Awaitable[Any]] | None = None,
         super_users: Iterable[str] = (),
         interval_s: float = DEFAULT_INTERVAL_S,
+        allow_everyone_if_no_acl_found: bool = False,
     ) -> None:
         self.ask = ask
         self.super_users = tuple(super_users)
+        self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.interval_s = interval_s
         self._policy: Authorizer | None = None
 
@@ -127,7 +129,7 @@ class UpstreamAcls:
             response = await self.ask(describe_all_acls_request())
         except OSError as exc:
             raise UpstreamAclsUnavailable(f"DescribeAcls: {exc}") from exc
-        self._policy = Authorizer.of(bindings_from(response), self.super_users)
+        self._policy = Authorizer.of(bindings_from(response), self.super_users, self.allow_everyone_if_no_acl_found)
         return self._policy
 
     async def run(self) -> None:
