@@ -146,22 +146,24 @@ class Authorizer:
         return cls(tuple(bindings), frozenset(super_users), allow_everyone_if_no_acl_found)
 
     @functools.cached_property
-    def _index(self) -> dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]]:
-        """Per resource type: LITERAL bindings by name (``*`` included) and the PREFIXED ones,
-        so a decision on the heartbeat path looks at the bindings of its resource only."""
-        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]] = {}
+    def _index(self) -> dict[ResourceType, tuple[dict[str, list[AclBinding]], dict[str, list[AclBinding]]]]:
+        """Per resource type: LITERAL bindings by name (``*`` included) and PREFIXED ones by
+        prefix, so a decision on the heartbeat path looks up its name, the wildcard and each
+        prefix of its name (as StandardAuthorizerData walks its sorted ACLs), never scanning
+        the bindings of other resources."""
+        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], dict[str, list[AclBinding]]]] = {}
         for b in self.bindings:
-            literal, prefixed = index.setdefault(b.resource_type, ({}, []))
-            if b.pattern_type is PatternType.PREFIXED:
-                prefixed.append(b)
-            else:
-                literal.setdefault(b.resource_name, []).append(b)
+            literal, prefixed = index.setdefault(b.resource_type, ({}, {}))
+            table = prefixed if b.pattern_type is PatternType.PREFIXED else literal
+            table.setdefault(b.resource_name, []).append(b)
         return index
 
     def _on_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
-        literal, prefixed = self._index.get(resource_type, ({}, []))
+        literal, prefixed = self._index.get(resource_type, ({}, {}))
         found = [*literal.get(name, ()), *(literal.get(WILDCARD, ()) if name != WILDCARD else ())]
-        found.extend(b for b in prefixed if name.startswith(b.resource_name))
+        if prefixed:
+            for end in range(1, len(name) + 1):
+                found.extend(prefixed.get(name[:end], ()))
         return found
 
     def authorize(
