@@ -438,6 +438,8 @@ def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, A
             env.append({"name": "GROUPCOORD_ACL_FILE", "value": f"{ACLS_MOUNT}/{config_map.get('key', 'acls.json')}"})
         if authorization.get("superUsers"):
             env.append({"name": "GROUPCOORD_SUPER_USERS", "value": ";".join(authorization["superUsers"])})
+        if authorization.get("allowEveryoneIfNoAclFound"):
+            env.append({"name": "GROUPCOORD_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "value": "true"})
     return env, volumes, mounts
 
 

@@ -136,6 +136,11 @@ def _authorization() -> dict:
                 "items": {"type": "string", "pattern": "^[A-Za-z]+:.+$"},
                 "description": "Principals allowed everything, as Kafka's super.users (e.g. User:admin).",
             },
+            "allowEveryoneIfNoAclFound": {
+                "type": "boolean",
+                "default": False,
+                "description": "Allow requests on resources no ACL names, as Kafka's allow.everyone.if.no.acl.found.",
+            },
         },
     }
 

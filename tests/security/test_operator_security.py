@@ -22,7 +22,11 @@ SECURE = {
                      "sessionLifetimeMs": 3600000},
         }
     },
-    "authorization": {"aclConfigMap": {"name": "gateway-acls"}, "superUsers": ["User:admin", "User:ops"]},
+    "authorization": {
+        "aclConfigMap": {"name": "gateway-acls"},
+        "superUsers": ["User:admin", "User:ops"],
+        "allowEveryoneIfNoAclFound": True,
+    },
 }
 
 
@@ -38,7 +42,9 @@ def test_gateway_security_becomes_the_variables_the_gateway_reads() -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     listener_vars = {n for n in env if n.startswith("GROUPCOORD_LISTENER_")}
     assert listener_vars == set(listener_security.ENV.values())
-    assert {acl_file.ENV_SOURCE, acl_file.ENV_FILE, acl_file.ENV_SUPER_USERS} <= set(env)
+    acl_vars = {acl_file.ENV_SOURCE, acl_file.ENV_FILE, acl_file.ENV_SUPER_USERS, acl_file.ENV_ALLOW_EVERYONE}
+    assert acl_vars <= set(env)
+    assert env[acl_file.ENV_ALLOW_EVERYONE] == "true"
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["listener-tls"]["secret"]["secretName"] == "gateway-tls"
