@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from acl_scan_model import naive
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -133,19 +134,6 @@ def _bindings(pattern: PatternType, names: list[str]) -> st.SearchStrategy[AclBi
 
 
 BINDINGS = st.one_of(_bindings(LIT, ["app-", "app-1", "other", "*"]), _bindings(PRE, ["app-", "app-1", "o"]))
-
-
-def naive(auth: Authorizer, principal: str, host: str, op: Operation, rtype: ResourceType, name: str) -> bool:
-    """The decision by scanning every binding (the model the index must agree with)."""
-    if principal in auth.super_users:
-        return True
-    on = [b for b in auth.bindings if b.matches_resource(rtype, name)]
-    if not on:
-        return auth.allow_everyone_if_no_acl_found
-    mine = [b for b in on if b.matches_identity(principal, host)]
-    if any(b.permission is DENY and b.operation in (op, Operation.ALL) for b in mine):
-        return False
-    return any(b.permission is ALLOW and b.operation in GRANTED_BY[op] for b in mine)
 
 
 @given(

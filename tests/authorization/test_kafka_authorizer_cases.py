@@ -6,6 +6,7 @@ property."""
 from __future__ import annotations
 
 import pytest
+from acl_scan_model import matches_resource
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -202,7 +203,7 @@ def test_a_matching_deny_wins_over_any_allow(acls, deny, who, host, op, rtype, n
         [deny, *reversed(acls)], allow_everyone_if_no_acl_found=everyone
     ).authorize(who, host, op, rtype, name)
     if (
-        deny.matches_resource(rtype, name)
+        matches_resource(deny, rtype, name)
         and deny.matches_identity(who, host)
         and deny.operation in (op, Op.ALL)
     ):

@@ -98,13 +98,6 @@ class AclBinding:
         if self.pattern_type is PatternType.PREFIXED and self.resource_name == WILDCARD:
             raise AclError("a PREFIXED pattern cannot be *; use LITERAL *")
 
-    def matches_resource(self, resource_type: ResourceType, name: str) -> bool:
-        if resource_type is not self.resource_type:
-            return False
-        if self.pattern_type is PatternType.PREFIXED:
-            return name.startswith(self.resource_name)
-        return self.resource_name in (name, WILDCARD)
-
     def matches_identity(self, principal: str, host: str) -> bool:
         return self.principal in (principal, WILDCARD_PRINCIPAL) and self.host in (host, WILDCARD)
 
