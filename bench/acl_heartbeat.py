@@ -11,7 +11,6 @@ heartbeats/s and p50/p99 and the ratios.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import tempfile
 import time
@@ -44,17 +43,13 @@ def acl_document(bindings: int, topic: str) -> dict[str, list[dict[str, str]]]:
 def run(args: list[str]) -> dict[str, object]:
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-    from e2e_heartbeat import scenario  # noqa: PLC0415
+    from e2e_heartbeat import add_load_options, on_off_ratios, run_load  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--bindings", type=int, default=1000, help="ACL bindings in the file")
-    parser.add_argument("--groups", type=int, default=100)
-    parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--connections", type=int, default=4)
+    add_load_options(parser)
     opts = parser.parse_args(args)
     runs: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker() as broker:
@@ -67,22 +62,10 @@ def run(args: list[str]) -> dict[str, object]:
         for mode, extra in (("acl_off", []), ("acl_on", ["--acl-file", str(acl_file)])):
             with UpProcess(broker.bootstrap, free_port(), extra=extra) as up:
                 time.sleep(4)  # the shards' topic metadata refresh sees the topic
-                result = asyncio.run(
-                    scenario(
-                        up.bootstrap,
-                        topic,
-                        opts.groups,
-                        opts.members,
-                        opts.seconds,
-                        opts.window,
-                        opts.connections,
-                    )
-                )
-                runs[mode] = result
+                runs[mode] = run_load(up.bootstrap, topic, opts)
     off, on = runs["acl_off"], runs["acl_on"]
     return {
         "bindings": opts.bindings,
         **runs,
-        "heartbeats_per_s_ratio_on_off": round(on["heartbeats_per_s"] / max(1, off["heartbeats_per_s"]), 3),
-        "p99_ratio_on_off": round(on["p99_ms"] / off["p99_ms"], 3) if off["p99_ms"] else None,
+        **on_off_ratios(off, on),
     }

@@ -145,6 +145,30 @@ async def scenario(
     }
 
 
+def add_load_options(parser: argparse.ArgumentParser) -> None:
+    """The heartbeat load's shape: the options every heartbeat benchmark takes."""
+    parser.add_argument("--groups", type=int, default=100, help="heartbeating groups")
+    parser.add_argument("--members", type=int, default=1000, help="heartbeating members")
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--window", type=int, default=64)
+    parser.add_argument("--connections", type=int, default=4)
+
+
+def run_load(bootstrap: str, topic: str, opts: argparse.Namespace) -> dict[str, object]:
+    """The heartbeat load of ``add_load_options``' shape against a running gateway."""
+    return asyncio.run(
+        scenario(bootstrap, topic, opts.groups, opts.members, opts.seconds, opts.window, opts.connections)
+    )
+
+
+def on_off_ratios(off: dict[str, object], on: dict[str, object]) -> dict[str, float | None]:
+    """A feature's cost: throughput and p99 with it on, over the same load with it off."""
+    return {
+        "heartbeats_per_s_ratio_on_off": round(on["heartbeats_per_s"] / max(1, off["heartbeats_per_s"]), 3),
+        "p99_ratio_on_off": round(on["p99_ms"] / off["p99_ms"], 3) if off["p99_ms"] else None,
+    }
+
+
 def run(args: list[str]) -> dict[str, object]:
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
@@ -152,11 +176,7 @@ def run(args: list[str]) -> dict[str, object]:
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
-    parser.add_argument("--groups", type=int, default=100)
-    parser.add_argument("--members", type=int, default=1000)
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--connections", type=int, default=4)
+    add_load_options(parser)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     opts = parser.parse_args(args)
@@ -171,9 +191,5 @@ def run(args: list[str]) -> dict[str, object]:
         for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
             fut.result(15)
         time.sleep(4)  # the shards' topic metadata refresh sees the topic
-        result = asyncio.run(
-            scenario(
-                up.bootstrap, topic, opts.groups, opts.members, opts.seconds, opts.window, opts.connections
-            )
-        )
+        result = run_load(up.bootstrap, topic, opts)
         return {"shards": opts.shards, "threads_per_shard": opts.threads, **result}

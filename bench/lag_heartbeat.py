@@ -10,7 +10,6 @@ p50/p99 and the ratios; the lag loop runs off the request path, so the ratios sh
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 import uuid
 
@@ -38,19 +37,15 @@ def run(args: list[str]) -> dict[str, object]:
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka import Producer  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-    from e2e_heartbeat import scenario  # noqa: PLC0415
+    from e2e_heartbeat import add_load_options, on_off_ratios, run_load  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
-    parser.add_argument("--groups", type=int, default=100, help="heartbeating groups")
-    parser.add_argument("--members", type=int, default=1000, help="heartbeating members")
+    add_load_options(parser)
     parser.add_argument("--committed-groups", type=int, default=1000, help="groups with committed offsets")
     parser.add_argument("--partitions", type=int, default=12, help="partitions of the committed topic")
     parser.add_argument("--lag-interval", type=float, default=1.0)
-    parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--window", type=int, default=64)
-    parser.add_argument("--connections", type=int, default=4)
     opts = parser.parse_args(args)
     runs: dict[str, dict] = {}
     for mode, interval in (("lag_off", 0.0), ("lag_on", opts.lag_interval)):
@@ -71,23 +66,12 @@ def run(args: list[str]) -> dict[str, object]:
             _commit_groups(up.bootstrap, topic, opts.committed_groups, opts.partitions)
             commit_s = time.perf_counter() - started
             time.sleep(max(4.0, 3 * interval))  # metadata refresh sees the topic; lag rounds run
-            result = asyncio.run(
-                scenario(
-                    up.bootstrap,
-                    topic,
-                    opts.groups,
-                    opts.members,
-                    opts.seconds,
-                    opts.window,
-                    opts.connections,
-                )
-            )
+            result = run_load(up.bootstrap, topic, opts)
             runs[mode] = {"lag_interval_s": interval, "commit_setup_s": round(commit_s, 1), **result}
     off, on = runs["lag_off"], runs["lag_on"]
     return {
         "committed_groups": opts.committed_groups,
         "committed_partitions": opts.committed_groups * opts.partitions,
         **runs,
-        "heartbeats_per_s_ratio_on_off": round(on["heartbeats_per_s"] / max(1, off["heartbeats_per_s"]), 3),
-        "p99_ratio_on_off": round(on["p99_ms"] / off["p99_ms"], 3) if off["p99_ms"] else None,
+        **on_off_ratios(off, on),
     }
