@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 
 from groupcoord.common.partitioning import partition_for
@@ -57,29 +56,18 @@ READY_TIMEOUT_S = 180.0
 
 
 def declare_resources(k: Any) -> None:
-    """What the emulator's discovery serves (kopf waits for namespaces and CRDs before watching)."""
-    info = kmock.ResourceInfo
-    k.resources["v1/namespaces"] = info(kind="Namespace", namespaced=False, verbs={"list", "watch", "get"})
-    k.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = info(
-        kind="CustomResourceDefinition", namespaced=False, verbs={"list", "watch", "get"}
+    """The operator tests' kmock resources (tests/operator/kmock_resources.py), loaded by path:
+    that test folder is not a package."""
+    import importlib.util  # noqa: PLC0415
+
+    from .docker_env import ROOT  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(
+        "gc_test_kmock_resources", ROOT / "tests/operator/kmock_resources.py"
     )
-    k.resources["groupcoord.io/v1alpha1/groupcoordinators"] = info(
-        kind="GroupCoordinator",
-        singular="groupcoordinator",
-        namespaced=True,
-        verbs={"list", "watch", "get", "create", "patch", "update"},
-        subresources={"status", "scale"},
-    )
-    for res, kind in [
-        ("v1/pods", "Pod"),
-        ("v1/services", "Service"),
-        ("v1/events", "Event"),
-        ("apps/v1/statefulsets", "StatefulSet"),
-        ("apps/v1/deployments", "Deployment"),
-        ("coordination.k8s.io/v1/leases", "Lease"),
-        ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget"),
-    ]:
-        k.resources[res] = info(kind=kind, namespaced=True, verbs={"list", "watch", "get", "create", "patch"})
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.declare_resources(k)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ import pytest
 os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
 
 import kopf  # noqa: E402
+from kmock_resources import declare_resources  # noqa: E402
 
 from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
 from groupcoord_operator.build import TEMPLATE_HASH  # noqa: E402
@@ -46,32 +47,6 @@ SPEC = {
 DEADLINE_S = 30.0
 
 pytestmark = [pytest.mark.timeout(120)]
-
-
-def declare_resources(k: kmock.KubernetesEmulator) -> None:
-    """What the emulator's discovery serves; kopf waits for namespaces and CRDs before watching."""
-    info = kmock.ResourceInfo
-    k.resources["v1/namespaces"] = info(kind="Namespace", namespaced=False, verbs={"list", "watch", "get"})
-    k.resources["apiextensions.k8s.io/v1/customresourcedefinitions"] = info(
-        kind="CustomResourceDefinition", namespaced=False, verbs={"list", "watch", "get"}
-    )
-    k.resources["groupcoord.io/v1alpha1/groupcoordinators"] = info(
-        kind="GroupCoordinator",
-        singular="groupcoordinator",
-        namespaced=True,
-        verbs={"list", "watch", "get", "create", "patch", "update"},
-        subresources={"status"},
-    )
-    for res, kind in [
-        ("v1/pods", "Pod"),
-        ("v1/services", "Service"),
-        ("v1/events", "Event"),
-        ("apps/v1/statefulsets", "StatefulSet"),
-        ("apps/v1/deployments", "Deployment"),
-        ("policy/v1/poddisruptionbudgets", "PodDisruptionBudget"),
-        ("coordination.k8s.io/v1/leases", "Lease"),
-    ]:
-        k.resources[res] = info(kind=kind, namespaced=True, verbs={"list", "watch", "get", "create", "patch"})
 
 
 @pytest.fixture
