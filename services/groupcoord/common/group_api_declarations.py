@@ -16,23 +16,25 @@ declaration and a declaration without an entry, so the tables cannot drift apart
 
 Adding a group type — share groups (KIP-932) for example — is then:
 
-1. one :class:`GroupApi` here per API, e.g. ``GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1),
+1. one :class:`GroupApi` here per API: ``GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1),
    write("share_group_heartbeat"))``, ``GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1),
    read("share_group_describe"))``, ``GroupApi(ApiKey.SHARE_FETCH, (1, 1),
-   write("share_fetch"))``, ``GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1),
-   write("share_acknowledge"))`` (the keys added to
-   :class:`~groupcoord.common.kafka_wire.api_keys.ApiKey`, 76/77 taken out of
-   :data:`NOT_SERVED`), and the request/response messages in the proto's envelope oneofs under
-   those field names;
-2. the handlers, each registered once against its declaration: the state machine in a new
-   ``coordinator/core/share/`` module with its operations registered in the coordinator
-   service's ``OPERATIONS``; a gateway adapter per API (the ShareFetch adapter fetches from the
-   upstream and asks the shard to acquire) registered in the gateway's ``GROUP_APIS``; and an
-   authorization hook per API (READ on the group, READ on the topics) registered in ``HOOKS``.
+   write("share_fetch"))`` and ``GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1),
+   write("share_acknowledge"))`` (ShareFetch 78 and ShareAcknowledge 79 added to
+   :class:`~groupcoord.common.kafka_wire.api_keys.ApiKey`, 76 and 77 taken out of
+   :data:`NOT_SERVED`), with the request and response messages added to the proto's envelope
+   oneofs under those field names;
+2. the handlers, each registered once against its declaration: the state machines (membership
+   with the SimpleAssignor, share-partition delivery state) in a new ``coordinator/core/share/``
+   package, reached from the shard facade, with one ``ShardHandler`` per API in the coordinator
+   service's ``OPERATIONS``; one gateway adapter per API in the gateway's ``GROUP_APIS`` (the
+   heartbeat and describe adapters as the consumer group's; ShareFetch fetches from the upstream
+   and asks the shards owning the share-partitions to acquire and acknowledge); and one
+   authorization hook per API in ``HOOKS`` (READ on the group, READ or DESCRIBE on the topics).
 
-Nothing else names the API: routing, ApiVersions, the authorizable versions, the "never
-forwarded" set and the envelope dispatch follow from the declaration, and a missing
-registration fails at import, naming the API.
+Nothing else names the API: routing, ApiVersions, the authorizable versions, the set never
+forwarded upstream and the envelope dispatch follow from the declaration, and a registration
+missing on any side fails at import, naming the API.
 """
 
 from __future__ import annotations

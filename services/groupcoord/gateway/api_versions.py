@@ -28,8 +28,9 @@ VersionRanges = Mapping[int, tuple[int, int]]
 class ServedApi:
     """An API the gateway answers itself: the versions it serves and the handler serving them.
 
-    Tables of these (api key -> ServedApi) are the one place a served API is declared: the
-    gateway routes by them and ApiVersions advertises from them.
+    Tables of these (api key -> ServedApi), derived from the group APIs' declarations
+    (:mod:`groupcoord.common.group_api_declarations`), are what the gateway routes by and
+    ApiVersions advertises from.
     """
 
     versions: tuple[int, int]
