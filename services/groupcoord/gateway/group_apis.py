@@ -671,7 +671,7 @@ def _in_request_order(
     return out
 
 
-GROUP_APIS: dict[ApiKey, ServedApi] = {
+GROUP_APIS: dict[int, ServedApi] = {
     api.key: ServedApi(api.versions, adapter)
     for api, adapter in registered(
         "gateway adapter",

@@ -644,7 +644,7 @@ def _group_configs(operation: Operation, entries: str) -> Callable[..., Verdict]
 
 #: api key -> the last version naming topics by name (OffsetCommit/OffsetFetch v10 name them by
 #: id only, which topic ACLs cannot be checked against here)
-TOPIC_NAME_VERSIONS: dict[ApiKey, int] = {
+TOPIC_NAME_VERSIONS: dict[int, int] = {
     api.key: api.last_version_naming_topics
     for api in DECLARATIONS
     if api.last_version_naming_topics is not None
@@ -663,7 +663,7 @@ def authorizable_versions(apis: Mapping[int, ServedApi]) -> dict[int, ServedApi]
 
 Hook = Callable[[GroupAuthorization, Caller, int, type[Any], Any], Verdict]
 
-HOOKS: dict[ApiKey, Hook] = {
+HOOKS: dict[int, Hook] = {
     api.key: hook
     for api, hook in registered(
         "authorization hook",
