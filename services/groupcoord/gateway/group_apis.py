@@ -672,7 +672,7 @@ def _in_request_order(
 
 
 GROUP_APIS: dict[int, ServedApi] = {
-    api.key: ServedApi(api.versions, adapter)
+    int(api.key): ServedApi(api.versions, adapter)
     for api, adapter in registered(
         "gateway adapter",
         {
@@ -698,4 +698,5 @@ GROUP_APIS: dict[int, ServedApi] = {
 }
 """The group APIs the gateway serves: api key -> the declared versions (advertised intersected
 with kio's) and the :class:`GroupApis` method adapting them (one per declaration of
-:mod:`groupcoord.common.group_api_declarations`)."""
+:mod:`groupcoord.common.group_api_declarations`). Keyed by plain ints, as request headers carry
+them: an int finds an int key by identity, an enum key costs a comparison per lookup."""

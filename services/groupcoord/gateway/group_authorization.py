@@ -664,7 +664,7 @@ def authorizable_versions(apis: Mapping[int, ServedApi]) -> dict[int, ServedApi]
 Hook = Callable[[GroupAuthorization, Caller, int, type[Any], Any], Verdict]
 
 HOOKS: dict[int, Hook] = {
-    api.key: hook
+    int(api.key): hook
     for api, hook in registered(
         "authorization hook",
         {
