@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
 
@@ -75,7 +75,7 @@ def test_an_unknown_api_key_is_a_violation() -> None:
 def test_an_unknown_version_is_a_violation_except_for_api_versions() -> None:
     (event,) = ServerConnection().receive_data(request_frame(3, 99, 1))
     assert isinstance(event, ProtocolViolation) and "unsupported version" in event.reason
-    (event,) = ServerConnection().receive_data(request_frame(codec.API_VERSIONS_KEY, 99, 1))
+    (event,) = ServerConnection().receive_data(request_frame(ApiKey.API_VERSIONS, 99, 1))
     assert isinstance(event, Request)
 
 

@@ -17,7 +17,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32Timedelta
 
+from groupcoord.common.group_api_declarations import DECLARATIONS, NOT_SERVED
 from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 
 VersionRanges = Mapping[int, tuple[int, int]]
 
@@ -26,18 +28,19 @@ VersionRanges = Mapping[int, tuple[int, int]]
 class ServedApi:
     """An API the gateway answers itself: the versions it serves and the handler serving them.
 
-    Tables of these (api key -> ServedApi) are the one place a served API is declared: the
-    gateway routes by them and ApiVersions advertises from them.
+    Tables of these (api key -> ServedApi), derived from the group APIs' declarations
+    (:mod:`groupcoord.common.group_api_declarations`), are what the gateway routes by and
+    ApiVersions advertises from.
     """
 
     versions: tuple[int, int]
     handler: Callable[..., Awaitable[Any]]
 
 
-# Every API that names a group. When our coordinator serves groups, the ones it does not
-# handle must not reach the upstream cluster either: its coordinator knows nothing of our
-# groups and would answer (e.g. ConsumerGroupDescribe: "empty") as if it did.
-GROUP_API_KEYS = frozenset({8, 9, 10, 11, 12, 13, 14, 15, 16, 25, 28, 42, 47, 68, 69, 76, 77, 88, 89})
+# Every API that names only groups, served or not. When our coordinator serves groups, the ones
+# it does not handle must not reach the upstream cluster either: its coordinator knows nothing
+# of our groups and would answer (e.g. ConsumerGroupDescribe: "empty") as if it did.
+GROUP_API_KEYS: frozenset[ApiKey] = frozenset(api.key for api in DECLARATIONS if api.only_groups) | NOT_SERVED
 
 
 def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
@@ -62,11 +65,11 @@ def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict
 
 def api_versions_response(version: int, advertised: VersionRanges) -> tuple[int, Any]:
     """(response version, body) answering an ApiVersions request at ``version``."""
-    top = advertised.get(codec.API_VERSIONS_KEY, (0, 0))[1]
+    top = advertised.get(ApiKey.API_VERSIONS, (0, 0))[1]
     error = ErrorCode.none
     if version > top:
         version, error = 0, ErrorCode.unsupported_version
-    body_type = codec.response_type(codec.API_VERSIONS_KEY, version)
+    body_type = codec.response_type(ApiKey.API_VERSIONS, version)
     entry_type = body_type.__dataclass_fields__["api_keys"].type.__args__[0]
     entries = tuple(
         entry_type(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))

@@ -11,21 +11,20 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-METADATA = 3
-FIND_COORDINATOR = 10
-DESCRIBE_CLUSTER = 60
-REWRITTEN_APIS = frozenset({METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER})
+from groupcoord.common.kafka_wire.api_keys import ApiKey
+
+REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER})
 
 AddressMap = Callable[[int, str, int], tuple[str, int]]
 
 
 def upstream_brokers(api_key: int, body: Any) -> list[tuple[int, str, int]]:
     """(node id, host, port) of every broker a response names."""
-    if api_key == METADATA:
+    if api_key == ApiKey.METADATA:
         return [(int(b.node_id), b.host, int(b.port)) for b in body.brokers]
-    if api_key == DESCRIBE_CLUSTER:
+    if api_key == ApiKey.DESCRIBE_CLUSTER:
         return [(int(b.broker_id), b.host, int(b.port)) for b in body.brokers]
-    if api_key == FIND_COORDINATOR:
+    if api_key == ApiKey.FIND_COORDINATOR:
         if hasattr(body, "coordinators"):
             return [(int(c.node_id), c.host, int(c.port)) for c in body.coordinators if int(c.node_id) >= 0]
         return [(int(body.node_id), body.host, int(body.port))] if int(body.node_id) >= 0 else []
@@ -41,11 +40,11 @@ def _moved(item: Any, node_id: int, to: AddressMap) -> Any:
 
 def rewrite(api_key: int, body: Any, to: AddressMap) -> Any:
     """``body`` with every broker address replaced by its gateway address."""
-    if api_key == METADATA:
+    if api_key == ApiKey.METADATA:
         return dataclasses.replace(body, brokers=tuple(_moved(b, int(b.node_id), to) for b in body.brokers))
-    if api_key == DESCRIBE_CLUSTER:
+    if api_key == ApiKey.DESCRIBE_CLUSTER:
         return dataclasses.replace(body, brokers=tuple(_moved(b, int(b.broker_id), to) for b in body.brokers))
-    if api_key == FIND_COORDINATOR:
+    if api_key == ApiKey.FIND_COORDINATOR:
         if hasattr(body, "coordinators"):
             return dataclasses.replace(
                 body, coordinators=tuple(_moved(c, int(c.node_id), to) for c in body.coordinators)

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import Counter
 
 from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.api_versions import api_versions_response
 from groupcoord.gateway.group_apis import served_by
 from groupcoord.gateway.listener_security import ANONYMOUS, certificate_principal
 from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
 from groupcoord.gateway.relayed_sasl import RelayedSasl
-from groupcoord.gateway.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from groupcoord.gateway.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -37,8 +37,7 @@ SASL_AUTHENTICATIONS = Counter(
     ["mechanism", "result"],
 )
 
-PRODUCE = 0
-SASL_APIS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
 
 class ClientSession:
@@ -120,11 +119,11 @@ class ClientSession:
             return
         if self.gateway.metrics is not None:
             self.started[request.seq] = (key, time.perf_counter())
-        if key == codec.API_VERSIONS_KEY:
+        if key == ApiKey.API_VERSIONS:
             self.spawn(self.answer_api_versions(request))
         elif key in self.gateway.served_apis:
             self.spawn(self.answer_locally(request))
-        elif key == PRODUCE:
+        elif key == ApiKey.PRODUCE:
             _, offset = codec.decode_request_header(request.frame)
             await self.upstream.send(
                 request, produce_expects_response(request.frame, request.api_version, offset)
@@ -136,7 +135,7 @@ class ClientSession:
         """Before SASL completes only ApiVersions and the SASL APIs are answered; anything else
         closes the connection and reaches neither a shard nor the upstream (as Kafka does)."""
         key = request.api_key
-        if key == codec.API_VERSIONS_KEY:
+        if key == ApiKey.API_VERSIONS:
             self.spawn(self.answer_api_versions(request))
             return
         if key not in SASL_APIS:
@@ -154,16 +153,16 @@ class ClientSession:
             await self.upstream.send(request, True)
             return
         assert self.sasl is not None
-        if key == SASL_HANDSHAKE:
+        if key == ApiKey.SASL_HANDSHAKE:
             reply = self.sasl.handshake(request.api_version, body)
         else:
             reply = self.sasl.authenticate(request.api_version, body)
         self.deliver(request.seq, codec.encode_response(request.correlation_id, reply.response))
         if reply.close:
-            if key == SASL_AUTHENTICATE:
+            if key == ApiKey.SASL_AUTHENTICATE:
                 SASL_AUTHENTICATIONS.labels(self.sasl.mechanism or "", "failed").inc()
             self.fail(f"SASL: {getattr(reply.response, 'error_message', None) or reply.response.error_code}")
-        elif self.sasl.authenticated and key == SASL_AUTHENTICATE and not self.sasl.exchanging:
+        elif self.sasl.authenticated and key == ApiKey.SASL_AUTHENTICATE and not self.sasl.exchanging:
             SASL_AUTHENTICATIONS.labels(self.sasl.mechanism or "", "succeeded").inc()
             self.principal = self.sasl.principal or self.principal
             log.debug("%s authenticated as %s", self.peer, self.principal)

@@ -22,7 +22,9 @@ from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
 
+from groupcoord.common.group_api_declarations import GROUP_KEY, GROUP_RESOURCE, registered
 from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.group_authorization import Caller, GroupAuthorization, authorizable_versions
@@ -37,8 +39,6 @@ from groupcoord.rpc.v1 import offsets_pb2 as op
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
 Address = tuple[str, int]
-GROUP_RESOURCE = 16  # ConfigResource.Type.GROUP
-GROUP_KEY = 0  # FindCoordinator key type (1: transaction coordinators, upstream)
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 T = TypeVar("T")
 
@@ -70,8 +70,8 @@ class CallContext:
 
     @property
     def response_type(self) -> Any:
-        """The kio response class of this request's API and version (the api key is named
-        once, in :data:`GROUP_APIS`)."""
+        """The kio response class of this request's API and version (the handler never names
+        its api key: the key is declared once, with the handler registered against it)."""
         return codec.response_type(int(self.header.request_api_key), self.version)
 
 
@@ -89,8 +89,9 @@ class GroupApis:
     """Implements the gateway's ``GroupApiHandler`` on top of the coordinator shards.
 
     Each handler builds the typed coordinator request for its API and sends it in an
-    :class:`Envelope` whose oneof field names that API, the one place the API is named on its
-    way to the shard (whose ``OPERATIONS`` table maps the same field to the operation).
+    :class:`Envelope` whose oneof field is the shard operation declared for that API
+    (:class:`~groupcoord.common.group_api_declarations.GroupApi`), the one place the API is named
+    on its way to the shard (whose ``OPERATIONS`` are registered against the same declarations).
     """
 
     def __init__(
@@ -671,25 +672,31 @@ def _in_request_order(
 
 
 GROUP_APIS: dict[int, ServedApi] = {
-    8: ServedApi((2, 10), GroupApis.offset_commit),
-    9: ServedApi((1, 10), GroupApis.offset_fetch),
-    10: ServedApi((0, 6), GroupApis.find_coordinator),
-    11: ServedApi((0, 9), GroupApis.join_group),
-    12: ServedApi((0, 4), GroupApis.heartbeat),
-    13: ServedApi((0, 5), GroupApis.leave_group),
-    14: ServedApi((0, 5), GroupApis.sync_group),
-    15: ServedApi((0, 6), GroupApis.describe_groups),
-    16: ServedApi((0, 5), GroupApis.list_groups),
-    # Exactly-once, transaction version 1 only (the path through AddOffsetsToTxn): TxnOffsetCommit
-    # v5 and the finalized transaction.version feature (KIP-890 part 2) are not advertised.
-    25: ServedApi((0, 4), GroupApis.add_offsets_to_txn),
-    28: ServedApi((0, 4), GroupApis.txn_offset_commit),
-    32: ServedApi((1, 4), GroupApis.describe_configs),  # GROUP resources; the others go upstream
-    42: ServedApi((0, 2), GroupApis.delete_groups),
-    44: ServedApi((0, 1), GroupApis.incremental_alter_configs),  # GROUP resources, as 32
-    47: ServedApi((0, 0), GroupApis.offset_delete),
-    68: ServedApi((0, 1), GroupApis.consumer_group_heartbeat),  # KIP-848
-    69: ServedApi((0, 1), GroupApis.consumer_group_describe),  # KIP-848
+    int(api.key): ServedApi(api.versions, adapter)
+    for api, adapter in registered(
+        "gateway adapter",
+        {
+            ApiKey.OFFSET_COMMIT: GroupApis.offset_commit,
+            ApiKey.OFFSET_FETCH: GroupApis.offset_fetch,
+            ApiKey.FIND_COORDINATOR: GroupApis.find_coordinator,
+            ApiKey.JOIN_GROUP: GroupApis.join_group,
+            ApiKey.HEARTBEAT: GroupApis.heartbeat,
+            ApiKey.LEAVE_GROUP: GroupApis.leave_group,
+            ApiKey.SYNC_GROUP: GroupApis.sync_group,
+            ApiKey.DESCRIBE_GROUPS: GroupApis.describe_groups,
+            ApiKey.LIST_GROUPS: GroupApis.list_groups,
+            ApiKey.ADD_OFFSETS_TO_TXN: GroupApis.add_offsets_to_txn,
+            ApiKey.TXN_OFFSET_COMMIT: GroupApis.txn_offset_commit,
+            ApiKey.DESCRIBE_CONFIGS: GroupApis.describe_configs,
+            ApiKey.DELETE_GROUPS: GroupApis.delete_groups,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: GroupApis.incremental_alter_configs,
+            ApiKey.OFFSET_DELETE: GroupApis.offset_delete,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: GroupApis.consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: GroupApis.consumer_group_describe,
+        },
+    )
 }
-"""The group APIs the gateway serves: api key -> the versions it handles (advertised
-intersected with kio's) and the :class:`GroupApis` method handling them."""
+"""The group APIs the gateway serves: api key -> the declared versions (advertised intersected
+with kio's) and the :class:`GroupApis` method adapting them (one per declaration of
+:mod:`groupcoord.common.group_api_declarations`). Keyed by plain ints, as request headers carry
+them: an int finds an int key by identity, an enum key costs a comparison per lookup."""

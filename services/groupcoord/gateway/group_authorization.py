@@ -48,6 +48,8 @@ from kio.static.primitive import i8, i32, i32Timedelta
 from prometheus_client import Counter
 
 from groupcoord.authorization.acls import Authorizer, Operation, ResourceType
+from groupcoord.common.group_api_declarations import DECLARATIONS, GROUP_KEY, GROUP_RESOURCE, registered
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway.api_versions import ServedApi
 from groupcoord.gateway.wire_translation import from_proto
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
@@ -63,8 +65,6 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed
 GROUP_DENIED_MESSAGE = "Group authorization failed."  # Errors.GROUP_AUTHORIZATION_FAILED.message()
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Integer.MIN_VALUE: not requested / not known
 CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
-GROUP_RESOURCE = 16
-GROUP_KEY = 0
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 
 DECISIONS = Counter(
@@ -644,7 +644,11 @@ def _group_configs(operation: Operation, entries: str) -> Callable[..., Verdict]
 
 #: api key -> the last version naming topics by name (OffsetCommit/OffsetFetch v10 name them by
 #: id only, which topic ACLs cannot be checked against here)
-TOPIC_NAME_VERSIONS = {8: 9, 9: 9}
+TOPIC_NAME_VERSIONS: dict[int, int] = {
+    api.key: api.last_version_naming_topics
+    for api in DECLARATIONS
+    if api.last_version_naming_topics is not None
+}
 
 
 def authorizable_versions(apis: Mapping[int, ServedApi]) -> dict[int, ServedApi]:
@@ -660,38 +664,59 @@ def authorizable_versions(apis: Mapping[int, ServedApi]) -> dict[int, ServedApi]
 Hook = Callable[[GroupAuthorization, Caller, int, type[Any], Any], Verdict]
 
 HOOKS: dict[int, Hook] = {
-    8: _commit,  # OffsetCommit
-    9: _offset_fetch,
-    10: _find_coordinator,
-    11: _whole_group(
-        Operation.READ,
-        # JoinGroupRequest.getErrorResponse: UNKNOWN_GENERATION_ID and UNKNOWN_MEMBER_ID ("")
-        lambda req: cg.JoinGroupResponse(error_code=GROUP_DENIED.value, generation_id=-1, member_id=""),
-    ),
-    12: _whole_group(Operation.READ, lambda req: cg.HeartbeatResponse(error_code=GROUP_DENIED.value)),
-    13: _whole_group(Operation.READ, lambda req: cg.LeaveGroupResponse(error_code=GROUP_DENIED.value)),
-    14: _whole_group(Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)),
-    15: _per_group_read(  # DescribeGroupsResponse.groupError: no message, operations omitted
-        "groups",
-        "groups",
-        lambda g: ga.DescribedGroup(
-            group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
-        ),
-    ),
-    16: _list_groups,
-    25: _add_offsets_to_txn,  # when the gateway answers it (forwarded, the upstream decides)
-    28: _commit,  # TxnOffsetCommit
-    32: _group_configs(Operation.DESCRIBE_CONFIGS, "results"),
-    42: _delete_groups,
-    44: _group_configs(Operation.ALTER_CONFIGS, "responses"),
-    47: _offset_delete,
-    68: _consumer_group_heartbeat,
-    69: _per_group_read(
-        "group_ids",
-        "groups",
-        lambda g: cgh.ConsumerGroupDescribeGroup(
-            group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
-        ),
-    ),
+    int(api.key): hook
+    for api, hook in registered(
+        "authorization hook",
+        {
+            ApiKey.OFFSET_COMMIT: _commit,
+            ApiKey.OFFSET_FETCH: _offset_fetch,
+            ApiKey.FIND_COORDINATOR: _find_coordinator,
+            ApiKey.JOIN_GROUP: _whole_group(
+                Operation.READ,
+                # JoinGroupRequest.getErrorResponse: UNKNOWN_GENERATION_ID and UNKNOWN_MEMBER_ID ("")
+                lambda req: cg.JoinGroupResponse(
+                    error_code=GROUP_DENIED.value, generation_id=-1, member_id=""
+                ),
+            ),
+            ApiKey.HEARTBEAT: _whole_group(
+                Operation.READ, lambda req: cg.HeartbeatResponse(error_code=GROUP_DENIED.value)
+            ),
+            ApiKey.LEAVE_GROUP: _whole_group(
+                Operation.READ, lambda req: cg.LeaveGroupResponse(error_code=GROUP_DENIED.value)
+            ),
+            ApiKey.SYNC_GROUP: _whole_group(
+                Operation.READ, lambda req: cg.SyncGroupResponse(error_code=GROUP_DENIED.value)
+            ),
+            # DescribeGroupsResponse.groupError: no message, operations omitted
+            ApiKey.DESCRIBE_GROUPS: _per_group_read(
+                "groups",
+                "groups",
+                lambda g: ga.DescribedGroup(
+                    group_id=g,
+                    error_code=GROUP_DENIED.value,
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                ),
+            ),
+            ApiKey.LIST_GROUPS: _list_groups,
+            # when the gateway answers it (forwarded, the upstream decides)
+            ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+            ApiKey.TXN_OFFSET_COMMIT: _commit,
+            ApiKey.DESCRIBE_CONFIGS: _group_configs(Operation.DESCRIBE_CONFIGS, "results"),
+            ApiKey.DELETE_GROUPS: _delete_groups,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: _group_configs(Operation.ALTER_CONFIGS, "responses"),
+            ApiKey.OFFSET_DELETE: _offset_delete,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
+            ApiKey.CONSUMER_GROUP_DESCRIBE: _per_group_read(
+                "group_ids",
+                "groups",
+                lambda g: cgh.ConsumerGroupDescribeGroup(
+                    group_id=g,
+                    error_code=GROUP_DENIED.value,
+                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                ),
+            ),
+        },
+    )
 }
-"""api key -> its authorization hook (an API without one is not a group API)."""
+"""api key -> its authorization hook, one per declared group API (an API without one is not a
+group API)."""

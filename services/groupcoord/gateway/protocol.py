@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, frame_bytes
 
 # api key + api version + correlation id + client id length: the smallest possible request.
@@ -72,7 +73,7 @@ class ServerConnection:
             if api_key not in codec.API_NAMES:
                 return self._violate(events, f"unknown API key {api_key}")
             # ApiVersions at an unknown version must still be answered (with UNSUPPORTED_VERSION).
-            if not codec.supports(api_key, version) and api_key != codec.API_VERSIONS_KEY:
+            if not codec.supports(api_key, version) and api_key != ApiKey.API_VERSIONS:
                 return self._violate(events, f"unsupported version {version} of API key {api_key}")
             events.append(Request(self._next_seq, api_key, version, correlation_id, frame))
             self._next_seq += 1

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from groupcoord.gateway.sasl_server import SASL_AUTHENTICATE, SASL_HANDSHAKE, principal_of
+from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.gateway.sasl_server import principal_of
 
 
 def sasl_user(mechanism: str, first_message: bytes) -> str | None:
@@ -49,7 +50,7 @@ class RelayedSasl:
         """A SASL request on its way upstream; False if it may not be sent. A handshake after
         authentication starts a re-authentication (KIP-368, when the upstream gave the session
         a lifetime; an upstream that did not refuses it itself)."""
-        if api_key == SASL_HANDSHAKE:
+        if api_key == ApiKey.SASL_HANDSHAKE:
             if self._exchanging:
                 return False
             self.mechanism = str(body.mechanism)
@@ -65,7 +66,7 @@ class RelayedSasl:
         """The upstream's answer; False when it refused (the connection then closes)."""
         if int(body.error_code) != 0:
             return False
-        if api_key == SASL_AUTHENTICATE:
+        if api_key == ApiKey.SASL_AUTHENTICATE:
             self._accepted_steps += 1
             needed = 1 if self.mechanism == "PLAIN" else 2
             if self._accepted_steps >= needed:

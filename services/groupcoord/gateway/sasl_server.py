@@ -31,14 +31,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i64Timedelta
 
+from groupcoord.common.kafka_wire.api_keys import ApiKey
+
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 SCRAM_ITERATIONS = 4096  # Kafka's minimum for SCRAM credentials
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 #: the versions served (SaslHandshake v0 is followed by unframed tokens, which no client
 #: in use today sends when v1 is offered)
-SERVED_VERSIONS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
+SERVED_VERSIONS = {ApiKey.SASL_HANDSHAKE: (1, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 
 
 class CredentialError(ValueError):
@@ -192,14 +192,17 @@ class SaslServer:
         if self._exchanging or (self.authenticated and not reauthenticating):
             return SaslReply(
                 _response(
-                    SASL_HANDSHAKE, version, error_code=ErrorCode.illegal_sasl_state, mechanisms=enabled
+                    ApiKey.SASL_HANDSHAKE,
+                    version,
+                    error_code=ErrorCode.illegal_sasl_state,
+                    mechanisms=enabled,
                 ),
                 close=True,
             )
         if request.mechanism not in enabled or (reauthenticating and request.mechanism != self.mechanism):
             return SaslReply(
                 _response(
-                    SASL_HANDSHAKE,
+                    ApiKey.SASL_HANDSHAKE,
                     version,
                     error_code=ErrorCode.unsupported_sasl_mechanism,
                     mechanisms=enabled,
@@ -209,7 +212,9 @@ class SaslServer:
         self.mechanism = request.mechanism
         self._exchanging = True
         self._scram, self._user, self._step = None, "", 0
-        return SaslReply(_response(SASL_HANDSHAKE, version, error_code=ErrorCode.none, mechanisms=enabled))
+        return SaslReply(
+            _response(ApiKey.SASL_HANDSHAKE, version, error_code=ErrorCode.none, mechanisms=enabled)
+        )
 
     def authenticate(self, version: int, request: Any) -> SaslReply:
         if not self._exchanging:
@@ -237,7 +242,7 @@ class SaslServer:
             self.expires_at = self.clock() + lifetime / 1000
         return SaslReply(
             _response(
-                SASL_AUTHENTICATE,
+                ApiKey.SASL_AUTHENTICATE,
                 version,
                 error_code=ErrorCode.none,
                 error_message=None,
@@ -249,7 +254,7 @@ class SaslServer:
     def _ok(self, version: int, auth_bytes: bytes = b"") -> SaslReply:
         return SaslReply(
             _response(
-                SASL_AUTHENTICATE,
+                ApiKey.SASL_AUTHENTICATE,
                 version,
                 error_code=ErrorCode.none,
                 error_message=None,
@@ -259,7 +264,9 @@ class SaslServer:
 
     def _fail(self, version: int, code: ErrorCode, message: str) -> SaslReply:
         return SaslReply(
-            _response(SASL_AUTHENTICATE, version, error_code=code, error_message=message, auth_bytes=b""),
+            _response(
+                ApiKey.SASL_AUTHENTICATE, version, error_code=code, error_message=message, auth_bytes=b""
+            ),
             close=True,
         )
 

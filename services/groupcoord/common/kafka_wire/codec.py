@@ -27,7 +27,6 @@ CODEC_VERSIONS: dict[int, tuple[int, int]] = {
     key: (min(schema_name_map[name]), max(schema_name_map[name])) for key, name in api_key_map.items()
 }
 
-API_VERSIONS_KEY = 18
 _HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
 
 
@@ -145,7 +144,6 @@ def encode_request(correlation_id: int, client_id: str | None, body: Any) -> byt
 
 __all__ = [
     "API_NAMES",
-    "API_VERSIONS_KEY",
     "CODEC_VERSIONS",
     "DecodeError",
     "decode",

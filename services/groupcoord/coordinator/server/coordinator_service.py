@@ -2,7 +2,10 @@
 
 The gateway keeps a few ``Coordinator.Batches`` streams per worker; every envelope names its
 partition and carries one API request. :data:`OPERATIONS` is the one table from the envelope's
-oneof field to the typed operation that runs on the partition's coordinator shard.
+oneof field to the typed operation that runs on the partition's coordinator shard, derived from
+the group APIs' declarations (:mod:`groupcoord.common.group_api_declarations`): the shard
+handler of each API is registered here against its declaration, which names the field and says
+whether the operation reads or writes.
 """
 
 from __future__ import annotations
@@ -10,15 +13,20 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
+from groupcoord.common.group_api_declarations import SHARD_APIS, GroupApi, registered
+from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     ArmedTimers,
     CoordinatorOperation,
+    CoordinatorResult,
     CoordinatorShard,
+    Token,
     read_operation,
     write_operation,
 )
@@ -28,42 +36,69 @@ from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 Operation = Callable[[Any], CoordinatorOperation[GroupCoordinatorShard, Any]]
-OPERATIONS: dict[str, Operation] = {
-    # Writes: answered once their records are written and confirmed.
-    "join_group": lambda r: write_operation("join_group", lambda s, now, token: s.join_group(r, now, token)),
-    "sync_group": lambda r: write_operation("sync_group", lambda s, now, token: s.sync_group(r, now, token)),
-    "heartbeat": lambda r: write_operation("heartbeat", lambda s, now, _: s.heartbeat(r, now)),
-    "leave_group": lambda r: write_operation("leave_group", lambda s, now, _: s.leave_group(r, now)),
-    "offset_commit": lambda r: write_operation("offset_commit", lambda s, now, _: s.offset_commit(r, now)),
-    "offset_delete": lambda r: write_operation("offset_delete", lambda s, now, _: s.offset_delete(r, now)),
-    "txn_offset_commit": lambda r: write_operation(
-        "txn_offset_commit",
-        lambda s, now, _: s.txn_offset_commit(r, now),
-        lambda s: s.has_pending_transaction(r.producer_id),
-    ),
-    "delete_groups": lambda r: write_operation("delete_groups", lambda s, now, _: s.delete_groups(r, now)),
-    "alter_group_configs": lambda r: write_operation(
-        "alter_group_configs", lambda s, now, _: s.alter_group_configs(r, now)
-    ),
-    "consumer_group_heartbeat": lambda r: write_operation(
-        "consumer_group_heartbeat", lambda s, now, _: s.consumer_group_heartbeat(r, now)
-    ),
-    # Reads: never wait on a write.
-    "offset_fetch": lambda r: read_operation("offset_fetch", lambda s, now, _: s.offset_fetch(r, now)),
-    "list_groups": lambda r: read_operation("list_groups", lambda s, now, _: s.list_groups(r, now)),
-    "describe_groups": lambda r: read_operation(
-        "describe_groups", lambda s, now, _: s.describe_groups(r, now)
-    ),
-    "describe_group_configs": lambda r: read_operation(
-        "describe_group_configs", lambda s, now, _: s.describe_group_configs(r, now)
-    ),
-    "consumer_group_describe": lambda r: read_operation(
-        "consumer_group_describe", lambda s, now, _: s.consumer_group_describe(r, now)
-    ),
-}
-"""The Coordinator service's oneof field → the operation on the partition's coordinator shard
-(Kafka's ``scheduleWriteOperation`` / ``scheduleReadOperation`` per API). Reads never wait on
-a write."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardHandler:
+    """What a group API's operation does on the partition's coordinator shard: ``run(shard,
+    request, now_ms, token)``; for a write, ``needs_markers(shard, request)`` when it must first
+    see every transaction marker already in the log (see :class:`CoordinatorOperation`)."""
+
+    run: Callable[[GroupCoordinatorShard, Any, int, Token], CoordinatorResult[Any]]
+    needs_markers: Callable[[GroupCoordinatorShard, Any], bool] | None = None
+
+
+def _operation(api: GroupApi, handler: ShardHandler) -> tuple[str, Operation]:
+    """(oneof field, operation of one request) for ``api``: named and made a read or a write as
+    declared (Kafka's ``scheduleReadOperation`` / ``scheduleWriteOperation``)."""
+    if api.operation is None:
+        raise ValueError(f"{api.key.name} is declared without a shard operation")
+    name, run, needs_markers = api.operation.name, handler.run, handler.needs_markers
+    if api.operation.read_only:
+        return name, lambda r: read_operation(name, lambda s, now, token: run(s, r, now, token))
+    if needs_markers is None:
+        return name, lambda r: write_operation(name, lambda s, now, token: run(s, r, now, token))
+    return name, lambda r: write_operation(
+        name, lambda s, now, token: run(s, r, now, token), lambda s: needs_markers(s, r)
+    )
+
+
+OPERATIONS: dict[str, Operation] = dict(
+    _operation(api, handler)
+    for api, handler in registered(
+        "shard operation",
+        {
+            ApiKey.OFFSET_COMMIT: ShardHandler(lambda s, r, now, _: s.offset_commit(r, now)),
+            ApiKey.OFFSET_FETCH: ShardHandler(lambda s, r, now, _: s.offset_fetch(r, now)),
+            ApiKey.JOIN_GROUP: ShardHandler(lambda s, r, now, token: s.join_group(r, now, token)),
+            ApiKey.HEARTBEAT: ShardHandler(lambda s, r, now, _: s.heartbeat(r, now)),
+            ApiKey.LEAVE_GROUP: ShardHandler(lambda s, r, now, _: s.leave_group(r, now)),
+            ApiKey.SYNC_GROUP: ShardHandler(lambda s, r, now, token: s.sync_group(r, now, token)),
+            ApiKey.DESCRIBE_GROUPS: ShardHandler(lambda s, r, now, _: s.describe_groups(r, now)),
+            ApiKey.LIST_GROUPS: ShardHandler(lambda s, r, now, _: s.list_groups(r, now)),
+            ApiKey.TXN_OFFSET_COMMIT: ShardHandler(
+                lambda s, r, now, _: s.txn_offset_commit(r, now),
+                lambda s, r: s.has_pending_transaction(r.producer_id),
+            ),
+            ApiKey.DESCRIBE_CONFIGS: ShardHandler(lambda s, r, now, _: s.describe_group_configs(r, now)),
+            ApiKey.DELETE_GROUPS: ShardHandler(lambda s, r, now, _: s.delete_groups(r, now)),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: ShardHandler(
+                lambda s, r, now, _: s.alter_group_configs(r, now)
+            ),
+            ApiKey.OFFSET_DELETE: ShardHandler(lambda s, r, now, _: s.offset_delete(r, now)),
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: ShardHandler(
+                lambda s, r, now, _: s.consumer_group_heartbeat(r, now)
+            ),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: ShardHandler(
+                lambda s, r, now, _: s.consumer_group_describe(r, now)
+            ),
+        },
+        SHARD_APIS,
+    )
+)
+"""The Coordinator service's oneof field → the operation on the partition's coordinator shard,
+one per group API declared with a shard operation (its name is the oneof field; declared reads
+never wait on a write)."""
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
