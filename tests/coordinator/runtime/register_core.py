@@ -31,6 +31,7 @@ from groupcoord.coordinator.core.contract import (
     read_operation,
     write_operation,
 )
+from groupcoord.coordinator.core.topics_image import TopicsImage
 
 REGISTER_TYPE_ID = 41
 RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
@@ -105,8 +106,22 @@ class RegisterShard:
             return CoordinatorResult()
         return CoordinatorResult([CoordinatorRecord(register_pb2.RegisterKey(name=name), None)])
 
+    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
+        """Registers name no topics: the cluster's topics change nothing here."""
+        return CoordinatorResult()
+
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
+
+    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        return {}, {}  # no consumer or classic groups
+
+    @property
+    def data(self) -> dict[str, int]:
+        return self.values
+
+    def restore(self, data: dict[str, int]) -> None:
+        self.values = dict(data)
 
 
 def _busy(iterations: int) -> int:
