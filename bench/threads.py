@@ -1,10 +1,11 @@
 """Throughput of one shard with ``--threads 1`` vs ``--threads 2`` (worker processes).
 
 A real shard process (``groupcoord shard``'s supervisor and workers hosting the register test
-core, started by tests/coordinator/runtime/register_shard_process.py) leads 4 state-topic
-partitions on the embedded broker. The same two client processes drive it in both runs, each over gRPC
-envelope streams to the worker that owns each partition (port = base + partition % threads),
-so the only difference between the runs is the number of worker processes. Two workloads:
+shard, started by tests/coordinator/runtime/register_shard_process.py) leads 4 state-topic
+partitions on the embedded broker. The same two client processes drive it in both runs, each
+over gRPC envelope streams (batches of envelopes, as the gateway sends them) to the worker that
+owns each partition (port = base + partition % threads), so the only difference between the
+runs is the number of worker processes. Two workloads:
 ``get`` (read-only: a lookup + gRPC, no broker), ``get_heavy`` (the handler also does ~3000
 iterations of Python work, modelling handlers heavier than a lookup such as an assignor run)
 and ``put`` (a record per request, written acks=all and confirmed before the reply).

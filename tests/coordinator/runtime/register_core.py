@@ -1,12 +1,12 @@
-"""The register core: a small, real coordinator shard for exercising the runtime on its own.
+"""The register shard: a small, real coordinator shard for exercising the runtime on its own.
 
-A test core, so it lives with the tests: the runtime's tests and benchmarks import it (the
+Test code, so it lives with the tests: the runtime's tests and benchmarks import it (the
 benchmarks put this directory on ``sys.path``), and shard processes host it when started with
 ``register_shard_process.py`` (:data:`REGISTER_SHARDS`) instead of ``groupcoord shard``.
 
-It follows the core contract exactly (handlers return records and never mutate; ``replay`` is
+It follows the coordinator shard contract exactly (handlers return records and never mutate; ``replay`` is
 the only mutation; timers return records), so the runtime's tests and benchmarks run against
-a real state machine without depending on the group cores. A register is a named int64 with
+a real state machine without depending on the group coordinator. A register is a named int64 with
 optional opaque padding (benchmarks size records like offset commits) and an optional expiry
 timer that deletes it (exercises timers on the partition loop).
 """
@@ -100,7 +100,7 @@ class RegisterShard:
         )
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
-        """Called by the runtime once the partition is loaded (where group cores re-arm timers)."""
+        """Called by the runtime once the partition is loaded (where the group coordinator re-arms timers)."""
         self.loaded_at_ms = now_ms
         return CoordinatorResult()
 

@@ -1,4 +1,4 @@
-"""A shard process hosting register shards: ``groupcoord shard`` with the runtime's test core.
+"""A shard process hosting register shards: ``groupcoord shard`` with the runtime's test shard.
 
 Test-only entry point, so the product names no test module: it takes ``groupcoord shard``'s
 arguments and runs the same supervisor and workers, which host

@@ -1,5 +1,5 @@
 """A shard process as an operator runs it: worker processes, ShardControl, envelope streams
-(``groupcoord shard``'s supervisor and workers, hosting the runtime's register test core)."""
+(``groupcoord shard``'s supervisor and workers, hosting the runtime's register test shard)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The Coordinator gRPC service on a worker, hosting a small offsets shard of the test's own.
 
-The shard implements ``offset_commit`` / ``offset_fetch`` on the register records (a real core
+The shard implements ``offset_commit`` / ``offset_fetch`` on the register records (a real shard
 following the contract), so the service path — envelope in, partition loop, confirmed write,
-reply out by correlation id — is proven without the group cores.
+reply out by correlation id — is proven without the group coordinator.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The worker runtime against a real broker: writes, committed reads, loads, takeovers, fencing.
 
-Each test uses its own state topic. The hosted core is the register shard (a real core with
-its own records, :mod:`register_core`), so these tests do not depend on the group cores.
+Each test uses its own state topic. The hosted coordinator shard is the register shard (a real
+one with its own records, :mod:`register_core`), so these tests do not depend on the group
+coordinator.
 """
 
 from __future__ import annotations

@@ -530,7 +530,7 @@ class PartitionRuntime:
             self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
             self._replicas.replay_live(records)
-        except Exception as exc:  # a core bug; the live replica may be half-applied
+        except Exception as exc:  # a shard bug; the live replica may be half-applied
             log.exception("partition %d: replay of live records failed", self.partition)
             if fut is not None:
                 fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))

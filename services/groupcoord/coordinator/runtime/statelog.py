@@ -17,7 +17,7 @@ of one partition land in the order they were sent.
 Transactional offsets (TxnOffsetCommit) are the exception: they are written as a batch of the
 client's producer (:mod:`.transactions`, through :attr:`StateLogWriter.client`). Readers turn
 the upstream's control batches (its COMMIT/ABORT markers) into marker records
-(:class:`ControlRecord`), which the cores replay like any other record.
+(:class:`ControlRecord`), which coordinator shards replay like any other record.
 """
 
 from __future__ import annotations

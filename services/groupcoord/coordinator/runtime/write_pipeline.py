@@ -185,7 +185,7 @@ class WritePipeline:
                     if not fut.done():
                         fut.set_exception(error)
                 # Not a revert: a client can cause this (a fenced producer), and reloading from
-                # the log is the one way back that every core supports (the partition's other
+                # the log is the one way back that every shard supports (the partition's other
                 # callers get NOT_COORDINATOR and retry while it reloads).
                 raise NeedsReload(f"partition {self.partition}: {refused}") from refused
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
