@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import pytest
+from register_core import RegisterShard
 
+from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
 from groupcoord.coordinator.runtime.partition_state import (
     IllegalStateTransition,
     PartitionState,
     check_transition,
 )
+from groupcoord.coordinator.runtime.statelog import StateLogWriter
 
 S = PartitionState
 LEGAL = {
@@ -56,3 +59,19 @@ def test_the_illegal_moves_include_the_ones_that_would_hide_a_bug() -> None:
         (S.FAILED, S.ACTIVE),
     ]:
         assert (current, target) in ILLEGAL
+
+
+async def test_a_partition_runtime_changes_state_only_through_the_table() -> None:
+    writer = StateLogWriter("127.0.0.1:1", "t")  # never started: nothing here writes
+    part = PartitionRuntime(
+        3, bootstrap="127.0.0.1:1", topic="t", writer=writer, shard_factory=RegisterShard, shard_id="0"
+    )
+    assert part.state is S.STOPPED
+    with pytest.raises(AttributeError):
+        part.state = S.ACTIVE  # type: ignore[misc] - read-only: no bare assignment
+    with pytest.raises(IllegalStateTransition):
+        part._transition_to(S.ACTIVE)  # serving without a load
+    assert part.state is S.STOPPED
+    await part.stop()  # resigning what is stopped is fine
+    assert part.state is S.STOPPED
+    await writer.stop()
