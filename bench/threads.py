@@ -1,10 +1,11 @@
 """Throughput of one shard with ``--threads 1`` vs ``--threads 2`` (worker processes).
 
-A real ``groupcoord shard`` process (the register test core, loaded with ``--core
-register_core:core`` from tests/coordinator/runtime) leads 4 state-topic partitions on the
-embedded broker. The same two client processes drive it in both runs, each over gRPC
-envelope streams to the worker that owns each partition (port = base + partition % threads),
-so the only difference between the runs is the number of worker processes. Two workloads:
+A real shard process (``groupcoord shard``'s supervisor and workers hosting the register test
+shard, started by tests/coordinator/runtime/register_shard_process.py) leads 4 state-topic
+partitions on the embedded broker. The same two client processes drive it in both runs, each
+over gRPC envelope streams (batches of envelopes, as the gateway sends them) to the worker that
+owns each partition (port = base + partition % threads), so the only difference between the
+runs is the number of worker processes. Two workloads:
 ``get`` (read-only: a lookup + gRPC, no broker), ``get_heavy`` (the handler also does ~3000
 iterations of Python work, modelling handlers heavier than a lookup such as an assignor run)
 and ``put`` (a record per request, written acks=all and confirmed before the reply).
@@ -44,6 +45,7 @@ DESCRIPTION = "shard throughput with 1 vs 2 worker processes (--threads), read-o
 PARTITIONS = 4
 CLIENTS = 2
 STREAMS_PER_CLIENT = 4
+FEED_BATCH = 64  # envelopes per stream message
 
 
 WORKLOADS = {
@@ -93,16 +95,17 @@ async def _drive(
     async def one(
         stub: register_pb2_grpc.RegisterStub, envs: list[register_pb2.RegisterEnvelope]
     ) -> tuple[int, int]:
-        async def feed() -> Any:
-            for env in envs:
-                yield env
+        async def feed() -> Any:  # as the gateway does: what is queued goes as one batch
+            for i in range(0, len(envs), FEED_BATCH):
+                yield register_pb2.RegisterBatch(envelopes=envs[i : i + FEED_BATCH])
 
         ok = errors = 0
-        async for reply in stub.Stream(feed()):
-            if reply.error_code:
-                errors += 1
-            else:
-                ok += 1
+        async for batch in stub.Batches(feed()):
+            for reply in batch.replies:
+                if reply.error_code:
+                    errors += 1
+                else:
+                    ok += 1
         return ok, errors
 
     out.put("ready")  # connected and envelopes built: start together with the other clients
@@ -149,16 +152,7 @@ def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str
     base = free_port_block(workers)
     shard = subprocess.Popen(
         [
-            *(
-                sys.executable,
-                "-m",
-                "groupcoord.cli",
-                "--log-level",
-                "WARNING",
-                "shard",
-                "--core",
-                "register_core:core",
-            ),
+            *(sys.executable, str(REGISTER_CORE_DIR / "register_shard_process.py"), "--log-level", "WARNING"),
             *("--threads", str(workers), "--kafka", bootstrap, "--partitions", str(PARTITIONS)),
             *(
                 "--state-topic",
@@ -171,10 +165,6 @@ def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str
             *("--metrics-port", "0"),
         ],
         start_new_session=True,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REGISTER_CORE_DIR), os.environ.get("PYTHONPATH", "")]),
-        },
     )
     try:
         asyncio.run(_lead_all(base, workers))

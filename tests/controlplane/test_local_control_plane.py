@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,10 @@ from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 
 pytestmark = pytest.mark.broker
+
+REGISTER_SHARD_PROCESS = (
+    Path(__file__).resolve().parents[1] / "coordinator" / "runtime" / "register_shard_process.py"
+)
 
 
 def leaders_by_shard(cp: LocalControlPlane) -> dict[int, list[int]]:
@@ -31,23 +36,16 @@ async def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
         await asyncio.sleep(0.1)
 
 
-REGISTER_CORE_DIR = Path(__file__).resolve().parents[1] / "coordinator" / "runtime"
-
-
-async def test_a_killed_shard_fails_over_and_gets_its_share_back(
-    broker: EmbeddedBroker, tmp_path, monkeypatch
-) -> None:
-    # The shard processes load the register core by import path (it lives with the tests).
-    monkeypatch.setenv(
-        "PYTHONPATH", os.pathsep.join([str(REGISTER_CORE_DIR), os.environ.get("PYTHONPATH", "")])
-    )
+async def test_a_killed_shard_fails_over_and_gets_its_share_back(broker: EmbeddedBroker, tmp_path) -> None:
+    # The shard processes host the register test core (a test-only entry point with the
+    # arguments of ``groupcoord shard``).
     published: list[dict] = []
     cp = LocalControlPlane(
         kafka=broker.bootstrap,
         shards=2,
         partitions=6,
         state_topic="__cp_test_state",
-        core="register_core:core",
+        shard_command=(sys.executable, str(REGISTER_SHARD_PROCESS)),
         metrics=False,
         log_dir=tmp_path,
         state_file=tmp_path / "state.json",

@@ -8,8 +8,9 @@ than next to each model: a reader sees at once which ids are taken, and a collis
 failure at import, not a corrupted partition. Never reuse or renumber an id.
 
 Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
-40-59 the runtime (leadership/fencing markers; 41 is the runtime's register test core, which
-registers its own type: see ``RecordTypeRegistry.register``).
+40-59 the runtime (leadership/fencing markers). Ids from 1000 are never the product's: state
+machines outside it (the runtime's tests) register their own types there
+(``RecordTypeRegistry.register``).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class RecordTypeRegistry:
             self.register(rt.type_id, rt.key_type, rt.value_type)
 
     def register(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
-        """Add a type outside the production table (a test core's own record type)."""
+        """Add a type outside the production table (ids from 1000, see the module docstring)."""
         existing = self._by_id.get(type_id)
         if existing is not None and existing.key_type is not key_type:
             raise ValueError(f"record type id {type_id} already used by {existing.key_type.__name__}")

@@ -109,7 +109,9 @@ class LocalControlPlane:
     state_file: Path | None = None
     ping_interval_s: float = 0.5
     misses_before_failover: int = 3
-    core: str = "group"  # the shard processes' --core: "group", or module:function (a test core)
+    # How a shard process starts (``groupcoord shard``'s arguments follow): a test may run its
+    # own entry point taking the same arguments (tests/coordinator/runtime/register_shard_process.py).
+    shard_command: tuple[str, ...] = (sys.executable, "-m", "groupcoord.cli", "shard")
     on_placement: PlacementListener | None = None
     placement: dict[int, Assignment] = field(default_factory=dict)
     processes: dict[int, ShardProcess] = field(default_factory=dict)
@@ -144,10 +146,7 @@ class LocalControlPlane:
 
     def _spawn(self, proc: ShardProcess) -> None:
         cmd = [
-            sys.executable,
-            "-m",
-            "groupcoord.cli",
-            "shard",
+            *self.shard_command,
             "--shard-id",
             str(proc.shard_id),
             "--threads",
@@ -170,8 +169,6 @@ class LocalControlPlane:
             str(self.lag_interval_s),
             "--leadership",
             "local",
-            "--core",
-            self.core,
         ]
         out: int | object = subprocess.DEVNULL
         if self.log_dir is not None:

@@ -1,4 +1,4 @@
-"""The runtime's test core needs its protos compiled beside it (``register_pb2``): done here,
+"""The runtime's test shard (register_core.py) needs its protos compiled beside it (``register_pb2``): done here,
 before the test modules import it, so a plain ``pytest`` works without ``scripts/test``."""
 
 from __future__ import annotations

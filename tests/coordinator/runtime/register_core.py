@@ -1,12 +1,12 @@
-"""The register core: a small, real coordinator shard for exercising the runtime on its own.
+"""The register shard: a small, real coordinator shard for exercising the runtime on its own.
 
-A test core, so it lives with the tests: the runtime's tests and benchmarks import it (the
-benchmarks put this directory on ``sys.path``), and shard processes load it with
-``groupcoord shard --core register_core:core`` when this directory is on ``PYTHONPATH``.
+Test code, so it lives with the tests: the runtime's tests and benchmarks import it (the
+benchmarks put this directory on ``sys.path``), and shard processes host it when started with
+``register_shard_process.py`` (:data:`REGISTER_SHARDS`) instead of ``groupcoord shard``.
 
-It follows the core contract exactly (handlers return records and never mutate; ``replay`` is
+It follows the coordinator shard contract exactly (handlers return records and never mutate; ``replay`` is
 the only mutation; timers return records), so the runtime's tests and benchmarks run against
-a real state machine without depending on the group cores. A register is a named int64 with
+a real state machine without depending on the group coordinator. A register is a named int64 with
 optional opaque padding (benchmarks size records like offset commits) and an optional expiry
 timer that deletes it (exercises timers on the partition loop).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import register_pb2
 import register_pb2_grpc
 
@@ -31,8 +32,12 @@ from groupcoord.coordinator.core.contract import (
     read_operation,
     write_operation,
 )
+from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
+from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
+from groupcoord.coordinator.server.hosted_shards import HostedShards
 
-REGISTER_TYPE_ID = 41
+REGISTER_TYPE_ID = 1000  # outside the product's ranges (groupcoord.common.records)
 RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
 
 
@@ -95,7 +100,7 @@ class RegisterShard:
         )
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
-        """Called by the runtime once the partition is loaded (where group cores re-arm timers)."""
+        """Called by the runtime once the partition is loaded (where the group coordinator re-arms timers)."""
         self.loaded_at_ms = now_ms
         return CoordinatorResult()
 
@@ -105,8 +110,22 @@ class RegisterShard:
             return CoordinatorResult()
         return CoordinatorResult([CoordinatorRecord(register_pb2.RegisterKey(name=name), None)])
 
+    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
+        """Registers name no topics: the cluster's topics change nothing here."""
+        return CoordinatorResult()
+
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
+
+    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        return {}, {}  # no consumer or classic groups
+
+    @property
+    def data(self) -> dict[str, int]:
+        return self.values
+
+    def restore(self, data: dict[str, int]) -> None:
+        self.values = dict(data)
 
 
 def _busy(iterations: int) -> int:
@@ -125,23 +144,23 @@ OPERATIONS: dict[str, Callable[[Any], CoordinatorOperation[Any, Any]]] = {
 """The Register service's oneof field → the operation serving it."""
 
 
-def core() -> Any:
-    """The worker binding of ``--core register_core:core``: the register shard behind the
-    Register gRPC service (proto/groupcoord/rpc/v1/register.proto)."""
-    import grpc  # noqa: PLC0415
+class RegisterServicer(register_pb2_grpc.RegisterServicer):
+    """The Register gRPC service of a worker: envelope batches into its runtime."""
 
-    from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime  # noqa: PLC0415
-    from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher  # noqa: PLC0415
-    from groupcoord.coordinator.server.worker import Core  # noqa: PLC0415
+    def __init__(self, runtime: WorkerRuntime) -> None:
+        self.dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, OPERATIONS)
 
-    def add(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
-        dispatcher = EnvelopeDispatcher(runtime, register_pb2.RegisterReply, OPERATIONS)
+    async def Batches(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
+        def batch(replies: list[Any]) -> register_pb2.RegisterReplyBatch:
+            return register_pb2.RegisterReplyBatch(replies=replies)
 
-        class Servicer(register_pb2_grpc.RegisterServicer):
-            async def Stream(self, request_iterator: Any, context: Any) -> Any:  # noqa: N802
-                async for reply in dispatcher.stream(request_iterator, context):
-                    yield reply
+        async for reply in self.dispatcher.batches(request_iterator, context, batch):
+            yield reply
 
-        register_pb2_grpc.add_RegisterServicer_to_server(Servicer(), server)
 
-    return Core(RegisterShard, add)
+def add_register_service(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
+    register_pb2_grpc.add_RegisterServicer_to_server(RegisterServicer(runtime), server)
+
+
+REGISTER_SHARDS = HostedShards(RegisterShard, add_register_service)
+"""What a worker hosts in the runtime's tests: register shards behind the Register service."""

@@ -1,4 +1,5 @@
-"""`groupcoord shard` as an operator runs it: worker processes, ShardControl, envelope streams."""
+"""A shard process as an operator runs it: worker processes, ShardControl, envelope streams
+(``groupcoord shard``'s supervisor and workers, hosting the runtime's register test shard)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import grpc
 import pytest
 import register_pb2
 import register_pb2_grpc
+import register_shard_process
 from register_core import RegisterShard
 
 from groupcoord.common.partitioning import worker_for
@@ -28,7 +30,6 @@ pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
 PARTITIONS = 4
 WORKERS = 2
-HERE = os.path.dirname(os.path.abspath(__file__))  # register_core.py, for the worker processes
 
 
 @pytest.fixture
@@ -38,13 +39,12 @@ def shard(broker: EmbeddedBroker) -> Iterator[tuple[subprocess.Popen[bytes], int
     metrics_port = free_port_block(1)
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "groupcoord.cli", "shard"),
+            *(sys.executable, str(register_shard_process.PATH)),
             *("--shard-id", "7", "--threads", str(WORKERS), "--kafka", broker.bootstrap),
-            *("--state-topic", topic, "--partitions", str(PARTITIONS), "--core", "register_core:core"),
+            *("--state-topic", topic, "--partitions", str(PARTITIONS)),
             *("--grpc-port", str(grpc_port), "--grpc-host", "127.0.0.1", "--metrics-port", str(metrics_port)),
         ],
         start_new_session=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])},
     )
     try:
         yield proc, grpc_port, metrics_port, topic
@@ -71,8 +71,10 @@ async def stream_calls(
     port: int, envelopes: list[register_pb2.RegisterEnvelope]
 ) -> dict[int, register_pb2.RegisterReply]:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as ch:
-        replies = register_pb2_grpc.RegisterStub(ch).Stream(iter(envelopes))
-        return {r.correlation_id: r async for r in replies}
+        batches = register_pb2_grpc.RegisterStub(ch).Batches(
+            iter([register_pb2.RegisterBatch(envelopes=envelopes)])
+        )
+        return {r.correlation_id: r async for batch in batches for r in batch.replies}
 
 
 async def test_shard_process_serves_its_partitions_from_two_workers(shard, broker) -> None:

@@ -1,8 +1,8 @@
 """The Coordinator gRPC service on a worker, hosting a small offsets shard of the test's own.
 
-The shard implements ``offset_commit`` / ``offset_fetch`` on the register records (a real core
+The shard implements ``offset_commit`` / ``offset_fetch`` on the register records (a real shard
 following the contract), so the service path — envelope in, partition loop, confirmed write,
-reply out by correlation id — is proven without the group cores.
+reply out by correlation id — is proven without the group coordinator.
 """
 
 from __future__ import annotations
@@ -107,15 +107,22 @@ def fetch(cid: int, group: str) -> coordinator_pb2.CoordinatorEnvelope:
     )
 
 
+async def call(
+    stub: coordinator_pb2_grpc.CoordinatorStub, envelopes: list[coordinator_pb2.CoordinatorEnvelope]
+) -> dict[int, coordinator_pb2.CoordinatorReply]:
+    """Send ``envelopes`` as one batch on a ``Batches`` stream (as the gateway does); every
+    reply, by correlation id."""
+    batches = stub.Batches(iter([coordinator_pb2.CoordinatorBatch(envelopes=envelopes)]))
+    return {r.correlation_id: r async for batch in batches for r in batch.replies}
+
+
 async def test_pipelined_commits_then_fetch_over_one_stream(stub) -> None:
     envelopes = [commit(i, f"g{i}", 100 + i) for i in range(50)]
-    replies = {r.correlation_id: r async for r in stub.Stream(iter(envelopes))}
+    replies = await call(stub, envelopes)
     assert sorted(replies) == list(range(50))
     assert all(r.error_code == 0 and r.WhichOneof("response") == "offset_commit" for r in replies.values())
 
-    fetched = {
-        r.correlation_id: r async for r in stub.Stream(iter([fetch(1000 + i, f"g{i}") for i in range(50)]))
-    }
+    fetched = await call(stub, [fetch(1000 + i, f"g{i}") for i in range(50)])
     offsets = {
         cid - 1000: r.offset_fetch.groups[0].topics[0].partitions[0].committed_offset
         for cid, r in fetched.items()
@@ -129,7 +136,7 @@ async def test_errors_come_back_as_kafka_codes(stub) -> None:
         commit(2, "g", 5, partition=1),  # this worker does not lead partition 1
         coordinator_pb2.CoordinatorEnvelope(correlation_id=3, partition=0),  # no request at all
     ]
-    replies = {r.correlation_id: r async for r in stub.Stream(iter(envelopes))}
+    replies = await call(stub, envelopes)
     assert replies[1].error_code == ErrorCode.invalid_group_id
     assert replies[2].error_code == ErrorCode.not_coordinator
     assert replies[3].error_code != 0
@@ -137,7 +144,7 @@ async def test_errors_come_back_as_kafka_codes(stub) -> None:
 
 
 async def test_the_group_cores_commit_and_reload_offsets_through_the_service(broker) -> None:
-    """The real GroupCoordinatorShard (``--core group``) behind the service, across a takeover."""
+    """The real GroupCoordinatorShard behind the service, across a takeover."""
     from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
 
     topic = f"state-{uuid.uuid4().hex[:8]}"
@@ -163,7 +170,7 @@ async def test_the_group_cores_commit_and_reload_offsets_through_the_service(bro
             async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 stub = coordinator_pb2_grpc.CoordinatorStub(channel)
                 for env in envelopes:  # one at a time: the fetch must follow the commit
-                    [reply] = [r async for r in stub.Stream(iter([env]))]
+                    [reply] = (await call(stub, [env])).values()
                     assert reply.error_code == 0, reply
                     if reply.WhichOneof("response") == "offset_fetch":
                         fetched.append(reply.offset_fetch.groups[0].topics[0].partitions[0].committed_offset)

@@ -1,7 +1,8 @@
 """The worker runtime against a real broker: writes, committed reads, loads, takeovers, fencing.
 
-Each test uses its own state topic. The hosted core is the register shard (a real core with
-its own records, :mod:`register_core`), so these tests do not depend on the group cores.
+Each test uses its own state topic. The hosted coordinator shard is the register shard (a real
+one with its own records, :mod:`register_core`), so these tests do not depend on the group
+coordinator.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from register_core import OPERATIONS, RegisterShard
 from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
-from groupcoord.coordinator.runtime.fencing import ReplayFilter, fence_tag, is_marker, parse_marker
-from groupcoord.coordinator.runtime.partition_loop import PartitionState
+from groupcoord.coordinator.runtime.fencing import ReplayFilter, fence_tag, parse_marker
+from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter, ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
@@ -219,7 +221,7 @@ async def replay_compacted(broker: EmbeddedBroker, topic: str) -> dict[str, int]
     survivors = sorted(last.values(), key=lambda r: r.offset)
     filt, shard = ReplayFilter(), RegisterShard(P, None)  # type: ignore[arg-type]
     for r in survivors:
-        if is_marker(r.key):
+        if r.key[:2] == LEADER_EPOCH_TYPE_ID.to_bytes(2, "big"):
             filt.see_marker(parse_marker(r.value))
         elif filt.admits(fence_tag(r.headers)):
             shard.replay(deserialize_record(r.key, r.value))
@@ -467,7 +469,7 @@ async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(b
 
 
 async def test_the_group_cores_revert_a_failed_offset_commit(broker, topic) -> None:
-    """The revert is generic: the real GroupCoordinatorShard (``--core group``) is copied too."""
+    """The revert is generic: the real GroupCoordinatorShard is copied too."""
     from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
         OPERATIONS as GROUP_OPERATIONS,
     )

@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from google.protobuf.message import Message
 
 from groupcoord.common.records import RECORD_TYPES
+from groupcoord.coordinator.core.topics_image import TopicsImage
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -213,6 +214,62 @@ def deserialize_record(key: bytes, value: bytes | None) -> CoordinatorRecord:
 
 class CoordinatorShard(Protocol):
     """A coordinator shard: the state machine for one state-topic partition (all groups hashed
-    to it), Kafka's ``CoordinatorShard``. Not a shard *process*, which hosts many of them."""
+    to it), Kafka's ``CoordinatorShard``. Not a shard *process*, which hosts many of them.
 
-    def replay(self, record: CoordinatorRecord) -> None: ...
+    Every hook the runtime calls is declared here and called directly: a shard implements the
+    whole protocol (a hook with nothing to do returns an empty result), so no reader has to
+    find out by probing which hooks a shard happens to have. The API handlers are not part of
+    it: each is reached through a :class:`CoordinatorOperation` bound by the service."""
+
+    def replay(self, record: CoordinatorRecord) -> None:
+        """Apply one record of the log (the only mutation of the state; see the module
+        docstring). Called for live writes, acknowledged writes and loads alike."""
+
+    def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
+        """Once the partition is loaded (and again after a revert): what replay does not do,
+        such as arming the timers of the state it rebuilt (Kafka's ``onLoaded``)."""
+
+    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
+        """The cluster's topics changed (Kafka's ``onNewMetadataImage``): the image is input,
+        not state, so it reaches both replicas (see ``PartitionRuntime.submit``)."""
+
+    def group_counts(self) -> dict[str, int]:
+        """Groups hosted here by kind (bounded: no group names), for the control plane's
+        partition status."""
+
+    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """(consumer groups by state, classic groups by state), for the metrics; a shard
+        without groups of a kind returns an empty map for it."""
+
+    @property
+    def data(self) -> Any:
+        """The shard's state as plain data: no wiring, no closures, nothing but values."""
+
+    def restore(self, data: Any) -> None:
+        """Make the state a copy of ``data`` (another replica's :attr:`data`): how the runtime
+        reverts the live replica to the committed one after a failed write."""
+
+
+@runtime_checkable
+class TransactionalShard(Protocol):
+    """The hooks of a :class:`CoordinatorShard` that keeps client transactions' records
+    (TxnOffsetCommit) pending until the upstream's COMMIT/ABORT marker decides them.
+
+    Optional: the runtime checks for it once per load (``isinstance``) and runs the marker
+    follower (:mod:`groupcoord.coordinator.runtime.transactions`) only for a shard that has it."""
+
+    def open_transactions(self) -> int:
+        """Producers with pending records here: while any are open, the runtime follows the
+        partition for their markers."""
+
+    def producer_sequences(self) -> dict[int, tuple[int, int]]:
+        """Producer id -> (epoch, next sequence) of the transactional writes replayed here,
+        where the marker follower starts (see ``TxnMarkerValue.sequence_bound``)."""
+
+    def after_markers(self, now_ms: int) -> CoordinatorResult[None]:
+        """Right after the runtime replayed markers: the records they call for (restating
+        the offsets a COMMIT applied as ordinary records)."""
+
+    def transaction_stats(self) -> tuple[int, int, int]:
+        """(pending transactional records, commits applied, aborts applied), for the metrics;
+        the counts grow with replay and the runtime exports their changes."""

@@ -283,6 +283,16 @@ class GroupCoordinatorShard:
             counts[state] = counts.get(state, 0) + 1
         return consumer, classic
 
+    def group_counts(self) -> dict[str, int]:
+        """Groups hosted here by protocol (the control plane's partition status)."""
+        consumer = classic = 0
+        for group in self.groups.values():
+            if group.group_type is GroupType.CONSUMER:
+                consumer += 1
+            else:
+                classic += 1
+        return {"consumer": consumer, "classic": classic}
+
     def list_groups(
         self, request: admin_pb.ListGroupsRequest, now_ms: int
     ) -> CoordinatorResult[admin_pb.ListGroupsResponse]:

@@ -78,10 +78,6 @@ class Fence:
         )
 
 
-def is_marker(key: bytes | None) -> bool:
-    return key is not None and key[:2] == _MARKER_PREFIX
-
-
 def parse_marker(value: bytes) -> Fence:
     v = runtime_pb2.LeaderEpochValue.FromString(value)
     return Fence(v.epoch, v.nonce)

@@ -17,18 +17,18 @@ replicas (:mod:`.replicas`):
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
 
-Transaction markers: while the coordinator shard has open transactions (``open_transactions()``,
-TxnOffsetCommit), the leader follows its own partition for the COMMIT/ABORT markers the
-upstream transaction coordinator writes there, and replays each into both replicas (into the
-committed one after the writes still unconfirmed, so reads never see a marker before the
-records it decides). The outcome is the upstream's, read from the log, never inferred.
+A coordinator shard that keeps client transactions (a ``TransactionalShard``: TxnOffsetCommit)
+also gets the marker follower of :mod:`.transactions` while it leads: the upstream's
+COMMIT/ABORT markers, read from the partition, are replayed on this loop like any event.
+
+Every change of :attr:`PartitionRuntime.state` is checked against the one table of
+:mod:`.partition_state`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -39,33 +39,24 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import (
     PENDING,
     CoordinatorOperation,
-    CoordinatorRecord,
     CoordinatorResult,
     CoordinatorShard,
+    TransactionalShard,
     apply_timer_intents,
-    deserialize_record,
     serialize_record,
 )
-from groupcoord.coordinator.runtime.fencing import TXN_MARKER_PREFIX, Fence
+from groupcoord.coordinator.runtime.fencing import Fence
 from groupcoord.coordinator.runtime.loader import PartitionLoader
+from groupcoord.coordinator.runtime.partition_state import PartitionState, check_transition
 from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
 from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
+from groupcoord.coordinator.runtime.transactions import MarkerFollower, MarkersRead
 from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
-MARKER_POLL_MS = 100  # its fetch wait while transactions are open (bounds the outcome's delay)
-MARKER_BARRIER_S = 5.0  # how long a request needing the log's markers waits for the follower
-
-
-class PartitionState(enum.Enum):
-    STOPPED = "stopped"
-    STANDBY = "standby"
-    LOADING = "loading"
-    ACTIVE = "active"
-    FAILED = "failed"
 
 
 def now_ms() -> int:
@@ -85,13 +76,6 @@ class _Call:
 
     operation: Callable[[], CoordinatorResult[Any]]
     what: str
-
-
-@dataclass(slots=True)
-class _Markers:
-    """Transaction markers the follower read from the partition (already in the log)."""
-
-    records: list[CoordinatorRecord]
 
 
 def _error(code: ErrorCode, why: str) -> CoordinatorError:
@@ -115,7 +99,7 @@ class PartitionRuntime:
         thread: str = "0",
     ) -> None:
         self.partition = partition
-        self.state = PartitionState.STOPPED
+        self._state = PartitionState.STOPPED
         self.epoch = -1
         self.fence: Fence | None = None
         self.load_time_ms: int | None = None
@@ -138,12 +122,18 @@ class PartitionRuntime:
         self._pipeline: WritePipeline | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._waiting: set[asyncio.Future[Any]] = set()
-        self._transaction_written = asyncio.Event()  # wakes the idle marker follower
-        self._marker_barriers: list[asyncio.Future[None]] = []
-        self._barrier_tasks: set[asyncio.Task[None]] = set()
+        self._markers: MarkerFollower | None = None  # while leading a TransactionalShard
         self._stale_keys_seen = 0
 
     # --- observation ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> PartitionState:
+        return self._state
+
+    def _transition_to(self, target: PartitionState) -> None:
+        """The one place the state changes, checked against the table (raises on a bug)."""
+        self._state = check_transition(self.partition, self._state, target)
 
     @property
     def shard(self) -> CoordinatorShard | None:
@@ -199,12 +189,10 @@ class PartitionRuntime:
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         if self.state is PartitionState.ACTIVE:
             needs = operation.needs_markers
-            if needs is not None and self._replicas is not None and needs(self._replicas.live):
-                task = asyncio.get_running_loop().create_task(
-                    self._after_marker_barrier(_Request(operation, fut, every_replica))
-                )
-                self._barrier_tasks.add(task)
-                task.add_done_callback(self._barrier_tasks.discard)
+            markers = self._markers
+            if markers is not None and needs is not None and needs(markers.live):
+                request = _Request(operation, fut, every_replica)
+                markers.queue_after_markers(lambda: self._queue_if_active(request), fut)
             else:
                 self._put(_Request(operation, fut, every_replica))
         elif self.state is PartitionState.LOADING:
@@ -221,7 +209,7 @@ class PartitionRuntime:
         """Tail the partition continuously so that a takeover only needs the tail."""
         await self.stop()
         loader = self._fresh_state()
-        self.state = PartitionState.STANDBY
+        self._transition_to(PartitionState.STANDBY)
         self._tasks = [asyncio.create_task(self._guard(loader.tail), name=f"standby-{self.partition}")]
 
     async def become_leader(self, epoch: int) -> None:
@@ -235,7 +223,7 @@ class PartitionRuntime:
         else:
             await self.stop()
             loader = self._fresh_state()
-        self.state = PartitionState.LOADING
+        self._transition_to(PartitionState.LOADING)
         self.epoch = epoch
         self.error = None
         started = time.monotonic()
@@ -275,14 +263,27 @@ class PartitionRuntime:
             on_failed=self._write_failed,
             metrics=self._metrics,
         )
-        self.state = PartitionState.ACTIVE
+        assert self._replicas is not None
+        self._transition_to(PartitionState.ACTIVE)
         self._tasks = [
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
             asyncio.create_task(self._guard(self._pipeline.run), name=f"writer-{self.partition}"),
-            asyncio.create_task(
-                self._guard(lambda: self._follow_markers(marker_offset + 1)), name=f"markers-{self.partition}"
-            ),
         ]
+        if isinstance(self._replicas.live, TransactionalShard):
+            markers = self._markers = MarkerFollower(
+                self.partition,
+                bootstrap=self._bootstrap,
+                topic=self._topic,
+                replicas=self._replicas,
+                pipeline=self._pipeline,
+                enqueue=self._put,
+                metrics=self._metrics,
+            )
+            self._tasks.append(
+                asyncio.create_task(
+                    self._guard(lambda: markers.follow(marker_offset + 1)), name=f"markers-{self.partition}"
+                )
+            )
         if repair:
             # Log compaction keeps only a key's last record: a fenced writer's stale record
             # after the valid one would make compaction drop the valid value. Rewriting each
@@ -304,10 +305,14 @@ class PartitionRuntime:
 
     async def stop(self) -> None:
         """Resign: stop writing at once; everything pending is answered NOT_COORDINATOR."""
-        self.state = PartitionState.STOPPED
-        for task in list(self._barrier_tasks):
-            task.cancel()
-        self._marker_barriers = []
+        await self._shut_down(PartitionState.STOPPED)
+
+    async def _shut_down(self, target: PartitionState) -> None:
+        """Enter ``target`` (stopped, or failed) at once, then take everything down."""
+        self._transition_to(target)
+        if self._markers is not None:
+            self._markers.stop()
+            self._markers = None
         await self._cancel_tasks()
         self._abandon(_error(ErrorCode.not_coordinator, f"partition {self.partition} resigned"))
         self._timer.cancel_all()
@@ -330,101 +335,18 @@ class PartitionRuntime:
         self._loader = PartitionLoader(reader, self._replicas)
         return self._loader
 
-    async def _after_marker_barrier(self, request: _Request) -> None:
-        """Queue ``request`` once the marker follower has read the log to its end (so every
-        marker already in it is queued before the request), as a request needing markers must.
-        A follower that does not get there in time answers COORDINATOR_LOAD_IN_PROGRESS
-        (retriable; the gateway holds and resends); a resignation NOT_COORDINATOR."""
-        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._marker_barriers.append(barrier)
-        self._transaction_written.set()  # wake the follower if it sleeps
-        error = _error(ErrorCode.not_coordinator, f"partition {self.partition} resigned")
-        try:
-            await asyncio.wait_for(asyncio.shield(barrier), MARKER_BARRIER_S)
-            if self.state is PartitionState.ACTIVE:
-                self._put(request)
-                return
-        except TimeoutError:
-            error = _error(ErrorCode.coordinator_load_in_progress, "transaction markers not read yet")
-        finally:  # also when stop() cancels us: the caller must get an answer
-            if not request.future.done() and not (self.state is PartitionState.ACTIVE and barrier.done()):
-                request.future.set_exception(error)
-
-    def _release_barriers(self, barriers: list[asyncio.Future[None]]) -> None:
-        for b in barriers:
-            if not b.done():
-                b.set_result(None)
-
-    def _producer_sequences(self) -> dict[int, tuple[int, int]]:
-        """The committed state's producer sequences (what the log holds up to our confirmed
-        writes, when no transaction is open or at the load's end)."""
-        committed = self._replicas.committed if self._replicas is not None else None
-        sequences = getattr(committed, "producer_sequences", None)
-        return dict(sequences()) if sequences is not None else {}
-
-    def _open_transactions(self) -> int:
-        live = self._replicas.live if self._replicas is not None else None
-        count = getattr(live, "open_transactions", None)
-        return int(count()) if count is not None else 0
-
-    async def _follow_markers(self, start: int) -> None:
-        """Read the partition from ``start`` for the upstream's transaction markers while the
-        coordinator shard has open transactions; queue each for replay on the loop.
-
-        With none open, no marker can decide anything, so the follower does not read: it moves
-        its position to the end of our confirmed writes (a transaction's record is written
-        after that, and its marker after the record) and sleeps until a handler returns a
-        transactional write."""
-        reader = PartitionReader(self._bootstrap, self._topic, self.partition, start)
-        # Markers it reads carry the producer's sequence at their place in the log, so that a
-        # marker replayed after our later writes decides only what was written before it.
-        reader.producer_sequences = self._producer_sequences()
-        written = self._transaction_written
-        try:
-            while True:
-                if not self._open_transactions():
-                    # nothing pending: no marker can matter to a request waiting on a barrier
-                    self._release_barriers(self._marker_barriers)
-                    self._marker_barriers = []
-                    pipeline = self._pipeline
-                    if pipeline is not None and pipeline.confirmed_end > reader.position:
-                        reader.seek(pipeline.confirmed_end)
-                        reader.producer_sequences = self._producer_sequences()
-                    written.clear()
-                    if not self._open_transactions() and not self._marker_barriers:
-                        await written.wait()  # checked after clear: no lost wake-up
-                    continue
-                barriers, self._marker_barriers = self._marker_barriers, []
-                # tansu holds an empty fetch for the whole wait even when a marker arrives
-                chunk = await reader.read(timeout_ms=MARKER_POLL_MS)
-                markers = [
-                    deserialize_record(r.key, r.value)
-                    for r in chunk
-                    if r.key is not None and r.key[:2] == TXN_MARKER_PREFIX
-                ]
-                if markers:
-                    self._put(_Markers(markers))
-                if reader.highwater is not None and reader.position >= reader.highwater:
-                    # this fetch started after those requests came: their markers are queued
-                    self._release_barriers(barriers)
-                else:
-                    self._marker_barriers[:0] = barriers
-        finally:
-            await reader.stop()
-
-    def _after_markers(self) -> None:
-        """The core's hook after markers were replayed (restating applied offsets)."""
-        assert self._replicas is not None
-        hook = getattr(self._replicas.live, "after_markers", None)
-        if hook is not None:
-            self._run_internal(lambda: hook(now_ms()), "after markers")
+    def _queue_if_active(self, request: _Request) -> bool:
+        """Queue a request that waited for the marker follower, if we still serve."""
+        if self.state is not PartitionState.ACTIVE:
+            return False
+        self._put(request)
+        return True
 
     def _after_load(self) -> None:
-        """Queue the core's post-load hook (re-arm timers, recheck metadata) on the loop."""
+        """Queue the shard's post-load hook (re-arm timers, recheck metadata) on the loop."""
         assert self._replicas is not None
-        on_loaded = getattr(self._replicas.live, "on_loaded", None)
-        if on_loaded is not None:
-            self._put(_Call(lambda: on_loaded(now_ms()), "load hook"))
+        on_loaded = self._replicas.live.on_loaded
+        self._put(_Call(lambda: on_loaded(now_ms()), "load hook"))
 
     async def _cancel_tasks(self) -> None:
         tasks, self._tasks = self._tasks, []
@@ -466,14 +388,17 @@ class PartitionRuntime:
             await self._fail(exc)
 
     async def _fail(self, exc: BaseException, notify: bool = True) -> None:
+        if self.state in (PartitionState.STOPPED, PartitionState.FAILED):
+            # Already down (resigned, or failed by another task first): nothing left to fail.
+            log.info("partition %d: %s after it stopped: %s", self.partition, type(exc).__name__, exc)
+            return
         fenced = isinstance(exc, Fenced)
         log.warning("partition %d: %s: %s", self.partition, "fenced" if fenced else "failed", exc)
         # Tell the owner before the first await, so that whoever learns of the failure (a
         # caller answered NOT_COORDINATOR) finds the retry already scheduled.
         if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):
             self._on_failure(self, exc)
-        await self.stop()
-        self.state = PartitionState.STOPPED if fenced else PartitionState.FAILED
+        await self._shut_down(PartitionState.STOPPED if fenced else PartitionState.FAILED)
         self.error = f"{type(exc).__name__}: {exc}"
 
     def _commit(self, records: list[Any]) -> None:
@@ -551,17 +476,12 @@ class PartitionRuntime:
                 self._run_internal(operation, f"timer {ev.key}", by_timer=True)
         elif isinstance(ev, _Call):
             self._run_internal(ev.operation, ev.what)
-        elif isinstance(ev, _Markers):
-            stats = getattr(replicas.live, "transaction_stats", None)
-            before = stats() if stats is not None else None
-            replicas.replay_live(ev.records)
-            if before is not None and self._metrics is not None:
-                after = replicas.live.transaction_stats()  # type: ignore[attr-defined]
-                self._metrics.record_transaction_outcomes(after[1] - before[1], after[2] - before[2])
-            assert self._pipeline is not None
-            if not self._pipeline.defer_commit(ev.records):
-                replicas.commit(ev.records)
-            self._after_markers()
+        elif isinstance(ev, MarkersRead):
+            markers = self._markers
+            assert markers is not None  # a stop() empties the queue with the follower
+            markers.replay(ev.records)
+            after_markers = markers.live.after_markers
+            self._run_internal(lambda: after_markers(now_ms()), "after markers")
 
     def _read(self, op: CoordinatorOperation[Any, Any], committed: CoordinatorShard, token: Any) -> Any:
         result = op.run(committed, now_ms(), token)
@@ -610,15 +530,15 @@ class PartitionRuntime:
             self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
             self._replicas.replay_live(records)
-        except Exception as exc:  # a core bug; the live replica may be half-applied
+        except Exception as exc:  # a shard bug; the live replica may be half-applied
             log.exception("partition %d: replay of live records failed", self.partition)
             if fut is not None:
                 fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
         pipeline.add(records, entries, waiters, result.transaction)
-        if result.transaction is not None:
-            self._transaction_written.set()
+        if result.transaction is not None and self._markers is not None:
+            self._markers.transaction_written()
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:

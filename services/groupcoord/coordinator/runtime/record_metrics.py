@@ -1,6 +1,6 @@
 """Counting what a partition writes, for the rebalance and offset metrics.
 
-The cores stay free of metrics: the runtime looks at the records each live request or timer
+Coordinator shards stay free of metrics: the runtime looks at the records each live request or timer
 writes (never at records replayed during a load, which would recount history) and turns them
 into counts — a consumer group's epoch going up or a classic group's generation going up is a
 rebalance; an offset record is a commit. An offset tombstone is an expiry when a timer wrote it
@@ -39,9 +39,13 @@ class RecordCounter:
                 else:
                     commits += 1
             elif kind is ConsumerGroupMetadataKey:
-                self._rebalance(metrics, partition, "consumer", record, "epoch")
+                value = record.value
+                epoch = None if value is None else value.epoch  # type: ignore[attr-defined]
+                self._rebalance(metrics, partition, "consumer", record.key.group_id, epoch)  # type: ignore[attr-defined]
             elif kind is ClassicGroupMetadataKey:
-                self._rebalance(metrics, partition, "classic", record, "generation_id")
+                value = record.value
+                generation = None if value is None else value.generation_id  # type: ignore[attr-defined]
+                self._rebalance(metrics, partition, "classic", record.key.group_id, generation)  # type: ignore[attr-defined]
         if commits:
             metrics.record_offset_commits(commits, partition=partition)
         if deletions and by_timer:
@@ -50,13 +54,13 @@ class RecordCounter:
             metrics.record_offset_deletions(deletions)
 
     def _rebalance(
-        self, metrics: Any, partition: int, protocol: str, record: CoordinatorRecord, field: str
+        self, metrics: Any, partition: int, protocol: str, group_id: str, epoch: int | None
     ) -> None:
-        key = (protocol, record.key.group_id)  # type: ignore[attr-defined]
-        if record.value is None:
+        """A group's epoch (consumer) or generation (classic) as written; None: deleted."""
+        key = (protocol, group_id)
+        if epoch is None:
             self._epochs.pop(key, None)
             return
-        epoch = int(getattr(record.value, field))
         if epoch > self._epochs.get(key, 0):
             metrics.record_rebalance(protocol, partition=partition)
         self._epochs[key] = epoch

@@ -14,14 +14,10 @@ tansu, and fencing is done with epochs, see :mod:`.fencing`). aiokafka keeps one
 request in flight per broker and mutes a partition while its batch is in flight, so batches
 of one partition land in the order they were sent.
 
-Transactional offsets (TxnOffsetCommit) are the exception: their records are written as a
-transactional batch of the *client's* producer (its transactional id, producer id, epoch and a
-sequence we keep), with a raw Produce request, so that the upstream transaction coordinator
-writes its COMMIT/ABORT marker into our partition. Measured on tansu 0.6.0: it writes markers
-only into partitions that hold a transactional batch of the producer (AddPartitionsToTxn alone
-is not enough), validates sequences (DUPLICATE/OUT_OF_ORDER_SEQUENCE_NUMBER) and refuses a
-fenced epoch (PRODUCER_FENCED). Readers turn control batches into marker records
-(:class:`ControlRecord`), which the cores replay like any other record.
+Transactional offsets (TxnOffsetCommit) are the exception: they are written as a batch of the
+client's producer (:mod:`.transactions`, through :attr:`StateLogWriter.client`). Readers turn
+the upstream's control batches (its COMMIT/ABORT markers) into marker records
+(:class:`ControlRecord`), which coordinator shards replay like any other record.
 """
 
 from __future__ import annotations
@@ -38,14 +34,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
-from aiokafka.protocol.produce import ProduceRequest
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
-from groupcoord.common.errors import ErrorCode
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.topic_replication import Replication, fit_replication
-from groupcoord.coordinator.core.contract import TransactionalWrite, serialize_record
+from groupcoord.coordinator.core.contract import serialize_record
 from groupcoord.coordinator.core.txn_offsets import marker_record
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
@@ -55,34 +48,6 @@ MAX_BATCH_BYTES = 1 << 20
 FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
 _CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
-# Answers to a transactional batch meaning "not written, and retrying will not help": the
-# producer is fenced, its transaction is not open, or we may not write for it.
-REFUSED_TRANSACTIONAL_WRITE = frozenset(
-    e.value
-    for e in (
-        ErrorCode.producer_fenced,
-        ErrorCode.invalid_producer_epoch,
-        ErrorCode.invalid_txn_state,
-        ErrorCode.invalid_producer_id_mapping,
-        ErrorCode.out_of_order_sequence_number,
-        ErrorCode.unknown_producer_id,
-        ErrorCode.transactional_id_authorization_failed,
-        ErrorCode.topic_authorization_failed,
-    )
-)
-
-
-class TransactionalWriteRefused(Exception):
-    """The upstream refused a transactional batch: nothing was written."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class TransactionalWriteDuplicate(Exception):
-    """The upstream already has this batch (DUPLICATE_SEQUENCE_NUMBER): a write reported
-    failed did land, so only a reload makes the state match the log again."""
 
 
 class ControlRecord:
@@ -180,50 +145,11 @@ class StateLogWriter:
     async def stop(self) -> None:
         await self._producer.stop()
 
-    async def append_transactional(
-        self, partition: int, entries: Sequence[Entry], tag: bytes | None, txn: TransactionalWrite
-    ) -> list[tuple[int, int]]:
-        """Write ``entries`` as one transactional batch of the client's producer ``txn``
-        (acks=all); returns its (first, last) offsets. Raises TransactionalWriteRefused when
-        the upstream refuses it (certainly not written); any other exception means "maybe
-        written", as for :meth:`append`."""
-        headers = [(FENCE_HEADER, tag)] if tag is not None else []
-        builder = DefaultRecordBatchBuilder(
-            magic=2,
-            compression_type=0,
-            is_transactional=True,
-            producer_id=txn.producer_id,
-            producer_epoch=txn.producer_epoch,
-            base_sequence=txn.base_sequence,
-            batch_size=MAX_BATCH_BYTES,
-        )
-        for i, (key, value) in enumerate(entries):
-            if builder.append(i, timestamp=None, key=key, value=value, headers=headers) is None:
-                raise ValueError("a transactional offset commit exceeds the batch size")
-        client = self._producer.client
-        tp = TopicPartition(self.topic, partition)
-        node = client.cluster.leader_for_partition(tp)
-        if node is None or node == -1:
-            await client.force_metadata_update()
-            node = client.cluster.leader_for_partition(tp)
-            if node is None or node == -1:
-                raise Errors.NotLeaderForPartitionError(f"no leader for {tp}")
-        request = ProduceRequest(
-            txn.transactional_id, -1, 30000, [(self.topic, [(partition, bytes(builder.build()))])]
-        )
-        response = await client.send(node, request)
-        for _topic, partitions in response.topics:
-            for _partition, error_code, offset, *_rest in partitions:
-                if error_code == ErrorCode.duplicate_sequence_number.value:
-                    raise TransactionalWriteDuplicate(f"{txn} at {tp}")
-                if error_code in REFUSED_TRANSACTIONAL_WRITE:
-                    raise TransactionalWriteRefused(
-                        error_code, f"upstream refused the transactional batch of {txn}: {error_code}"
-                    )
-                if error_code != 0:
-                    raise Errors.for_code(error_code)(f"transactional write to {tp}")
-                return [(offset, offset + len(entries) - 1)]
-        raise Errors.KafkaError(f"no answer for {tp} in the produce response")
+    @property
+    def client(self) -> AIOKafkaClient:
+        """The producer's connections, for writes aiokafka's producer cannot make (a client's
+        transactional batch: :func:`.transactions.append_transactional`)."""
+        return self._producer.client
 
     async def append(
         self, partition: int, entries: Sequence[Entry], tag: bytes | None

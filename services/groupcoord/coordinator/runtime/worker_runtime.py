@@ -21,8 +21,9 @@ from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.partitioning import worker_for
-from groupcoord.coordinator.core.contract import CoordinatorOperation
-from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime, PartitionState
+from groupcoord.coordinator.core.contract import CoordinatorOperation, TransactionalShard
+from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
+from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.coordinator.runtime.write_pipeline import Fenced
@@ -173,9 +174,7 @@ class WorkerRuntime:
         out = []
         for p in sorted(self._parts):
             part = self._parts[p]
-            counts_of = getattr(part.committed_shard, "group_counts", None) or _totals_of(
-                part.committed_shard
-            )
+            shard = part.committed_shard
             out.append(
                 PartitionInfo(
                     partition=p,
@@ -184,7 +183,7 @@ class WorkerRuntime:
                     queue_size=part.queue_size,
                     load_time_ms=part.load_time_ms,
                     records_loaded=part.records_loaded,
-                    group_counts=dict(counts_of()) if counts_of is not None else {},
+                    group_counts=shard.group_counts() if shard is not None else {},
                     error=part.error,
                 )
             )
@@ -202,13 +201,13 @@ class WorkerRuntime:
                 continue
             states[p] = part.state.value
             m.set_event_queue_size(p, part.queue_size)
-            by_state = getattr(part.committed_shard, "group_state_counts", None)
-            if by_state is not None and part.state is PartitionState.ACTIVE:
-                consumer, classic = by_state()
-                m.set_group_counts(p, consumer, classic)
-            txn_stats = getattr(part.committed_shard, "transaction_stats", None)
-            if txn_stats is not None and part.state is PartitionState.ACTIVE:
-                m.set_pending_transactional_offsets(p, txn_stats()[0])
+            shard = part.committed_shard
+            if shard is None or part.state is not PartitionState.ACTIVE:
+                continue
+            consumer, classic = shard.group_state_counts()
+            m.set_group_counts(p, consumer, classic)
+            if isinstance(shard, TransactionalShard):
+                m.set_pending_transactional_offsets(p, shard.transaction_stats()[0])
         m.set_partition_states(states)
 
     def active_partitions(self) -> list[tuple[int, int]]:
@@ -307,16 +306,3 @@ class WorkerRuntime:
             self._fenced_at[part.partition] = part.epoch
             return
         self._retry_later(part.partition)
-
-
-def _totals_of(shard: object) -> Any:
-    """``group_counts`` derived from a shard's ``group_state_counts`` (consumer, classic)."""
-    by_state = getattr(shard, "group_state_counts", None)
-    if by_state is None:
-        return None
-
-    def totals() -> dict[str, int]:
-        consumer, classic = by_state()
-        return {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
-
-    return totals

@@ -24,7 +24,7 @@ as one transactional batch of that producer. If the upstream refuses it (the pro
 fenced...), its callers get that error and the partition reloads from the log (its live replica
 holds the refused records).
 Transaction markers the upstream writes into the partition are foreign records in the gaps;
-the gap check passes over them (the partition loop's marker follower replays them).
+the gap check passes over them (the marker follower of :mod:`.transactions` replays them).
 """
 
 from __future__ import annotations
@@ -39,12 +39,11 @@ from typing import Any
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, TransactionalWrite
 from groupcoord.coordinator.runtime.fencing import TXN_MARKER_PREFIX, Fence, ReplayFilter
-from groupcoord.coordinator.runtime.statelog import (
-    Entry,
-    PartitionReader,
-    StateLogWriter,
+from groupcoord.coordinator.runtime.statelog import Entry, PartitionReader, StateLogWriter
+from groupcoord.coordinator.runtime.transactions import (
     TransactionalWriteDuplicate,
     TransactionalWriteRefused,
+    append_transactional,
 )
 from groupcoord.observability.shard_metrics import ShardMetrics
 
@@ -173,8 +172,8 @@ class WritePipeline:
                 if w.transaction is None:
                     spans = await self._writer.append(self.partition, w.entries, tag)
                 else:
-                    spans = await self._writer.append_transactional(
-                        self.partition, w.entries, tag, w.transaction
+                    spans = await append_transactional(
+                        self._writer, self.partition, w.entries, tag, w.transaction
                     )
             except asyncio.CancelledError:
                 raise
@@ -186,7 +185,7 @@ class WritePipeline:
                     if not fut.done():
                         fut.set_exception(error)
                 # Not a revert: a client can cause this (a fenced producer), and reloading from
-                # the log is the one way back that every core supports (the partition's other
+                # the log is the one way back that every shard supports (the partition's other
                 # callers get NOT_COORDINATOR and retry while it reloads).
                 raise NeedsReload(f"partition {self.partition}: {refused}") from refused
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later

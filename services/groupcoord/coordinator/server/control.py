@@ -10,7 +10,7 @@ import asyncio
 
 import grpc
 
-from groupcoord.coordinator.runtime.partition_loop import PartitionState
+from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.health import ShardHealth
 from groupcoord.rpc.v1 import shard_control_pb2 as sc

@@ -33,6 +33,7 @@ from groupcoord.coordinator.core.contract import (
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
+from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
 
 Operation = Callable[[Any], CoordinatorOperation[GroupCoordinatorShard, Any]]
@@ -105,10 +106,6 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, runtime: WorkerRuntime) -> None:
         self.dispatcher = EnvelopeDispatcher(runtime, coordinator_pb2.CoordinatorReply, OPERATIONS)
 
-    async def Stream(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
-        async for reply in self.dispatcher.stream(request_iterator, context):
-            yield reply
-
     async def Batches(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         def batch(replies: list[Any]) -> coordinator_pb2.CoordinatorReplyBatch:
             return coordinator_pb2.CoordinatorReplyBatch(replies=replies)
@@ -127,13 +124,6 @@ def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
     return GroupCoordinatorShard(armed, GroupConfig.from_env(os.environ), partition=partition)
 
 
-def group_core() -> Any:
-    """The ``--core group`` binding used by :mod:`.worker`."""
-    from groupcoord.coordinator.server.worker import Core  # noqa: PLC0415 - worker imports us lazily
-
-    return Core(group_shard_factory, add_coordinator_service, background=(follow_topic_metadata,))
-
-
 async def follow_topic_metadata(runtime: WorkerRuntime) -> None:
     """Worker-lifetime task: keep every active partition on the upstream cluster's topics
     (ids, partition counts, racks), so KIP-848 groups rebalance when their topics change."""
@@ -146,3 +136,9 @@ async def follow_topic_metadata(runtime: WorkerRuntime) -> None:
         await asyncio.Event().wait()
     finally:
         await refresher.stop()
+
+
+GROUP_COORDINATOR = HostedShards(
+    group_shard_factory, add_coordinator_service, background=(follow_topic_metadata,)
+)
+"""What the product's workers host: the group coordinator's shards behind the Coordinator service."""

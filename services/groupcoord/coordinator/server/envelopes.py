@@ -2,8 +2,8 @@
 
 A client keeps bidirectional streams to a worker (the gateway: a few ``Coordinator.Batches``
 streams per worker, each partition always on the same one) and sends
-``{correlation_id, partition, oneof request}`` envelopes without waiting, many per message on a
-``Batches`` stream; each runs on its partition's loop and the reply
+``{correlation_id, partition, oneof request}`` envelopes without waiting, many per message;
+each runs on its partition's loop and the reply
 ``{correlation_id, error_code, oneof response}`` goes back when its write is committed (a read:
 at once), out of order. Measured here, unary Python gRPC does ~1.3–3.6k calls/s
 while a stream with many messages in flight does 7–10k/s, hence streams. A service shaped
@@ -66,26 +66,20 @@ class EnvelopeDispatcher:
         context: grpc.aio.ServicerContext,
         reply_batch: Callable[[list[Message]], Message],
     ) -> AsyncIterator[Message]:
-        """Like :meth:`stream`, with many envelopes per gRPC message each way: Python gRPC
-        costs far more per message than per byte, so a client sends whatever it has queued
-        as one batch, and the replies that are ready together go back as one batch."""
+        """Run a stream of envelope batches; yield reply batches. Many envelopes per gRPC
+        message each way: Python gRPC costs far more per message than per byte, so a client
+        sends whatever it has queued as one batch, and the replies that are ready together go
+        back as one batch."""
 
         async def envelopes() -> AsyncIterator[Any]:
             async for batch in batches:
                 for envelope in batch.envelopes:
                     yield envelope
 
-        async for replies in self._replies(envelopes(), batched=True):
+        async for replies in self._replies(envelopes()):
             yield reply_batch(replies)
 
-    async def stream(
-        self, requests: AsyncIterator[Any], context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[Message]:
-        async for replies in self._replies(requests, batched=False):
-            for reply in replies:
-                yield reply
-
-    async def _replies(self, requests: AsyncIterator[Any], batched: bool) -> AsyncIterator[list[Message]]:
+    async def _replies(self, requests: AsyncIterator[Any]) -> AsyncIterator[list[Message]]:
         replies: asyncio.Queue[Message | None] = asyncio.Queue()
         outstanding = 0
         reading_done = False
@@ -136,7 +130,7 @@ class EnvelopeDispatcher:
                         return
                     continue
                 ready = [reply]
-                while batched and not replies.empty():
+                while not replies.empty():
                     more = replies.get_nowait()
                     if more is None:
                         replies.put_nowait(None)  # keep the end-of-input mark for the next turn

@@ -28,7 +28,9 @@ from prometheus_client import CollectorRegistry
 from groupcoord.common import kafka_security
 from groupcoord.common.partitioning import DEFAULT_PARTITIONS, DEFAULT_STATE_TOPIC
 from groupcoord.coordinator.runtime.statelog import ensure_topic
-from groupcoord.coordinator.server.worker import GROUP_CORE, WorkerConfig, worker_main
+from groupcoord.coordinator.server.coordinator_service import GROUP_COORDINATOR
+from groupcoord.coordinator.server.hosted_shards import HostedShards
+from groupcoord.coordinator.server.worker import WorkerConfig, worker_main
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
@@ -111,11 +113,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM: report NOT_SERVING to health checks and keep serving up to this many "
         "seconds until the control plane has moved this shard's partitions away (default 0)",
     )
-    parser.add_argument(
-        "--core",
-        default=GROUP_CORE,
-        help="coordinator shards to host: 'group' (default) or module:function returning a worker Core",
-    )
 
 
 def peer_host(bind_host: str) -> str:
@@ -141,7 +138,6 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             metric_samples_interval_s=args.metric_samples_interval,
             lag_interval_s=args.lag_interval,
             lag_top_partitions=args.lag_top_partitions,
-            core=args.core,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),
             drain_timeout_s=args.drain_timeout,
@@ -150,7 +146,8 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
     ]
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, hosted: HostedShards = GROUP_COORDINATOR) -> int:
+    """Run the shard process; its workers host the group coordinator, or what a test binds."""
     if args.threads < 1 or args.partitions < 1:
         raise SystemExit("--threads and --partitions must be at least 1")
     if args.replication_factor < 1 or args.min_insync_replicas < 1:
@@ -171,7 +168,7 @@ def main(args: argparse.Namespace) -> int:
             reports[c.worker], report = ctx.Pipe(duplex=False)
             sending_ends.append(report)
         procs.append(
-            ctx.Process(target=worker_main, args=(c, report), name=f"shard-{c.shard_id}-w{c.worker}")
+            ctx.Process(target=worker_main, args=(c, report, hosted), name=f"shard-{c.shard_id}-w{c.worker}")
         )
     metrics_server = None
     if args.metrics_port:

@@ -17,7 +17,7 @@ import importlib
 import logging
 import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -25,10 +25,11 @@ from typing import Any
 import grpc
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
-from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
+from groupcoord.coordinator.server.coordinator_service import GROUP_COORDINATOR
 from groupcoord.coordinator.server.health import ShardHealth
+from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
 from groupcoord.observability.consumer_lag import (
@@ -44,8 +45,6 @@ from groupcoord.observability.shard_metrics import ShardMetrics
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 log = logging.getLogger(__name__)
-
-GROUP_CORE = "group"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,34 +65,9 @@ class WorkerConfig:
     metric_samples_interval_s: float = 0.0  # 0: no samples to the metrics topic
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S  # consumer lag export (with /metrics); 0: off
     lag_top_partitions: int = DEFAULT_LAG_TOP_N
-    core: str = GROUP_CORE
     leadership: str = "local"
     log_level: str = "INFO"
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
-
-
-@dataclass(frozen=True, slots=True)
-class Core:
-    """What a core brings: how to build a partition's coordinator shard, and how to serve it
-    over gRPC."""
-
-    factory: ShardFactory
-    add_services: Callable[[grpc.aio.Server, WorkerRuntime], None]
-    # Worker-lifetime tasks of the core (e.g. the topic-metadata refresher feeding partitions
-    # through ``runtime.submit``); each is started after the runtime and cancelled at exit.
-    background: tuple[Callable[[WorkerRuntime], Coroutine[Any, Any, None]], ...] = ()
-
-
-def load_core(spec: str) -> Core:
-    """``group`` (the group coordinator), or ``module:function`` naming a function that returns
-    a :class:`Core` (how tests run worker processes with a test core of their own)."""
-    if spec == GROUP_CORE:
-        module = importlib.import_module("groupcoord.coordinator.server.coordinator_service")
-        return module.group_core()  # type: ignore[no-any-return]
-    module_name, colon, function = spec.partition(":")
-    if not colon or not module_name or not function:
-        raise ValueError(f"unknown core {spec!r}: '{GROUP_CORE}' or 'module:function'")
-    return getattr(importlib.import_module(module_name), function)()  # type: ignore[no-any-return]
 
 
 async def _watch_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
@@ -176,18 +150,21 @@ async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricS
 
 
 async def serve(
-    config: WorkerConfig, ready: Callable[[], None] | None = None, metrics_report: Connection | None = None
+    config: WorkerConfig,
+    hosted: HostedShards,
+    ready: Callable[[], None] | None = None,
+    metrics_report: Connection | None = None,
 ) -> None:
-    """Run one worker until SIGTERM/SIGINT (or cancellation). With ``config.metrics`` the port
-    of its loopback ``/metrics`` endpoint is sent over ``metrics_report``."""
-    core = load_core(config.core)
+    """Run one worker hosting ``hosted`` until SIGTERM/SIGINT (or cancellation). With
+    ``config.metrics`` the port of its loopback ``/metrics`` endpoint is sent over
+    ``metrics_report``."""
     publishes_samples = config.metric_samples_interval_s > 0
     metrics = ShardMetrics(config.shard_id) if config.metrics or publishes_samples else None
     runtime = WorkerRuntime(
         bootstrap=config.bootstrap,
         topic=config.topic,
         partitions=config.partitions,
-        shard_factory=core.factory,
+        shard_factory=hosted.factory,
         shard_id=config.shard_id,
         worker=config.worker,
         workers=config.workers,
@@ -209,7 +186,7 @@ async def serve(
     sc_grpc.add_ShardControlServicer_to_server(
         ShardControlServicer(runtime, config.peer_host, config.grpc_port, health), server
     )
-    core.add_services(server, runtime)
+    hosted.add_services(server, runtime)
     port = config.grpc_port + config.worker
     if server.add_insecure_port(f"{config.bind_host}:{port}") == 0:
         raise OSError(f"cannot listen on {config.bind_host}:{port}")
@@ -218,7 +195,7 @@ async def serve(
     stop = stop_on_signals()
     await runtime.start()
     await health.mark_started()
-    background = [asyncio.create_task(job(runtime)) for job in core.background]
+    background = [asyncio.create_task(job(runtime)) for job in hosted.background]
     if metrics is not None:
         background.append(asyncio.create_task(_publish_metrics(runtime)))
     if metrics is not None and config.metrics:
@@ -276,7 +253,9 @@ async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) 
         log.info("drain timeout: stopping while still leading %s", runtime.led_partitions())
 
 
-def worker_main(config: WorkerConfig, metrics_report: Connection | None = None) -> None:
+def worker_main(
+    config: WorkerConfig, metrics_report: Connection | None = None, hosted: HostedShards = GROUP_COORDINATOR
+) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
     logging.basicConfig(
         level=getattr(logging, config.log_level.upper(), logging.INFO),
@@ -285,4 +264,4 @@ def worker_main(config: WorkerConfig, metrics_report: Connection | None = None) 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
-        runner.run(serve(config, metrics_report=metrics_report))
+        runner.run(serve(config, hosted, metrics_report=metrics_report))

@@ -1,0 +1,33 @@
+"""What a worker process hosts: the coordinator shards of its partitions and how they are served.
+
+The worker (:mod:`.worker`) is the same for any kind of coordinator shard: a runtime, a gRPC
+server, health, metrics. What differs is bundled here, so that the product binds the group
+coordinator (``coordinator_service.GROUP_COORDINATOR``) in code, and tests bind a state machine
+of their own through the same entry (``supervisor.main(args, hosted)``) without the product
+naming any test module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from groupcoord.coordinator.runtime.replicas import ShardFactory
+from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
+
+
+@dataclass(frozen=True)
+class HostedShards:
+    """How to build a partition's coordinator shard, and how to serve it over gRPC.
+
+    Sent to each spawned worker process, so every field must pickle (module-level functions
+    and classes do)."""
+
+    factory: ShardFactory
+    add_services: Callable[[grpc.aio.Server, WorkerRuntime], None]
+    # Worker-lifetime tasks (e.g. the topic-metadata refresher feeding partitions through
+    # ``runtime.submit``); each is started after the runtime and cancelled at exit.
+    background: tuple[Callable[[WorkerRuntime], Coroutine[Any, Any, None]], ...] = ()

@@ -1,0 +1,73 @@
+"""The runtime calls every hook of the CoordinatorShard Protocol directly (no probing), so the
+shards it hosts must have all of them; the transactional hooks only a TransactionalShard has."""
+
+from __future__ import annotations
+
+import inspect
+
+from register_core import RegisterShard
+
+from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.contract import CoordinatorShard, TransactionalShard
+from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
+from groupcoord.coordinator.runtime.timers import LoopTimer
+from groupcoord.rpc.v1 import offsets_pb2
+
+
+def hooks(protocol: type) -> set[str]:
+    return {name for name, _ in inspect.getmembers(protocol) if not name.startswith("_")}
+
+
+def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
+    assert hooks(CoordinatorShard) == {
+        "replay",
+        "on_loaded",
+        "on_metadata_update",
+        "group_counts",
+        "group_state_counts",
+        "data",
+        "restore",
+    }
+    assert hooks(TransactionalShard) == {
+        "open_transactions",
+        "producer_sequences",
+        "after_markers",
+        "transaction_stats",
+    }
+
+
+def test_the_register_shard_implements_every_hook_and_is_not_transactional() -> None:
+    shard = RegisterShard(0, LoopTimer(lambda _event: None))
+    assert all(hasattr(shard, name) for name in hooks(CoordinatorShard))
+    assert not isinstance(shard, TransactionalShard)  # so no marker follower runs for it
+
+
+def test_the_group_coordinator_shard_is_transactional() -> None:
+    shard = GroupCoordinatorShard(LoopTimer(lambda _event: None), GroupConfig())
+    assert isinstance(shard, TransactionalShard)
+    assert shard.group_counts() == {"consumer": 0, "classic": 0}
+    assert shard.group_state_counts() == ({}, {})
+
+
+def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed() -> None:
+    shard = GroupCoordinatorShard(LoopTimer(lambda _event: None), GroupConfig())
+    for group in ("a", "b"):  # an offset commit with no generation creates a simple classic group
+        request = offsets_pb2.OffsetCommitRequest(
+            api_version=8,
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            retention_time_ms=-1,
+            topics=[
+                offsets_pb2.OffsetCommitRequestTopic(
+                    name="orders",
+                    partitions=[
+                        offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=1)
+                    ],
+                )
+            ],
+        )
+        for record in shard.offset_commit(request, 0).records:
+            shard.replay(record)
+    consumer, classic = shard.group_state_counts()
+    assert shard.group_counts() == {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
+    assert shard.group_counts() == {"consumer": 0, "classic": 2}
