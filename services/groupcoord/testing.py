@@ -38,7 +38,9 @@ class BackgroundCluster:
     ) -> BackgroundCluster:
         """The gateway alone, as ``groupcoord up --no-coordinator`` runs it: every API,
         the group APIs included, forwarded to ``upstream``."""
-        options = ClusterOptions(port=0, no_coordinator=True, metrics=False, listener_security=listener_security)
+        options = ClusterOptions(
+            port=0, no_coordinator=True, metrics=False, listener_security=listener_security
+        )
         return cls(upstream, options)
 
     def run(self, coro: Any, timeout: float = 60.0) -> Any:

@@ -71,7 +71,10 @@ async def serve(args: argparse.Namespace) -> None:
         from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership  # noqa: PLC0415
 
         follower = LayoutFollower(_shard_addresses(args.shard_address_template))
-        source = KubernetesLeadership.from_ref(args.leadership)
+        try:
+            source = KubernetesLeadership.from_ref(args.leadership)
+        except ValueError as exc:
+            raise SystemExit(f"--leadership: {exc}") from None
         following = asyncio.create_task(source.follow(follower.placement_published))
     gateway = await build_gateway(options, follower.table if follower is not None else None)
     if args.metrics_port:
