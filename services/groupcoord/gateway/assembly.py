@@ -127,7 +127,8 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     if leadership is not None:
         policy = options.acl_policy
         if isinstance(policy, UpstreamAcls):
-            owned.callback(await _follow_upstream_acls(policy, upstream).cancel)
+            refreshing = await _follow_upstream_acls(policy, upstream)
+            owned.callback(refreshing.cancel)
         shards = ShardClient()
         owned.push_async_callback(shards.close)
         group_apis = GroupApis(
