@@ -152,14 +152,14 @@ def run(args: list[str]) -> dict[str, object]:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
-    from groupcoord.gateway.background import BackgroundGateway  # noqa: PLC0415
+    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=500)
     opts = parser.parse_args(args)
-    with EmbeddedBroker() as broker, BackgroundGateway((broker.host, broker.port)) as gw:
+    with EmbeddedBroker() as broker, BackgroundCluster.proxy((broker.host, broker.port)) as gw:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         results = {}
         for label, bootstrap in (("direct", broker.bootstrap), ("gateway", gw.bootstrap)):

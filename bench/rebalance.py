@@ -47,9 +47,9 @@ async def scenario(bootstrap: str, topic: str, members: int) -> dict[str, object
 def run(args: list[str]) -> dict[str, object]:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
-    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--members", type=int, default=100)

@@ -135,11 +135,11 @@ def produce_rate(bootstrap: str, config: dict, topic: str, records: int, size: i
 def run(args: list[str]) -> dict[str, object]:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
-    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
     from groupcoord.common.kafka_security import KafkaSecurity  # noqa: PLC0415
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
     from groupcoord.gateway.listener_security import ListenerSecurity  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--heartbeats", type=int, default=20_000)

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.background import BackgroundGateway
+from groupcoord.testing import BackgroundCluster
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +30,9 @@ def fresh_broker(tmp_path) -> Iterator[EmbeddedBroker]:
 
 
 @pytest.fixture(scope="session")
-def gateway(broker: EmbeddedBroker) -> Iterator[BackgroundGateway]:
+def gateway(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
     """The gateway in front of the session broker (group APIs forwarded upstream)."""
-    with BackgroundGateway((broker.host, broker.port)) as gw:
+    with BackgroundCluster.proxy((broker.host, broker.port)) as gw:
         yield gw
 
 

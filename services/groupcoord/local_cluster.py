@@ -15,24 +15,22 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
-from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway import listener_security
+from groupcoord.gateway import assembly, listener_security
 from groupcoord.gateway.advertised_host import advertised_host
-from groupcoord.gateway.command import parse_address
-from groupcoord.gateway.group_apis import GroupApis
-from groupcoord.gateway.group_authorization import GroupAuthorization
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.server import Gateway
-from groupcoord.gateway.shard_client import ShardClient
 from groupcoord.gateway.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
@@ -47,14 +45,7 @@ def state_file(port: int) -> Path:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--port", type=int, default=9092, help="gateway bootstrap port (default 9092)")
-    parser.add_argument("--host", default="127.0.0.1", help="address the gateway listens on")
-    parser.add_argument(
-        "--advertised-host",
-        default=None,
-        help="host name clients are told to connect to (default: --host, or the machine's "
-        "fully qualified host name when --host is 0.0.0.0)",
-    )
+    assembly.add_arguments(parser, host="127.0.0.1")
     parser.add_argument(
         "--kafka",
         type=parse_address,
@@ -65,7 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1, help="worker processes per shard (default 1)")
     parser.add_argument("--partitions", type=int, default=50, help="state-topic partitions (default 50)")
     parser.add_argument("--standbys", type=int, default=0, help="hot standbys per partition (default 0)")
-    parser.add_argument("--state-topic", default="__groupcoord_state", help="state topic name")
     parser.add_argument("--log-dir", type=Path, default=None, help="write shard logs here")
     parser.add_argument(
         "--metrics-port", type=int, default=0, help="gateway /metrics port (default: a free port)"
@@ -90,9 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
     )
-    kafka_security.add_arguments(parser)
-    listener_security.add_arguments(parser)
-    acl_file.add_arguments(parser)
 
 
 @dataclass
@@ -106,7 +93,7 @@ class ClusterOptions:
     threads: int = 1
     partitions: int = 50
     standbys: int = 0
-    state_topic: str = "__groupcoord_state"
+    state_topic: str = DEFAULT_STATE_TOPIC
     log_dir: Path | None = None
     no_coordinator: bool = False
     metrics: bool = True
@@ -118,48 +105,43 @@ class ClusterOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in vars(args).items() if k in names})
+        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy"}
+        return cls(
+            **{k: v for k, v in vars(args).items() if k in names},
+            listener_security=listener_security.from_arguments(args),
+            acl_policy=acl_file.from_arguments(args),
+        )
+
+    def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
+        """The gateway's share of these options (its upstream security: the environment's)."""
+        return GatewayOptions(
+            upstream,
+            host=self.host,
+            port=self.port,
+            advertised_host=self.advertised_host,
+            state_topic=self.state_topic,
+            listener_security=self.listener_security or listener_security.ListenerSecurity(),
+            acl_policy=self.acl_policy,
+            metrics=self.metrics,
+        )
 
 
 class LocalCluster:
     """Control plane + shards + gateway in front of ``upstream``, started and stopped together."""
 
     def __init__(self, options: ClusterOptions, upstream: tuple[str, int]) -> None:
-        self.args = args = options
+        self.args = options
         self.upstream = upstream
-        self.advertised_host = advertised_host(args.host, args.advertised_host)
-        self.gateway = Gateway(
-            upstream,
-            listen_host=args.host,
-            port=args.port,
-            advertised_host=self.advertised_host,
-            listener_security=args.listener_security or listener_security.ListenerSecurity(),
-        )
+        self.advertised_host = advertised_host(options.host, options.advertised_host)
+        self.gateway: Gateway | None = None  # built by start()
         self.control: LocalControlPlane | None = None
-        self.shard_client: ShardClient | None = None
+        self.metrics_server: Any = None
 
     async def start(self) -> None:
         args = self.args
-        if not args.no_coordinator:
-            table = LeadershipTable(args.partitions)
-            self.shard_client = ShardClient()
-            if isinstance(args.acl_policy, UpstreamAcls):  # the upstream's own ACLs
-                args.acl_policy.ask = self.gateway.upstream_request
-                try:
-                    await args.acl_policy.refresh()
-                except UpstreamAclsUnavailable as exc:
-                    raise SystemExit(f"authorization: upstream ACLs: {exc}") from None
-                self.acl_refresh = asyncio.create_task(args.acl_policy.run())
-            self.gateway.group_handler = GroupApis(
-                table,
-                self.shard_client,
-                self.gateway.upstream_request,
-                self.gateway.coordinator_node,
-                authorization=GroupAuthorization(args.acl_policy) if args.acl_policy is not None else None,
-                upstream_at=self.gateway.upstream_request_at,
-                state_topic=args.state_topic,
-            )
+        table = None if args.no_coordinator else LeadershipTable(args.partitions)
+        self.gateway = await build_gateway(args.gateway_options(self.upstream), table)
+        if table is not None:
 
             def publish(placement: dict, processes: dict) -> None:
                 table.update(
@@ -188,13 +170,8 @@ class LocalCluster:
             await self.control.start()
         if args.metrics:
             from groupcoord.embedded_broker import free_port  # noqa: PLC0415
-            from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415
             from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
-            self.gateway.metrics = GatewayMetrics()
-            handler = self.gateway.group_handler
-            if isinstance(handler, GroupApis):
-                self.gateway.metrics.watch_leadership(handler.leadership)
             self.metrics_server, _ = serve_metrics(args.metrics_port or free_port(), addr=args.host)
             if self.control is not None:
                 self.control.extra_state["gateway_metrics"] = (
@@ -207,7 +184,7 @@ class LocalCluster:
         """host:port of every /metrics endpoint: the gateway's and each shard process's (which
         serves all its workers' series, labelled ``worker``)."""
         targets = []
-        if getattr(self, "metrics_server", None) is not None:
+        if self.metrics_server is not None:
             targets.append(f"{self.advertised_host}:{self.metrics_server.server_port}")
         if self.control is not None:
             for proc in self.control.processes.values():
@@ -216,13 +193,10 @@ class LocalCluster:
         return targets
 
     async def stop(self) -> None:
-        if getattr(self, "acl_refresh", None) is not None:
-            self.acl_refresh.cancel()
-        await self.gateway.stop()
-        if getattr(self, "metrics_server", None) is not None:
+        if self.gateway is not None:
+            await self.gateway.stop()
+        if self.metrics_server is not None:
             self.metrics_server.shutdown()
-        if self.shard_client is not None:
-            await self.shard_client.close()
         if self.control is not None:
             await self.control.stop()
 
@@ -243,13 +217,11 @@ async def _check_upstream_credentials(upstream: tuple[str, int]) -> None:
 async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
     if args.kafka is not None:
         await _check_upstream_credentials(upstream)
-    options = ClusterOptions.from_args(args)
-    options.listener_security = listener_security.from_arguments(args)
-    options.acl_policy = acl_file.from_arguments(args)
-    cluster = LocalCluster(options, upstream)
+    cluster = LocalCluster(ClusterOptions.from_args(args), upstream)
     stop = stop_on_signals()
     try:
         await cluster.start()
+        assert cluster.gateway is not None
         host, port = cluster.gateway.bootstrap_address
         shards = (
             "no coordinator shards"

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 
 from groupcoord.authorization.acl_file import AclFile
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
+from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 

@@ -29,12 +29,12 @@ from groupcoord.authorization.acls import (
     Permission,
     ResourceType,
 )
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
+from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 

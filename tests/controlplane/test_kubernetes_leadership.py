@@ -7,6 +7,7 @@ see the current placement first and then every change, and ignore other resource
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
 from typing import Any
@@ -87,3 +88,45 @@ async def test_watch_yields_current_then_every_change(kmock: kmock.KubernetesEmu
         await send(kmock, "patch", f"{COLLECTION}/orders", {"metadata": {"labels": {"poke": "1"}}})
         await asyncio.to_thread(thread.join, 10)
     assert not thread.is_alive()
+
+
+async def test_follow_delivers_each_placement_on_the_loop_until_cancelled(
+    kmock: kmock.KubernetesEmulator,
+) -> None:
+    """What shard workers and gateways run: the watch on a thread of its own, every placement
+    handed to the caller on its event loop, in order; cancelling stops the watch thread."""
+    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
+        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
+    )
+    first = place(4, [0, 1])
+    await send(kmock, "post", COLLECTION, resource("billing", first))
+    configuration = k8s.Configuration()
+    configuration.host = str(kmock.url).rstrip("/")
+    source = KubernetesLeadership.from_ref(f"kubernetes:{NS}/billing", k8s.ApiClient(configuration))
+
+    loop = asyncio.get_running_loop()
+    seen: asyncio.Queue = asyncio.Queue()
+
+    def on_placement(placement) -> None:
+        assert asyncio.get_running_loop() is loop  # called on the follower's loop, not the thread
+        seen.put_nowait(placement)
+
+    following = asyncio.create_task(source.follow(on_placement))
+    try:
+        assert await asyncio.wait_for(seen.get(), 10) == first
+        second = place(4, [1], first)
+        await send(
+            kmock, "patch", f"{COLLECTION}/billing/status", {"status": resource("x", second)["status"]}
+        )
+        assert await asyncio.wait_for(seen.get(), 10) == second
+    finally:
+        following.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await following
+        # the watch notices the stop flag at the next event; give it one
+        await send(kmock, "patch", f"{COLLECTION}/billing", {"metadata": {"labels": {"poke": "1"}}})
+    for _ in range(100):
+        if not any(t.name == "leadership-watch" for t in threading.enumerate()):
+            break
+        await asyncio.sleep(0.1)
+    assert not any(t.name == "leadership-watch" for t in threading.enumerate())

@@ -26,8 +26,8 @@ from kio.schema.errors import ErrorCode
 from kio.schema.offset_fetch.v7 import request as fetch_v7
 from kio.static.primitive import i32
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 PROTOCOLS = ["classic", "consumer"]

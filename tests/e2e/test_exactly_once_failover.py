@@ -27,10 +27,10 @@ from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
+from groupcoord.testing import BackgroundCluster
 
 from .test_consumer_groups import wait_until
 

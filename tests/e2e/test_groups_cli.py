@@ -29,8 +29,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.cli import main as groupcoord
+from groupcoord.testing import BackgroundCluster
 
 from .test_consumer_groups import wait_until
 

@@ -17,10 +17,10 @@ import pytest
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
+from groupcoord.testing import BackgroundCluster
 
 from .consumers import (
     AioKafkaConsumer,

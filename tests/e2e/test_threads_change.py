@@ -17,11 +17,11 @@ import uuid
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.partitioning import partition_for, worker_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
+from groupcoord.testing import BackgroundCluster
 
 from .consumers import ConfluentConsumer, assert_acknowledged_commits_kept
 from .test_consumer_groups import assert_no_double_ownership, wait_until

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.background import BackgroundGateway
+from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 
@@ -83,7 +83,7 @@ frames = st.one_of(
 
 
 def test_malformed_frames_never_disturb_a_good_client(
-    gateway: BackgroundGateway, caplog: pytest.LogCaptureFixture
+    gateway: BackgroundCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = f"fuzz-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
@@ -111,7 +111,7 @@ def test_malformed_frames_never_disturb_a_good_client(
 
 
 def test_an_impossible_frame_is_logged_with_the_peer_and_closed(
-    gateway: BackgroundGateway, caplog: pytest.LogCaptureFixture
+    gateway: BackgroundCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="groupcoord.gateway.client_session")
     assert send_and_wait_close(gateway.bootstrap, struct.pack(">i", -7) + b"xxxx") == b""
@@ -127,7 +127,7 @@ def test_an_impossible_frame_is_logged_with_the_peer_and_closed(
 
 def test_upstream_down_disconnects_clients_and_recovers_when_back(tmp_path) -> None:
     broker = EmbeddedBroker(log_path=tmp_path / "t.log").start()
-    with BackgroundGateway((broker.host, broker.port)) as gw:
+    with BackgroundCluster.proxy((broker.host, broker.port)) as gw:
         admin = AdminClient({"bootstrap.servers": gw.bootstrap})
         assert admin.list_topics(timeout=10).brokers
         broker.stop()

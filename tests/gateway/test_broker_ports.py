@@ -20,12 +20,12 @@ async def _noop(*_args: object) -> None:
 def test_ports_follow_node_ids_whatever_the_naming_order():
     async def run() -> tuple[dict, dict, int]:
         base = free_port_block(8)
-        first = BrokerListeners("127.0.0.1", base, "gw.example", _noop, broker_ports=3)
-        second = BrokerListeners("127.0.0.1", base + 4, "gw.example", _noop, broker_ports=3)
+        first = BrokerListeners("127.0.0.1", base, "gw.example", broker_ports=3)
+        second = BrokerListeners("127.0.0.1", base + 4, "gw.example", broker_ports=3)
         brokers = {0: ("kafka-0", 9092), 1: ("kafka-1", 9092), 2: ("kafka-2", 9092)}
         try:
-            await first.open_bootstrap(("kafka", 9092))
-            await second.open_bootstrap(("kafka", 9092))
+            await first.open_bootstrap(("kafka", 9092), _noop)
+            await second.open_bootstrap(("kafka", 9092), _noop)
             for node in (2, 0, 1):
                 await first.listener_for(brokers[node], node)
             for node in (1, 2, 0):
@@ -48,9 +48,9 @@ def test_ports_follow_node_ids_whatever_the_naming_order():
 def test_without_broker_ports_the_nth_broker_named_gets_port_plus_n():
     async def run() -> list[int]:
         base = free_port_block(4)
-        listeners = BrokerListeners("127.0.0.1", base, None, _noop)
+        listeners = BrokerListeners("127.0.0.1", base, None)
         try:
-            await listeners.open_bootstrap(("kafka", 9092))
+            await listeners.open_bootstrap(("kafka", 9092), _noop)
             ports = [
                 (await listeners.listener_for((f"kafka-{n}", 9092), n)).address[1] - base for n in (2, 0)
             ]

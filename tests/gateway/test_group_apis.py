@@ -17,8 +17,10 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.partitioning import partition_for
 from groupcoord.gateway.group_apis import GROUP_APIS, GroupApis
 from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.listeners import BrokerListeners
 from groupcoord.gateway.server import Gateway
 from groupcoord.gateway.shard_client import ShardReply
+from groupcoord.gateway.upstream import Upstream
 from groupcoord.rpc.v1 import coordinator_pb2 as pb
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 
@@ -163,9 +165,9 @@ async def test_describe_groups_uses_the_same_split_and_names_the_api_once() -> N
 
 async def test_api_versions_advertises_exactly_the_table_for_served_apis() -> None:
     apis, _ = group_apis({})
-    gateway = Gateway(("upstream", 9092), group_handler=apis)
+    gateway = Gateway(Upstream(("upstream", 9092), BrokerListeners("127.0.0.1", 0, None)), apis)
     # the upstream claims every group API at versions 0-20: the table decides, not the upstream
-    gateway._upstream_versions = {key: (0, 20) for key in (*GROUP_APIS, 18)}
+    gateway.upstream._versions = {key: (0, 20) for key in (*GROUP_APIS, 18)}
     advertised = await gateway.advertised()
     for key, api in GROUP_APIS.items():
         lo, hi = api.versions

@@ -19,9 +19,9 @@ from kio.schema.incremental_alter_configs.v1.request import (
 )
 from kio.static.primitive import i8
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
+from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 GROUP, TOPIC = 16, 2

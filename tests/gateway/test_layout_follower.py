@@ -8,7 +8,6 @@ import asyncio
 
 from groupcoord.controlplane.placement import place
 from groupcoord.gateway.layout import LayoutFollower
-from groupcoord.gateway.leadership import LeadershipTable
 
 
 class Shards:
@@ -24,16 +23,14 @@ class Shards:
         return self.workers.get(shard)
 
 
-def follower(table: LeadershipTable, shards: Shards) -> LayoutFollower:
-    return LayoutFollower(
-        table, lambda s: (f"shard-{s}", 50051), ask=shards.ask, retry_s=0.05, suspect_every_s=0.05
-    )
+def follower(shards: Shards) -> LayoutFollower:
+    return LayoutFollower(lambda s: (f"shard-{s}", 50051), ask=shards.ask, retry_s=0.05, suspect_every_s=0.05)
 
 
 async def test_a_shard_that_does_not_answer_gets_nothing_routed_until_it_does() -> None:
-    table = LeadershipTable(partitions=0)
     shards = Shards({0: 2, 1: None})
-    f = follower(table, shards)
+    f = follower(shards)
+    table = f.table
     placement = place(4, [0, 1])
     await f.placement_changed(placement)
     try:
@@ -50,10 +47,9 @@ async def test_a_shard_that_does_not_answer_gets_nothing_routed_until_it_does() 
 
 
 async def test_every_placement_asks_again_and_a_refusal_triggers_a_recheck() -> None:
-    table = LeadershipTable(partitions=0)
     shards = Shards({0: 1, 1: 1})
-    f = follower(table, shards)
-    table.on_stale = f.suspect
+    f = follower(shards)
+    table = f.table  # a refused partition reaches f.suspect through the table's on_stale
     placement = place(4, [0, 1])
     await f.placement_changed(placement)
     try:

@@ -11,9 +11,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.background import BackgroundGateway
+from groupcoord.testing import BackgroundCluster
 
 RECORDS = 10_000
 pytestmark = pytest.mark.broker
@@ -29,7 +28,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int = 3) -> None:
         fut.result(timeout=15)
 
 
-def test_metadata_lists_only_gateway_addresses(gateway: BackgroundGateway, broker: EmbeddedBroker) -> None:
+def test_metadata_lists_only_gateway_addresses(gateway: BackgroundCluster, broker: EmbeddedBroker) -> None:
     md = AdminClient({"bootstrap.servers": gateway.bootstrap}).list_topics(timeout=10)
     addresses = {f"{b.host}:{b.port}" for b in md.brokers.values()}
     assert addresses == {gateway.bootstrap}

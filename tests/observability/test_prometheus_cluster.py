@@ -19,11 +19,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.background_cluster import BackgroundCluster
 from groupcoord.cli import main as groupcoord
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC
+from groupcoord.testing import BackgroundCluster
 
 from .prometheus import PrometheusServer, prometheus_binary
 

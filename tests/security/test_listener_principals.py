@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.background import BackgroundGateway
 from groupcoord.gateway.listener_security import ListenerSecurity, certificate_principal
+from groupcoord.testing import BackgroundCluster
 from tests.security.test_listener_security import USERS, _frame, _read_frame
 from tests.security.tls import Pki, make_pki
 
@@ -58,7 +58,7 @@ def test_required_client_certificates_give_the_principal_and_refuse_the_rest(
         ssl_cafile=str(pki.ca),
         ssl_client_auth="required",
     )
-    with BackgroundGateway((broker.host, broker.port), listener_security=security) as gw:
+    with BackgroundCluster.proxy((broker.host, broker.port), listener_security=security) as gw:
         host, port = gw.bootstrap.rsplit(":", 1)
         address = (host, int(port))
         assert _connect(address, pki, None, None) is None  # no certificate
@@ -86,9 +86,9 @@ def test_passthrough_relays_the_clients_sasl_to_the_upstream_and_learns_the_prin
     relaying = ListenerSecurity(
         ssl_certfile=str(pki.server_cert), ssl_keyfile=str(pki.server_key), sasl="passthrough"
     )
-    with BackgroundGateway((broker.host, broker.port), listener_security=checking) as upstream:
+    with BackgroundCluster.proxy((broker.host, broker.port), listener_security=checking) as upstream:
         host, port = upstream.bootstrap.rsplit(":", 1)
-        with BackgroundGateway((host, int(port)), listener_security=relaying) as gw:
+        with BackgroundCluster.proxy((host, int(port)), listener_security=relaying) as gw:
             config = {
                 "bootstrap.servers": gw.bootstrap,
                 "security.protocol": "SASL_SSL",
@@ -125,7 +125,6 @@ def test_passthrough_in_front_of_the_coordinator_serves_groups_as_the_upstream_u
     """The whole cluster with passthrough listeners: clients authenticate against the upstream
     (a credential-checking gateway), the coordinator itself uses its own upstream credentials
     from the environment, and both consumer protocols work."""
-    from groupcoord.background_cluster import BackgroundCluster  # noqa: PLC0415
     from groupcoord.common.kafka_security import ENV  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
     from tests.security.test_listener_security import confluent_consume  # noqa: PLC0415
@@ -133,7 +132,7 @@ def test_passthrough_in_front_of_the_coordinator_serves_groups_as_the_upstream_u
     users = tmp_path / "users.json"
     users.write_text(json.dumps({**USERS, "coordinator": "coordinator-secret"}))
     checking = ListenerSecurity(sasl="credentials", sasl_credentials=str(users))
-    with BackgroundGateway((broker.host, broker.port), listener_security=checking) as upstream:
+    with BackgroundCluster.proxy((broker.host, broker.port), listener_security=checking) as upstream:
         host, port = upstream.bootstrap.rsplit(":", 1)
         for name, value in {
             "protocol": "SASL_PLAINTEXT",

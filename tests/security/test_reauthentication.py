@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.background import BackgroundGateway
 from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.testing import BackgroundCluster
 from tests.security.test_listener_security import _frame, _handshake_v1, _read_frame
 
 pytestmark = pytest.mark.broker
@@ -23,17 +23,17 @@ LIFETIME_MS = 1500
 
 
 @pytest.fixture
-def gateway(broker: EmbeddedBroker, tmp_path: Path) -> BackgroundGateway:
+def gateway(broker: EmbeddedBroker, tmp_path: Path) -> BackgroundCluster:
     users = tmp_path / "users.json"
     users.write_text(json.dumps({"alice": "alice-secret"}))
     security = ListenerSecurity(
         sasl="credentials", sasl_credentials=str(users), sasl_session_lifetime_ms=LIFETIME_MS
     )
-    with BackgroundGateway((broker.host, broker.port), listener_security=security) as gw:
+    with BackgroundCluster.proxy((broker.host, broker.port), listener_security=security) as gw:
         yield gw
 
 
-def test_librdkafka_reauthenticates_and_keeps_producing(gateway: BackgroundGateway) -> None:
+def test_librdkafka_reauthenticates_and_keeps_producing(gateway: BackgroundCluster) -> None:
     from confluent_kafka import Producer  # noqa: PLC0415
 
     errors: list[object] = []
@@ -59,7 +59,7 @@ def test_librdkafka_reauthenticates_and_keeps_producing(gateway: BackgroundGatew
     assert max(s.sasl.reauthentications for s in gateway.gateway.sessions) >= 1
 
 
-def test_a_request_after_expiry_without_reauthentication_closes_the_connection(gateway: BackgroundGateway) -> None:
+def test_a_request_after_expiry_without_reauthentication_closes_the_connection(gateway: BackgroundCluster) -> None:
     host, port = gateway.bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(_handshake_v1(b"PLAIN"))

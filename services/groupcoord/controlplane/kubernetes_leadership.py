@@ -7,11 +7,10 @@ status says so (at the epoch it says), and a gateway routes a group to the shard
 names. It is the only Kubernetes code outside ``operator/`` and needs only read access
 (get/list/watch on ``groupcoordinators``).
 
-Usage (a thread of the shard process)::
+Usage (on the process's event loop; shard workers and gateways both follow this way)::
 
     source = KubernetesLeadership.from_ref("kubernetes:kafka/orders")
-    for placement in source.watch(stop_event):
-        runtime.apply_leadership(placement)   # partition -> Assignment(leader, epoch, standbys)
+    await source.follow(on_placement)   # partition -> Assignment(leader, epoch, standbys)
 
 The watch yields the current placement first, then every change; it re-lists after a dropped
 stream or an API error (with a capped backoff), so a restart of the API server or an expired
@@ -20,10 +19,12 @@ resourceVersion costs at most a re-read, never a missed change.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from groupcoord.controlplane.placement import Assignment, placement_from_status
@@ -143,3 +144,28 @@ class KubernetesLeadership:
                 )
                 stop.wait(backoff)
                 backoff = min(backoff * 2, max_backoff_s)
+
+    async def follow(self, on_placement: Callable[[dict[int, Assignment]], None]) -> None:
+        """Call ``on_placement`` on the running event loop with every placement :meth:`watch`
+        yields, in order, until cancelled.
+
+        The watch runs on a daemon thread of its own, not the loop's executor: it blocks in a
+        long poll, and the executor would hold the process's exit until the poll times out
+        (minutes)."""
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+        finished = loop.create_future()
+
+        def watch() -> None:
+            try:
+                for placement in self.watch(stop):
+                    loop.call_soon_threadsafe(on_placement, placement)
+            finally:
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+
+        threading.Thread(target=watch, daemon=True, name="leadership-watch").start()
+        try:
+            await finished
+        finally:
+            stop.set()

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any
 
 import grpc
 
@@ -60,19 +61,19 @@ async def ask_workers(shard: int, address: Address, timeout_s: float = 2.0) -> i
 
 
 class LayoutFollower:
-    """Keeps a :class:`LeadershipTable` on the live layout: placements from the resource
-    status, worker counts from the shards themselves."""
+    """Keeps its :class:`LeadershipTable` (``table``, the one the gateway routes by) on the
+    live layout: placements from the resource status, worker counts from the shards themselves.
+    The table reports refused partitions back to :meth:`suspect`."""
 
     def __init__(
         self,
-        table: LeadershipTable,
         address_of: Callable[[int], Address],
         *,
         ask: Callable[[int, Address], Awaitable[int | None]] | None = None,
         retry_s: float = 0.5,
         suspect_every_s: float = 0.5,
     ) -> None:
-        self.table = table
+        self.table = LeadershipTable(partitions=0, on_stale=self.suspect)
         self.address_of = address_of
         self._ask = ask or ask_workers
         self.retry_s = retry_s
@@ -100,6 +101,16 @@ class LayoutFollower:
             log.info("layout: shards %s did not answer; their partitions wait", missing)
             self._retry_missing()
 
+    def placement_published(self, placement: Mapping[int, Assignment]) -> None:
+        """:meth:`placement_changed` in a task of its own, so a shard slow to answer does not
+        hold back a newer placement (the newest one publishes)."""
+        self._spawn(self.placement_changed(placement))
+        log.info(
+            "leadership: %d partitions on shards %s",
+            len(placement),
+            sorted({a.leader for a in placement.values()}),
+        )
+
     def suspect(self, shard: int) -> None:
         """A worker of ``shard`` refused a partition the table routed to it: ask it again
         (at most every ``suspect_every_s``)."""
@@ -107,9 +118,7 @@ class LayoutFollower:
         if loop.time() - self._suspected_at.get(shard, -1e9) < self.suspect_every_s:
             return
         self._suspected_at[shard] = loop.time()
-        task = loop.create_task(self._recheck(shard))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._recheck(shard))
 
     async def close(self) -> None:
         tasks = [t for t in (self._retry, *self._tasks) if t is not None]
@@ -120,6 +129,11 @@ class LayoutFollower:
                 await t
 
     # --- internals ----------------------------------------------------------------------
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _publish(self) -> None:
         endpoints = {}

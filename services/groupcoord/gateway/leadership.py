@@ -1,8 +1,8 @@
 """Which shard worker leads each state-topic partition, as the gateway sees it.
 
 The gateway never guesses: leadership comes from the control plane (the local control plane
-of ``groupcoord up`` updates a :class:`LeadershipTable` directly; on Kubernetes a watcher of
-the GroupCoordinator resource's status does). No leader known means the partition is being
+of ``groupcoord up`` updates a :class:`LeadershipTable` directly; on Kubernetes the
+:class:`~.layout.LayoutFollower` of the GroupCoordinator resource's status owns the table). No leader known means the partition is being
 moved: the gateway holds requests for such a partition until the table changes
 (:meth:`LeadershipTable.wait_for_change`), so a failover is latency to clients, not an error.
 """

@@ -45,7 +45,10 @@ class BrokerListeners:
     """The gateway's listeners, keyed by the upstream broker each stands for.
 
     The bootstrap listener binds ``port`` (0: any free port); the listener of the n-th broker
-    named later binds ``port + n`` when that is free, else any free port.
+    named later binds ``port + n`` when that is free, else any free port. Connections are handed
+    to the ``on_connect`` the listeners are opened with (:meth:`open_bootstrap`): the set exists
+    before the gateway that serves them, because the gateway's own upstream requests rewrite
+    broker addresses through it (:class:`~.upstream.Upstream`).
 
     With ``broker_ports`` N (a fleet of gateways behind one Service or load balancer), the
     listener of the broker with node id ``i`` binds ``port + 1 + i`` for ``0 <= i < N``, so every
@@ -59,7 +62,6 @@ class BrokerListeners:
         listen_host: str,
         port: int,
         advertised_host: str | None,
-        on_connect: OnConnect,
         broker_ports: int = 0,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
@@ -68,14 +70,17 @@ class BrokerListeners:
         self.port = port
         self.broker_ports = broker_ports if port else 0
         self.advertised_host = advertised_host
-        self.on_connect = on_connect
+        self.on_connect: OnConnect | None = None  # set when the listeners open
         self.listeners: dict[Address, Listener] = {}
         # gateway listener address -> the upstream node id it stands for (learned from responses)
         self.node_ids: dict[Address, int] = {}
         self._lock = asyncio.Lock()
         self._next_port = port + 1 if port else 0
 
-    async def open_bootstrap(self, upstream: Address) -> Listener:
+    async def open_bootstrap(self, upstream: Address, on_connect: OnConnect) -> Listener:
+        """Open the bootstrap listener; this and every later listener hand their connections
+        to ``on_connect``."""
+        self.on_connect = on_connect
         return await self._open(upstream, self.port)
 
     def port_for_node(self, node_id: int) -> int | None:
@@ -110,10 +115,13 @@ class BrokerListeners:
             return listener
 
     async def _open(self, upstream: Address, port: int) -> Listener:
+        if self.on_connect is None:
+            raise RuntimeError("the gateway listeners are not open yet (open_bootstrap)")
+        serve = self.on_connect
         listener = Listener(upstream=upstream, address=(self.listen_host, port))
 
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            await self.on_connect(listener, reader, writer)
+            await serve(listener, reader, writer)
 
         try:
             server = await asyncio.start_server(

@@ -3,8 +3,8 @@
 A client connection forwards what the gateway does not serve itself to the upstream broker
 behind its listener over an :class:`UpstreamLink` of its own, which keeps Kafka's
 per-connection ordering and correlation ids intact. The few requests the gateway itself sends
-upstream (ApiVersions, Metadata, the upstream's share of group-API requests) each go on a
-connection of their own through :func:`ask_upstream`.
+upstream (ApiVersions, Metadata, DescribeAcls, the upstream's share of group-API requests) each
+go on a connection of their own through :class:`Upstream`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,17 @@ import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from groupcoord.common.kafka_security import KafkaSecurity
+from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
+from groupcoord.gateway import broker_addresses
 from groupcoord.gateway.protocol import Request
+
+if TYPE_CHECKING:
+    from groupcoord.gateway.listeners import BrokerListeners
 
 Address = tuple[str, int]
 READ_SIZE = 256 * 1024  # bytes per socket read, and the stream limit of client connections
@@ -55,6 +59,69 @@ async def fetch_upstream_versions(
         security,
     )
     return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+
+
+class Upstream:
+    """The upstream cluster as the gateway itself asks it: its bootstrap broker, how to connect
+    (TLS, SASL with the gateway's credentials), and the gateway listeners standing in for its
+    brokers, through which every answer naming brokers is rewritten.
+
+    Built first, and handed to everything that asks the upstream (the ACL refresher, the group
+    APIs, the gateway), so none of them needs another to exist before it.
+    """
+
+    def __init__(
+        self, bootstrap: Address, listeners: BrokerListeners, security: KafkaSecurity | None = None
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.listeners = listeners
+        #: default: this process's environment (what ``kafka_security.configure`` exported)
+        self.security = upstream_security(security)
+        self._versions: dict[int, tuple[int, int]] | None = None
+
+    async def versions(self) -> dict[int, tuple[int, int]]:
+        """The API versions the bootstrap broker supports (asked once)."""
+        if self._versions is None:
+            self._versions = await fetch_upstream_versions(self.bootstrap, security=self.security)
+        return self._versions
+
+    async def request(self, body: Any) -> Any:
+        """The bootstrap broker's response to ``body``, broker addresses rewritten. For the
+        parts of group-API requests that belong to the upstream cluster (transaction
+        coordinators, non-group config resources) and the gateway's own questions."""
+        response = await ask_upstream(self.bootstrap, body, security=self.security)
+        api_key = int(body.__api_key__)
+        if api_key in broker_addresses.REWRITTEN_APIS:
+            response = await self.listeners.rewrite(api_key, response)
+        return response
+
+    async def request_at(self, listener: Address, body: Any) -> Any:
+        """The response to ``body`` of the upstream broker the client listener ``listener``
+        stands for (e.g. a client's transaction coordinator)."""
+        upstream = next(
+            (lst.upstream for lst in self.listeners.listeners.values() if lst.address == listener),
+            self.bootstrap,
+        )
+        return await ask_upstream(upstream, body, security=self.security)
+
+    async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
+        """(node id, host, port) to name as group coordinator for a client on ``listener``:
+        the gateway itself, under the node id of the upstream broker that listener stands for,
+        so clients reuse the connection they already have."""
+        node_ids = self.listeners.node_ids
+        if not node_ids:
+            from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
+
+            await self.request(
+                MetadataRequest(
+                    topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                )
+            )
+        node = node_ids.get(listener)
+        if node is not None:
+            return node, *listener
+        address, node = next(iter(node_ids.items()))
+        return node, *address
 
 
 @dataclass

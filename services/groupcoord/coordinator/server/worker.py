@@ -12,11 +12,9 @@ the owning worker and talks to it directly, with no forwarding hop through a fro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -70,15 +68,14 @@ class WorkerConfig:
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
 
 
-async def _watch_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
+async def _follow_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
     """``kubernetes:<ns>/<name>``: leadership read from the GroupCoordinator resource's status
-    (``groupcoord.controlplane.kubernetes_leadership``, a blocking watch run on a thread).
+    (:meth:`~groupcoord.controlplane.kubernetes_leadership.KubernetesLeadership.follow`).
     Each placement is applied whole: this shard's leaders at their epochs, and its standbys.
     The first placement read makes the worker ready (it will see what it is given)."""
     module = importlib.import_module("groupcoord.controlplane.kubernetes_leadership")
     source = module.KubernetesLeadership.from_ref(spec)
     loop = asyncio.get_running_loop()
-    stop = threading.Event()
     me = int(runtime.shard_id)
     pending: set[asyncio.Task[None]] = set()
 
@@ -91,23 +88,7 @@ async def _watch_leadership(spec: str, runtime: WorkerRuntime, health: ShardHeal
             pending.add(task := loop.create_task(health.mark_leadership_synced()))
             task.add_done_callback(pending.discard)
 
-    finished = loop.create_future()
-
-    def follow() -> None:
-        try:
-            for placement in source.watch(stop):
-                loop.call_soon_threadsafe(apply, placement)
-        finally:
-            with contextlib.suppress(RuntimeError):  # the loop is gone
-                loop.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
-
-    # A daemon thread, not the loop's executor: the watch blocks in a long poll, and the
-    # executor would hold the worker's exit until the poll times out (minutes).
-    threading.Thread(target=follow, daemon=True, name="leadership-watch").start()
-    try:
-        await finished
-    finally:
-        stop.set()
+    await source.follow(apply)
 
 
 async def _publish_metrics(runtime: WorkerRuntime, every_s: float = 1.0) -> None:
@@ -216,7 +197,7 @@ async def serve(
         samples = await _start_samples(metrics, config)
     watcher = None
     if config.leadership.startswith("kubernetes:"):
-        watcher = asyncio.create_task(_watch_leadership(config.leadership, runtime, health))
+        watcher = asyncio.create_task(_follow_leadership(config.leadership, runtime, health))
     log.info(
         "shard process %s worker %d/%d serving on port %d",
         config.shard_id,

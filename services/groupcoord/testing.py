@@ -1,7 +1,10 @@
-"""Run a :class:`LocalCluster` on an event loop in a background thread.
+"""Test and benchmark harness: a local cluster on an event loop of its own, in a background
+thread. Not used by any ``groupcoord`` command.
 
-For tests and benchmarks that drive the whole cluster (shards, control plane, gateway) with
-synchronous clients from the main thread.
+Tests and benchmarks drive the gateway with synchronous clients (confluent-kafka,
+kafka-python, Kafka's Java tools) from the main thread, so the asyncio side runs beside them.
+It lives in the installed package because the benchmarks under ``bench/`` run against an
+installed ``groupcoord``, not the test tree.
 """
 
 from __future__ import annotations
@@ -12,10 +15,16 @@ from concurrent.futures import Future
 from typing import Any
 
 from groupcoord.common.event_loop import new_event_loop
+from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.gateway.server import Gateway
 from groupcoord.local_cluster import ClusterOptions, LocalCluster
 
 
 class BackgroundCluster:
+    """A :class:`LocalCluster` (control plane, shard processes, gateway) in front of
+    ``upstream``, or with :meth:`proxy` the gateway alone, started and stopped from any thread
+    (a context manager)."""
+
     def __init__(self, upstream: tuple[str, int], options: ClusterOptions | None = None) -> None:
         self.options = options or ClusterOptions(port=0, partitions=8, metrics=False)
         self.upstream = upstream
@@ -23,7 +32,19 @@ class BackgroundCluster:
         self.thread = threading.Thread(target=self.loop.run_forever, name="groupcoord-cluster", daemon=True)
         self.cluster: LocalCluster | None = None
 
+    @classmethod
+    def proxy(
+        cls, upstream: tuple[str, int], listener_security: ListenerSecurity | None = None
+    ) -> BackgroundCluster:
+        """The gateway alone, as ``groupcoord up --no-coordinator`` runs it: every API,
+        the group APIs included, forwarded to ``upstream``."""
+        options = ClusterOptions(
+            port=0, no_coordinator=True, metrics=False, listener_security=listener_security
+        )
+        return cls(upstream, options)
+
     def run(self, coro: Any, timeout: float = 60.0) -> Any:
+        """Run ``coro`` on the cluster's loop and wait for its result."""
         fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return fut.result(timeout)
 
@@ -39,9 +60,13 @@ class BackgroundCluster:
         return self
 
     @property
+    def gateway(self) -> Gateway:
+        assert self.cluster is not None and self.cluster.gateway is not None
+        return self.cluster.gateway
+
+    @property
     def bootstrap(self) -> str:
-        assert self.cluster is not None
-        host, port = self.cluster.gateway.bootstrap_address
+        host, port = self.gateway.bootstrap_address
         return f"{host}:{port}"
 
     def stop(self) -> None:

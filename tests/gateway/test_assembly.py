@@ -1,0 +1,68 @@
+"""One gateway assembly: what ``groupcoord gateway`` and ``groupcoord up`` build, against the
+session's real broker, and the flags both commands read the same way."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+import pytest
+
+from groupcoord.authorization.upstream_acls import UpstreamAcls
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway import assembly, command
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway
+from groupcoord.gateway.group_apis import GroupApis
+from groupcoord.gateway.leadership import LeadershipTable
+from groupcoord.local_cluster import add_arguments as add_up_arguments
+
+pytestmark = pytest.mark.broker
+
+
+async def test_without_leadership_the_gateway_is_a_plain_proxy(broker: EmbeddedBroker) -> None:
+    gateway = await build_gateway(GatewayOptions((broker.host, broker.port), port=0))
+    await gateway.start()
+    try:
+        assert gateway.group_handler is None
+        assert gateway.served_apis == {}
+        assert gateway.metrics is None
+    finally:
+        await gateway.stop()
+
+
+async def test_with_leadership_the_group_apis_are_built_before_the_gateway(broker: EmbeddedBroker) -> None:
+    table = LeadershipTable(partitions=4)
+    policy = UpstreamAcls(allow_everyone_if_no_acl_found=True)
+    options = GatewayOptions((broker.host, broker.port), port=0, acl_policy=policy, metrics=True)
+    gateway = await build_gateway(options, table)
+    handler = gateway.group_handler
+    assert isinstance(handler, GroupApis)
+    assert handler.leadership is table
+    assert handler.authorization is not None
+    assert policy.ask == gateway.upstream.request  # the upstream was built first and asked
+    assert gateway.metrics is not None
+    assert _acl_refreshers() == 1
+    await gateway.start()
+    await gateway.stop()
+    await asyncio.sleep(0)
+    assert _acl_refreshers() == 0, "the ACL refresher the gateway owned stopped with it"
+
+
+def _acl_refreshers() -> int:
+    return sum(
+        1 for t in asyncio.all_tasks() if t.get_coro().__qualname__ == "UpstreamAcls.run" and not t.done()
+    )
+
+
+@pytest.mark.parametrize("add, host", [(command.add_arguments, "0.0.0.0"), (add_up_arguments, "127.0.0.1")])
+def test_gateway_and_up_read_the_shared_flags_alike(add, host: str) -> None:
+    parser = argparse.ArgumentParser()
+    add(parser)
+    args = parser.parse_args(
+        ["--kafka", "kafka:9092", "--port", "19092", "--advertised-host", "gw.example", "--state-topic", "st"]
+    )
+    assert (args.host, args.port, args.advertised_host, args.state_topic) == (host, 19092, "gw.example", "st")
+    options = GatewayOptions.from_arguments(args, args.kafka)
+    assert (options.upstream, options.host, options.port) == (("kafka", 9092), host, 19092)
+    assert options.state_topic == "st"
+    assert assembly.parse_address("a:1,b:2") == ("a", 1)
