@@ -46,6 +46,17 @@ class RegisterShard:
         # Requests waiting for a register to appear (not state: they die with leadership).
         self._waiting: dict[str, list[Any]] = {}
 
+    @property
+    def data(self) -> dict[str, int]:
+        """The shard's whole state as plain data: the registers."""
+        return self.values
+
+    def restore(self, data: dict[str, int]) -> None:
+        """The runtime's revert: a copy of the committed replica's registers; waiting requests
+        are dropped (the runtime failed their callers)."""
+        self.values = dict(data)
+        self._waiting.clear()
+
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
         assert isinstance(key, register_pb2.RegisterKey)

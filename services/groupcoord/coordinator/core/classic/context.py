@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
@@ -24,12 +24,16 @@ from groupcoord.coordinator.core.group import Group
 from groupcoord.records.v1 import classic_group_pb2 as rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
+if TYPE_CHECKING:
+    from groupcoord.coordinator.core.state import GroupCoordinatorState
+
 
 class ClassicContext:
     """The classic groups of one state-topic partition and what their handlers need.
 
-    ``groups`` is the shard's map of every group (classic and consumer groups share it: a group
-    id names one group); ``waiters`` the parked JoinGroup/SyncGroup requests;
+    ``groups`` is the partition state's map of every group (classic and consumer groups share
+    it: a group id names one group); ``waiters`` the parked JoinGroup/SyncGroup requests
+    (connections, not state: core/state.py leaves them out);
     ``new_uuid()`` where new member ids come from (injected, so a test replays exactly what a
     call returned); ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
     another type (a classic member inside a consumer group, online migration).
@@ -37,17 +41,21 @@ class ClassicContext:
 
     def __init__(
         self,
-        groups: dict[str, Group],
+        state: GroupCoordinatorState,
         config: GroupConfig,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
         | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.groups = groups
+        self.state = state
         self.config = config
         self.waiters = Waiters()
         self.join_other_group = join_other_group
         self.new_uuid = new_uuid
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.state.groups
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The classic group of that id, None if there is none; INCONSISTENT_GROUP_PROTOCOL if

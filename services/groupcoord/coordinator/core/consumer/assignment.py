@@ -93,7 +93,7 @@ def advance_member(
     """
     gid = group.group_id
     member_id = updated.member_id
-    image = ctx.image()
+    image = ctx.image
     previous_for_subscription = replaced if replaced is not None else member
     subscription_changed = is_new or _subscription_changed(previous_for_subscription, updated)
 
@@ -231,7 +231,7 @@ def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> Coordinator
         group.target,
         resolved,
         ctx.assignors[group.preferred_assignor(ctx.default_assignor)],
-        ctx.image(),
+        ctx.image,
         group.group_epoch,
         now_ms,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
@@ -23,7 +24,10 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
+from groupcoord.coordinator.core.topics_image import TopicsImage
+
+if TYPE_CHECKING:
+    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
     "uniform": UniformAssignor,
@@ -47,10 +51,10 @@ DowngradeToClassic = Callable[
 
 
 class ConsumerContext:
-    """The consumer groups of one state-topic partition (they live in the shard's ``groups``)
-    and what their handlers need.
+    """The consumer groups of one state-topic partition (they live in the partition state's
+    ``groups``, core/state.py) and what their handlers need.
 
-    ``image()`` is the shard's current topics image; ``session_timeout_ms(group)``,
+    ``image`` is the partition's current topics image; ``session_timeout_ms(group)``,
     ``heartbeat_interval_ms(group)`` and ``assignment_interval_ms(group)`` give the
     effective (possibly per-group) settings.
 
@@ -66,10 +70,9 @@ class ConsumerContext:
 
     def __init__(
         self,
-        groups: dict[str, Group],
+        state: GroupCoordinatorState,
         armed: ArmedTimers,
         config: GroupConfig,
-        image: Callable[[], TopicsImage] = lambda: UNKNOWN_IMAGE,
         session_timeout_ms: Callable[[str], int] | None = None,
         heartbeat_interval_ms: Callable[[str], int] | None = None,
         assignment_interval_ms: Callable[[str], int] | None = None,
@@ -78,10 +81,9 @@ class ConsumerContext:
         downgrade_to_classic: DowngradeToClassic | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.groups = groups
+        self.state = state
         self.armed = armed
         self.config = config
-        self.image = image
         self.session_timeout_ms = session_timeout_ms or (lambda _g: config.consumer_group_session_timeout_ms)
         self.heartbeat_interval_ms = heartbeat_interval_ms or (
             lambda _g: config.consumer_group_heartbeat_interval_ms
@@ -99,15 +101,16 @@ class ConsumerContext:
         self.assignors = dict(assignors)
         self.default_assignor = next(iter(self.assignors))
 
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.state.groups
+
+    @property
+    def image(self) -> TopicsImage:
+        """The cluster's topics as the runtime last delivered them."""
+        return self.state.image
+
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
-    def new_group(self, group_id: str) -> ConsumerGroup:
-        """An empty consumer group resolving topic names through the current image."""
-        group = ConsumerGroup(group_id)
-        group.topic_id_of = self.topic_id_of  # a bound method: a deep copy rebinds it to the copy
-        return group
-
-    def topic_id_of(self, name: str) -> bytes | None:
-        return self.image().topic_id(name)

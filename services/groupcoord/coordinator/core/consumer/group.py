@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import consumer_group_pb2 as pb
 
 # Special member epochs in ConsumerGroupHeartbeat.
@@ -279,8 +280,6 @@ class ConsumerGroup:
         self.subscribed_names: Counter[str] = Counter()
         self.regex_count: Counter[str] = Counter()
         self.assignor_count: Counter[str] = Counter()
-        # topic name -> id for offset commit validation (the shard's current topics image)
-        self.topic_id_of: Callable[[str], bytes | None] = lambda _name: None
 
     # --- Group protocol ----------------------------------------------------------------------
     @property
@@ -313,6 +312,7 @@ class ConsumerGroup:
         api_version: int,
         topic: str,
         partition: int,
+        image: TopicsImage,
         transactional: bool = False,
     ) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit plus KIP-1251's per-partition epochs.
@@ -344,7 +344,7 @@ class ConsumerGroup:
             raise CoordinatorError(ErrorCode.illegal_generation)
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
-        topic_id = self.topic_id_of(topic)
+        topic_id = image.topic_id(topic)
         epochs = member.assigned.get(topic_id, {}) if topic_id is not None else {}
         assigned_at = epochs.get(partition)
         if assigned_at is None or assigned_at > generation_or_member_epoch:

@@ -151,7 +151,7 @@ class ClassicMembersOfConsumerGroups:
             changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
         updated = replace_member(member, **changes)
 
-        image = self.consumer.image()
+        image = self.consumer.image
         owned: dict[bytes, frozenset[int]] = {}
         for name, parts in subscription.owned_partitions.items():
             topic_id = image.topic_id(name)
@@ -266,7 +266,7 @@ class ClassicMembersOfConsumerGroups:
     def _assignment(self, member: ConsumerGroupMember) -> bytes:
         """The member's current partitions in the consumer protocol, at the version of its
         subscription (as Kafka answers)."""
-        partitions = self.consumer.image().partitions_by_name(member.assigned)
+        partitions = self.consumer.image.partitions_by_name(member.assigned)
         metadata = (
             member.classic_member_metadata.supported_protocols[0][1]
             if member.classic_member_metadata

@@ -177,15 +177,9 @@ class OnlineMigration:
     by the other, so the conversion is written — and replayed after a failover — like any
     other change (Kafka's convertToConsumerGroup / convertToClassicGroup)."""
 
-    def __init__(
-        self,
-        classic: ClassicContext,
-        config: GroupConfig,
-        image: Callable[[], TopicsImage],
-    ) -> None:
+    def __init__(self, classic: ClassicContext, config: GroupConfig) -> None:
         self.classic = classic
         self.config = config
-        self.image = image
 
     def upgrade(
         self, group: Group, now_ms: int
@@ -202,7 +196,7 @@ class OnlineMigration:
             return None
         epoch, members = members_for_upgrade(group)
         records = group.tombstone_records()
-        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.image(), now_ms)
+        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.classic.state.image, now_ms)
 
         return records, lambda: release_for_upgrade(self.classic, group)
 
@@ -232,7 +226,7 @@ class OnlineMigration:
             or len(remaining) > self.config.classic_group_max_size
         ):
             return None
-        image = self.image()
+        image = self.classic.state.image
         members = [migrating_member_from_consumer(m, image) for m in remaining]
         classic = classic_group_from_members(
             self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=joining is None
