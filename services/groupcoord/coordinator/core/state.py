@@ -28,10 +28,11 @@ OffsetsByGroup = dict[str, dict[str, dict[int, CommittedOffset]]]
 """group id -> topic -> partition -> committed offset."""
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True)
 class GroupCoordinatorState:
     """The whole state of one partition's group coordinator, built only by replay (the image:
-    by ``on_metadata_update``, delivered to both replicas)."""
+    by ``on_metadata_update``, delivered to both replicas). Equal states answer every request
+    alike: tests compare a live state with one replayed from the log."""
 
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: OffsetsByGroup = field(default_factory=dict)
