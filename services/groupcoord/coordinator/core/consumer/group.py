@@ -146,7 +146,7 @@ class ConsumerGroupMember:
             classic = ClassicMemberMetadata(
                 c.session_timeout_ms, tuple((p.name, p.metadata) for p in c.supported_protocols)
             )
-        return _replace(
+        return replace_member(
             self,
             instance_id=v.instance_id if v.HasField("instance_id") else None,
             rack_id=v.rack_id if v.HasField("rack_id") else None,
@@ -160,7 +160,7 @@ class ConsumerGroupMember:
         )
 
     def with_assignment(self, v: pb.ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerGroupMember:
-        return _replace(
+        return replace_member(
             self,
             member_epoch=v.member_epoch,
             previous_member_epoch=v.previous_member_epoch,
@@ -175,13 +175,13 @@ class ConsumerGroupMember:
         )
 
 
-def _replace(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
+def replace_member(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
+    """``member`` with ``changes``: the one way a member is copied. Not ``dataclasses.replace``,
+    which checks the fields on every call and takes half as long again (2.6 vs 3.9 us); a
+    heartbeat copies its member several times."""
     values = {f: getattr(member, f) for f in member.__dataclass_fields__}
     values.update(changes)
     return ConsumerGroupMember(**values)  # type: ignore[arg-type]
-
-
-replace_member = _replace
 
 
 def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
@@ -509,7 +509,7 @@ class ConsumerGroup:
             # the member's metadata tombstone follows; release its partitions now
             old = self.members.get(key.member_id)
             if old is not None:
-                self.put_member(_replace(old, assigned={}, pending_revocation={}, member_epoch=0))
+                self.put_member(replace_member(old, assigned={}, pending_revocation={}, member_epoch=0))
         else:
             old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             self.put_member(old.with_assignment(v))

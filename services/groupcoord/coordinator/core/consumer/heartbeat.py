@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
-from groupcoord.coordinator.core.consumer.assignment import advance_member
+from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     CONSUMER_GROUP_REPLAY,
@@ -191,19 +191,8 @@ def _heartbeat(
 
     updated = _apply_fields(member, r, instance_id)
     timers: list[TimerIntent] = []
-    reconciled = advance_member(
-        ctx,
-        group,
-        records,
-        timers,
-        member=member,
-        updated=updated,
-        is_new=is_new,
-        replaced=replaced,
-        group_is_new=group_is_new,
-        owned=owned,
-        now_ms=now_ms,
-    )
+    change = MemberUpdate(member, updated, is_new, replaced)
+    reconciled = advance_member(ctx, group, records, timers, change, group_is_new=group_is_new, owned=owned, now_ms=now_ms)
 
     # Timers.
     timers.append(session_timer(ctx, gid, member_id, now_ms))

@@ -41,7 +41,7 @@ from groupcoord.coordinator.core.classic.join import (
     new_member_id,
 )
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.assignment import advance_member
+from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
@@ -157,18 +157,9 @@ class ClassicMembersOfConsumerGroups:
             topic_id = image.topic_id(name)
             if topic_id is not None:
                 owned[topic_id] = owned.get(topic_id, frozenset()) | frozenset(parts)
+        change = MemberUpdate(member, updated, is_new, replaced)
         reconciled = advance_member(
-            self.consumer,
-            group,
-            records,
-            timers,
-            member=member,
-            updated=updated,
-            is_new=is_new,
-            replaced=replaced,
-            group_is_new=False,
-            owned=owned,
-            now_ms=now_ms,
+            self.consumer, group, records, timers, change, group_is_new=False, owned=owned, now_ms=now_ms
         )
 
         timers.append(CancelTimer(classic_join_timer_key(gid, member_id)))

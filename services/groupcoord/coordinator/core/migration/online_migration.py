@@ -46,6 +46,7 @@ from groupcoord.coordinator.core.contract import (
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.migration.consumer_records import (
     MigratingMember,
+    carry_over,
     consumer_group_records_from_classic,
 )
 from groupcoord.coordinator.core.topics_image import TopicsImage
@@ -82,14 +83,9 @@ def members_for_upgrade(group: ClassicGroup) -> tuple[int, list[MigratingMember]
                 f"Cannot upgrade the classic group {group.group_id}: malformed consumer protocol ({e})",
             ) from e
         out.append(
-            MigratingMember(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                session_timeout_ms=m.session_timeout_ms,
-                protocols=m.protocols,
+            carry_over(
+                m,
+                MigratingMember,
                 subscribed_topics=tuple(sub.topics),
                 assigned={t: list(ps) for t, ps in assigned.items()},
                 rack_id=sub.rack_id,
@@ -133,15 +129,10 @@ def classic_group_from_members(
     The consumer group's own tombstones must precede these records (they replace the group).
     """
     converted = [
-        ClassicGroupMember(
-            member_id=m.member_id,
-            group_instance_id=m.group_instance_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            rebalance_timeout_ms=m.rebalance_timeout_ms,
-            session_timeout_ms=m.session_timeout_ms,
+        carry_over(
+            m,
+            ClassicGroupMember,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocols=m.protocols,
             assignment=encode_assignment(Assignment(m.assigned)),
             joined_generation=group_epoch,
         )
