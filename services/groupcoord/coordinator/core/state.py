@@ -12,6 +12,16 @@ the committed replica's (runtime/replicas.py). Copying only this data — never 
 means a manager may hold any callable (a closure, a lambda, a bound method) without a revert
 rebinding or sharing it by accident, and nothing in here may hold one: state objects take what
 they need (the topics image, a config) as arguments.
+
+How a handler does not mutate, in every group type: it copies what it changes, changes the
+copy, and returns the records describing the change; the state moves only when the runtime
+replays them. Members are immutable values, so "copy" means building new member values
+(``replace_member``, ``dataclasses.replace``) and copying the few group-level fields or
+counters the handler reads back. A classic handler copies its whole group (``GroupChange``:
+dicts of member references, cheap for classic groups) because Kafka's classic logic is a
+sequence of mutations it reads back as it goes; a consumer handler copies only the member and
+counters it touches because a consumer group may hold thousands of members and a heartbeat
+changes one. Same rule, sized to what the handler touches.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ sync.py, membership.py, rebalance.py, replay.py); each is plain functions taking
 
 Sans-IO, as every core: a handler copies the group into a :class:`GroupChange`, applies
 Kafka's logic to that scratch copy through the same mutators replay uses, and returns the
-records describing the change. Live state moves only when the runtime replays them.
+records describing the change. Live state moves only when the runtime replays them (the rule
+every group type follows, and why the classic one copies its whole group: core/state.py).
 """
 
 from __future__ import annotations

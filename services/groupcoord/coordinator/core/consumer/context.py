@@ -6,8 +6,9 @@ ConsumerGroupHeartbeat (heartbeat.py), members joining, leaving and being fenced
 changes (metadata.py) and replay (replay.py). Each is plain functions taking the partition's
 :class:`ConsumerContext`, as Kafka's manager helpers take the manager's state.
 
-All of it is computed without mutating anything: the returned records, once replayed, are the
-change, and the timers to (re)arm or cancel are intents in the result too (the runtime applies
+All of it is computed without mutating anything: a handler builds new member values and copies
+the group counters it changes (the one rule of every group type, core/state.py); the
+returned records, once replayed, are the change, and the timers to (re)arm or cancel are intents in the result too (the runtime applies
 them); whether a timer is already armed is read through the read-only ``ArmedTimers`` view.
 """
 
