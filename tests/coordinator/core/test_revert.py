@@ -16,10 +16,14 @@ committed replica, whose state the live replica would then keep changing after t
 
 from __future__ import annotations
 
+import enum
 import itertools
 import uuid
+from dataclasses import fields, is_dataclass
+from types import MappingProxyType
 from typing import Any
 
+from google.protobuf.message import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mock_timer import MockClock, MockTimer
@@ -185,6 +189,26 @@ class Partition:
         fresh.data.image = self.live.image  # input from the runtime, not in the log
         assert self.live.data == fresh.data
         assert self.replicas.committed.data == fresh.data  # type: ignore[attr-defined]
+        assert callables_in(self.live.data) == []
+
+
+def callables_in(value: object, path: str = "data") -> list[str]:
+    """Where a callable (function, lambda, bound method, partial) hides in a state's data: the
+    state is plain data, so the answer is always nothing."""
+    if isinstance(value, (str, bytes, int, float, bool, type(None), enum.Enum, Message)):
+        return []
+    if callable(value):
+        return [path]
+    if isinstance(value, (dict, MappingProxyType)):
+        return [p for k, v in value.items() for p in callables_in(v, f"{path}[{k!r}]")]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [p for i, v in enumerate(value) for p in callables_in(v, f"{path}[{i}]")]
+    if is_dataclass(value):
+        return [p for f in fields(value) for p in callables_in(getattr(value, f.name), f"{path}.{f.name}")]
+    attributes = getattr(value, "__dict__", None)
+    if attributes is None:
+        return []  # a value without attributes of its own
+    return [p for k, v in attributes.items() for p in callables_in(v, f"{path}.{k}")]
 
 
 group_ids = st.sampled_from(GROUPS)
