@@ -10,7 +10,6 @@ as protocol data, each member's subscription and assignment in the embedded cons
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.consumer_protocol import (
@@ -23,10 +22,8 @@ from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroup
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 # DescribeGroups v6+ reports a missing group as GROUP_ID_NOT_FOUND (KIP-1043); older versions
 # answer "Dead" with no error.
@@ -43,7 +40,7 @@ def _protocol_type(group: Group) -> str:
     return "consumer"
 
 
-class GroupAdmin:
+class GroupAdmin(ActsOnState):
     """ListGroups, DescribeGroups and DeleteGroups over the partition state's groups.
 
     ``delete_group_records(group)`` gives a group's tombstones with its offsets' (the shard's);
@@ -52,17 +49,13 @@ class GroupAdmin:
 
     def __init__(
         self,
-        state: GroupCoordinatorState,
+        data: GroupCoordinatorState,
         delete_group_records: Callable[[Group], list[CoordinatorRecord]],
         default_assignor: str,
     ) -> None:
-        self.state = state
+        self.data = data
         self._delete_group_records = delete_group_records
         self._default_assignor = default_assignor
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.state.groups
 
     def list_groups(
         self, request: pb.ListGroupsRequest, now_ms: int
@@ -139,7 +132,7 @@ class GroupAdmin:
             protocol_type="consumer",
             protocol_data=self._default_assignor,
         )
-        image = self.state.image
+        image = self.data.image
         for m in group.members.values():
             dm = described.members.add(
                 member_id=m.member_id, client_id=m.client_id, client_host=m.client_host

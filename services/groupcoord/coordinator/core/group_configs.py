@@ -73,13 +73,13 @@ class GroupConfigManager:
     """The dynamic configs of the partition's groups: their data is the partition state's
     ``group_configs`` (group id -> name -> value)."""
 
-    def __init__(self, state: GroupCoordinatorState, config: GroupConfig) -> None:
-        self.state = state
+    def __init__(self, data: GroupCoordinatorState, config: GroupConfig) -> None:
+        self.data = data
         self.config = config
 
     @property
     def dynamic(self) -> dict[str, dict[str, int]]:
-        return self.state.group_configs
+        return self.data.group_configs
 
     def replay(self, key: rpb.GroupConfigKey, value: rpb.GroupConfigValue | None) -> None:
         if value is None:

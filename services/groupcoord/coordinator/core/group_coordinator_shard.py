@@ -40,7 +40,7 @@ from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
-from groupcoord.coordinator.core.state import GroupCoordinatorState
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
 from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
@@ -50,7 +50,7 @@ from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
 from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ActsOnState):
     def __init__(
         self,
         armed: ArmedTimers,
@@ -98,15 +98,6 @@ class GroupCoordinatorShard:
         self.migration = OnlineMigration(self.classic, self.config)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self._replay = self._replay_switch()
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.data.groups
-
-    @property
-    def image(self) -> TopicsImage:
-        """The cluster's topics (input from the runtime: see on_metadata_update)."""
-        return self.data.image
 
     def restore(self, data: GroupCoordinatorState) -> None:
         """Make this shard's state a copy of ``data`` (the runtime's revert of a failed write:

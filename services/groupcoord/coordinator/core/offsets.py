@@ -33,12 +33,13 @@ from groupcoord.coordinator.core.contract import (
     deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.txn_offsets import OffsetKey, PendingTransactions, pending_record
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb
 
 if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState, OffsetsByGroup
+    from groupcoord.coordinator.core.state import OffsetsByGroup
 
 EXPIRY_TIMER_KEY = "offsets-expiry"
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
@@ -89,7 +90,7 @@ def offset_record(
     )
 
 
-class OffsetMetadataManager:
+class OffsetMetadataManager(ActsOnState):
     """Offsets of every group of one state-topic partition: their data is the partition's
     :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState` (``offsets``,
     ``transactions``), shared with the group managers.
@@ -102,37 +103,33 @@ class OffsetMetadataManager:
 
     def __init__(
         self,
-        state: GroupCoordinatorState,
+        data: GroupCoordinatorState,
         config: GroupConfig,
         create_simple_group: Callable[[str, int], list[CoordinatorRecord]],
         delete_group: Callable[[Group], list[CoordinatorRecord]],
     ) -> None:
-        self.state = state
+        self.data = data
         self.config = config
         self._create_simple_group = create_simple_group
         self._delete_group = delete_group
 
     @property
-    def groups(self) -> dict[str, Group]:
-        return self.state.groups
-
-    @property
     def offsets(self) -> OffsetsByGroup:
-        return self.state.offsets
+        return self.data.offsets
 
     @property
     def txn(self) -> PendingTransactions:
-        return self.state.transactions
+        return self.data.transactions
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
-        state = self.state
-        txn = state.transactions
+        data = self.data
+        txn = data.transactions
         if txn.open_by_key or txn.unrestated:  # cheap when no transaction is around (usual)
             key = (k.group_id, k.topic, k.partition)
             if key in txn.open_by_key or key in txn.unrestated:
                 txn.on_committed_offset(key, value)
-        offsets = state.offsets
+        offsets = data.offsets
         if value is None:
             topics = offsets.get(k.group_id)
             if topics is not None:
@@ -150,24 +147,24 @@ class OffsetMetadataManager:
             topics = offsets[group_id] = {}
         topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
         # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
-        groups = state.groups
+        groups = data.groups
         if group_id not in groups:
             groups[group_id] = ClassicGroup(group_id)
 
     def replay_pending(self, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None) -> None:
-        self.state.transactions.replay_pending(k, value)
-        groups = self.state.groups
+        self.data.transactions.replay_pending(k, value)
+        groups = self.data.groups
         if value is not None and k.group_id not in groups:
             groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
 
     def replay_marker(self, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
-        state = self.state
-        for (group_id, topic, partition), committed in state.transactions.replay_marker(k, value):
-            state.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
+        data = self.data
+        for (group_id, topic, partition), committed in data.transactions.replay_marker(k, value):
+            data.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
                 CommittedOffset.from_value(committed)
             )
-            if group_id not in state.groups:
-                state.groups[group_id] = ClassicGroup(group_id)
+            if group_id not in data.groups:
+                data.groups[group_id] = ClassicGroup(group_id)
 
     # ------------------------------------------------------------------------------ commit
     def offset_commit(
@@ -212,7 +209,7 @@ class OffsetMetadataManager:
                             request.api_version,
                             name,
                             p.partition_index,
-                            self.state.image,
+                            self.data.image,
                         )
                     except CoordinatorError as e:
                         code = e.code
@@ -270,7 +267,7 @@ class OffsetMetadataManager:
                             request.api_version,
                             topic.name,
                             p.partition_index,
-                            self.state.image,
+                            self.data.image,
                             transactional=True,
                         )
                     except CoordinatorError as e:
@@ -359,7 +356,7 @@ class OffsetMetadataManager:
     def _topic_name(self, name: str, topic_id: bytes) -> str:
         if name or not topic_id:
             return name
-        return self.state.image.topic_name(topic_id) or ""
+        return self.data.image.topic_name(topic_id) or ""
 
     # ------------------------------------------------------------------------------ delete
     def offset_delete(

@@ -28,14 +28,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
-from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.offsets import CommittedOffset
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.coordinator.core.txn_offsets import PendingTransactions
 
-OffsetsByGroup = dict[str, dict[str, dict[int, CommittedOffset]]]
-"""group id -> topic -> partition -> committed offset."""
+if TYPE_CHECKING:  # the managers import this module: their types are annotations only here
+    from groupcoord.coordinator.core.group import Group
+    from groupcoord.coordinator.core.offsets import CommittedOffset
+
+    OffsetsByGroup = dict[str, dict[str, dict[int, CommittedOffset]]]
+    """group id -> topic -> partition -> committed offset."""
 
 
 @dataclass(slots=True)
@@ -59,3 +62,20 @@ class GroupCoordinatorState:
         """Take ``other``'s data in place (this root stays the one the managers hold)."""
         for f in fields(self):
             setattr(self, f.name, getattr(other, f.name))
+
+
+class ActsOnState:
+    """A part of the shard acting on the partition's state (``data``): it reads the groups and
+    the image through the root on every access, never keeps them, since a revert refills the
+    root with other containers."""
+
+    data: GroupCoordinatorState
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.data.groups
+
+    @property
+    def image(self) -> TopicsImage:
+        """The cluster's topics as the runtime last delivered them."""
+        return self.data.image

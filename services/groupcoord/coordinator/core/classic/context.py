@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
@@ -22,14 +22,12 @@ from groupcoord.coordinator.core.classic.waiters import Waiters, WaitKey
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.records.v1 import classic_group_pb2 as rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
-
-class ClassicContext:
+class ClassicContext(ActsOnState):
     """The classic groups of one state-topic partition and what their handlers need.
 
     ``groups`` is the partition state's map of every group (classic and consumer groups share
@@ -42,21 +40,17 @@ class ClassicContext:
 
     def __init__(
         self,
-        state: GroupCoordinatorState,
+        data: GroupCoordinatorState,
         config: GroupConfig,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
         | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.state = state
+        self.data = data
         self.config = config
         self.waiters = Waiters()
         self.join_other_group = join_other_group
         self.new_uuid = new_uuid
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.state.groups
 
     def classic_group(self, group_id: str) -> ClassicGroup | None:
         """The classic group of that id, None if there is none; INCONSISTENT_GROUP_PROTOCOL if

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
@@ -25,10 +24,7 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.topics_image import TopicsImage
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 
 BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
     "uniform": UniformAssignor,
@@ -51,7 +47,7 @@ DowngradeToClassic = Callable[
 ]
 
 
-class ConsumerContext:
+class ConsumerContext(ActsOnState):
     """The consumer groups of one state-topic partition (they live in the partition state's
     ``groups``, core/state.py) and what their handlers need.
 
@@ -71,7 +67,7 @@ class ConsumerContext:
 
     def __init__(
         self,
-        state: GroupCoordinatorState,
+        data: GroupCoordinatorState,
         armed: ArmedTimers,
         config: GroupConfig,
         session_timeout_ms: Callable[[str], int] | None = None,
@@ -82,7 +78,7 @@ class ConsumerContext:
         downgrade_to_classic: DowngradeToClassic | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.state = state
+        self.data = data
         self.armed = armed
         self.config = config
         self.session_timeout_ms = session_timeout_ms or (lambda _g: config.consumer_group_session_timeout_ms)
@@ -101,15 +97,6 @@ class ConsumerContext:
             raise ValueError("at least one consumer group assignor must be configured")
         self.assignors = dict(assignors)
         self.default_assignor = next(iter(self.assignors))
-
-    @property
-    def groups(self) -> dict[str, Group]:
-        return self.state.groups
-
-    @property
-    def image(self) -> TopicsImage:
-        """The cluster's topics as the runtime last delivered them."""
-        return self.state.image
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         group = self.groups.get(group_id)

@@ -187,7 +187,7 @@ class OnlineMigration:
             return None
         epoch, members = members_for_upgrade(group)
         records = group.tombstone_records()
-        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.classic.state.image, now_ms)
+        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.classic.data.image, now_ms)
 
         return records, lambda: release_for_upgrade(self.classic, group)
 
@@ -217,7 +217,7 @@ class OnlineMigration:
             or len(remaining) > self.config.classic_group_max_size
         ):
             return None
-        image = self.classic.state.image
+        image = self.classic.data.image
         members = [migrating_member_from_consumer(m, image) for m in remaining]
         classic = classic_group_from_members(
             self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=joining is None
