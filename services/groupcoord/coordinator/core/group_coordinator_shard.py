@@ -1,7 +1,10 @@
 """The group coordinator's state machine for one state-topic partition (Kafka's GroupCoordinatorShard).
 
-Holds every group hashed to the partition — classic and consumer (KIP-848) groups share one
-``groups`` map, since a group id names exactly one group — and their committed offsets. One
+Its state is one :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState`
+(``data``): every group hashed to the partition — classic and consumer (KIP-848) groups share
+one ``groups`` map, since a group id names exactly one group — their committed and pending
+offsets, group configs and the topics image. The managers acting on it are wiring built once by
+the constructor; ``restore(data)`` is the runtime's revert and copies data only. One
 method per coordinator API, named like the ``Coordinator`` service's oneof fields
 (``join_group``, ``offset_commit``...), each ``(request, now_ms)`` → ``CoordinatorResult``;
 ``replay(record)`` dispatches by record type. Handlers that answer later (classic JoinGroup,
@@ -138,12 +141,12 @@ class GroupCoordinatorShard(ActsOnState):
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
-        return CoordinatorResult(records=self.offsets.txn.restatements(), timers=timers)
+        return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
     def after_markers(self, now_ms: int) -> CoordinatorResult[None]:
         """Run by the runtime right after it replays transaction markers: restate the offsets
         they applied as ordinary records (see core/txn_offsets.py)."""
-        return CoordinatorResult(records=self.offsets.txn.restatements())
+        return CoordinatorResult(records=self.data.transactions.restatements())
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
@@ -222,22 +225,22 @@ class GroupCoordinatorShard(ActsOnState):
     def transaction_stats(self) -> tuple[int, int, int]:
         """(pending transactional offsets, commit markers applied, abort outcomes applied),
         for the metrics; the counts grow with replay, the runtime exports their changes."""
-        txn = self.offsets.txn
+        txn = self.data.transactions
         pending = sum(len(p) for p in txn.by_producer.values())
         return pending, txn.commits_applied, txn.aborts_applied
 
     def producer_sequences(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (epoch, next sequence) of transactional writes here (the runtime's
         marker follower starts from these; see TxnMarkerValue.sequence_bound)."""
-        return self.offsets.txn.producer_sequences()
+        return self.data.transactions.producer_sequences()
 
     def has_pending_transaction(self, producer_id: int) -> bool:
-        return producer_id in self.offsets.txn.by_producer
+        return producer_id in self.data.transactions.by_producer
 
     def open_transactions(self) -> int:
         """Producers with pending transactional offsets here (the runtime follows the log for
         their markers while any are open)."""
-        return len(self.offsets.txn.by_producer)
+        return len(self.data.transactions.by_producer)
 
     def txn_offset_commit(
         self, request: offsets_pb.TxnOffsetCommitRequest, now_ms: int

@@ -22,7 +22,7 @@ def replayer(ctx: ConsumerContext, method: ConsumerGroupReplay) -> Callable[[Any
 
 
 def _replay(ctx: ConsumerContext, method: ConsumerGroupReplay, deletes_group: bool, key: Any, value: Any) -> None:
-    groups = ctx.groups
+    groups = ctx.data.groups
     group_id = key.group_id
     group = groups.get(group_id)
     if deletes_group and value is None:
