@@ -7,9 +7,10 @@ changes (metadata.py) and replay (replay.py). Each is plain functions taking the
 :class:`ConsumerContext`, as Kafka's manager helpers take the manager's state.
 
 All of it is computed without mutating anything: a handler builds new member values and copies
-the group counters it changes (the one rule of every group type, core/state.py); the
-returned records, once replayed, are the change, and the timers to (re)arm or cancel are intents in the result too (the runtime applies
-them); whether a timer is already armed is read through the read-only ``ArmedTimers`` view.
+the group counters it changes (the one rule of every group type, core/state.py); the returned
+records, once replayed, are the change, and the timers to (re)arm or cancel are intents in the
+result too (the runtime applies them); whether a timer is already armed is read through the
+read-only ``ArmedTimers`` view.
 """
 
 from __future__ import annotations
