@@ -46,17 +46,6 @@ class RegisterShard:
         # Requests waiting for a register to appear (not state: they die with leadership).
         self._waiting: dict[str, list[Any]] = {}
 
-    @property
-    def data(self) -> dict[str, int]:
-        """The shard's whole state as plain data: the registers."""
-        return self.values
-
-    def restore(self, data: dict[str, int]) -> None:
-        """The runtime's revert: a copy of the committed replica's registers; waiting requests
-        are dropped (the runtime failed their callers)."""
-        self.values = dict(data)
-        self._waiting.clear()
-
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
         assert isinstance(key, register_pb2.RegisterKey)
@@ -118,6 +107,16 @@ class RegisterShard:
 
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
+
+    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        return {}, {}  # no consumer or classic groups
+
+    @property
+    def data(self) -> dict[str, int]:
+        return self.values
+
+    def restore(self, data: dict[str, int]) -> None:
+        self.values = dict(data)
 
 
 def _busy(iterations: int) -> int:
