@@ -8,10 +8,10 @@ records into the committed one, a failed write reverted, the timers cancelled an
 heartbeat may upgrade), offset commits, transactional offsets with their markers, group configs,
 deletions and topic changes, any of whose writes may fail.
 
-The shard's wiring holds closures (its replay switch reads the state root through a lambda, the
-migration hooks are lambdas, and each replica here gets one more, a lambda-wired session
-timeout): a revert that copied the shard object instead of its data would share those with the
-committed replica, whose state the live replica would then keep changing after the revert.
+The shard's wiring holds closures (its replay switch reads the state root through lambdas, and
+each replica here gets one more, a lambda-wired session timeout): a revert that copied the
+shard object instead of its data would share those with the committed replica, whose state the
+live replica would then keep changing after the revert.
 """
 
 from __future__ import annotations

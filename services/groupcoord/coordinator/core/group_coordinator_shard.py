@@ -83,6 +83,8 @@ class GroupCoordinatorShard(ActsOnState):
             delete_group=self.delete_group_records,
         )
         self.group_configs = GroupConfigManager(self.data, self.config)
+        # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
+        self.migration = OnlineMigration(self.classic, self.config)
         self.consumer = ConsumerContext(
             self.data,
             armed,
@@ -90,15 +92,11 @@ class GroupCoordinatorShard(ActsOnState):
             session_timeout_ms=self.group_configs.session_timeout_ms,
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
-            upgrade_classic_group=lambda group, now_ms: self.migration.upgrade(group, now_ms),
-            downgrade_to_classic=lambda group, member_id, now_ms, joining: self.migration.downgrade(
-                group, member_id, now_ms, joining
-            ),
+            upgrade_classic_group=self.migration.upgrade,
+            downgrade_to_classic=self.migration.downgrade,
             new_uuid=new_uuid,
         )
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
-        # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
-        self.migration = OnlineMigration(self.classic, self.config)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self._replay = self._replay_switch()
 
