@@ -47,6 +47,10 @@ class MockTimer:
     def cancel(self, key: str) -> None:
         self._live.pop(key, None)
 
+    def cancel_all(self) -> None:
+        """What the runtime does to a partition's timers when it reverts a failed write."""
+        self._live.clear()
+
     def is_scheduled(self, key: str) -> bool:
         return key in self._live
 

@@ -104,8 +104,8 @@ class ShardContext:
     def assert_replay_equals_live(self) -> None:
         fresh = self.replayed()
         assert fresh.groups == self.shard.groups
-        assert fresh.offsets.state() == self.shard.offsets.state()
-        assert fresh.group_configs.dynamic == self.shard.group_configs.dynamic
+        assert fresh.data.offsets == self.shard.data.offsets
+        assert fresh.data.group_configs == self.shard.data.group_configs
 
     def classic(self, group_id: str) -> ClassicGroup:
         group = self.shard.groups[group_id]

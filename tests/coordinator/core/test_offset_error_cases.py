@@ -328,7 +328,7 @@ def test_delete_groups(kind: str, case: str, world_name: str, expected: E) -> No
     if world_name == "running":
         assert ctx.fetch(G) == COMMITTED  # nothing deleted
     else:
-        assert G not in ctx.shard.groups and ctx.shard.offsets.group_offsets(G) == {}
+        assert G not in ctx.shard.groups and ctx.shard.data.offsets.get(G, {}) == {}
     ctx.assert_replay_equals_live()
 
 
@@ -356,5 +356,5 @@ def test_an_empty_group_expires_whole_after_retention(kind: str) -> None:
     ctx.advance(RETENTION_MS - 20_000)
     assert ctx.fetch(G) == COMMITTED
     ctx.advance(30_000)
-    assert G not in ctx.shard.groups and ctx.shard.offsets.group_offsets(G) == {}
+    assert G not in ctx.shard.groups and ctx.shard.data.offsets.get(G, {}) == {}
     ctx.assert_replay_equals_live()

@@ -10,6 +10,7 @@ from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
 from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
+from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 G = "group"
@@ -146,7 +147,7 @@ def test_offsets_of_an_empty_group_expire_after_retention_then_the_group_goes() 
     ctx.advance(20_000)
     assert ctx.clock.now_ms - emptied_at >= 60_000
     assert G not in ctx.shard.groups
-    assert ctx.shard.offsets.group_offsets(G) == {}
+    assert ctx.shard.data.offsets.get(G, {}) == {}
     ctx.assert_replay_equals_live()
 
 
@@ -211,13 +212,13 @@ def test_last_successful_commit_wins_and_replay_equals_live(commits: list[tuple[
             expected[("t", partition)] = offset
     assert ctx.fetch(G) == expected
     ctx.assert_replay_equals_live()
-    assert ctx.replayed().offsets.group_offsets(G) == ctx.shard.offsets.group_offsets(G)
+    assert ctx.replayed().data.offsets.get(G, {}) == ctx.shard.data.offsets.get(G, {})
 
 
 def test_v10_topic_ids_resolve_through_the_metadata_image() -> None:
     ctx = ShardContext()
     known = b"\x07" * 16
-    ctx.shard.offsets.topic_name_of = {known: "orders"}.get
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([TopicImage(known, "orders", 4)]), 0))
     request = opb.OffsetCommitRequest(api_version=10, group_id=G, generation_id_or_member_epoch=-1)
     request.topics.add(topic_id=known).partitions.add(partition_index=3, committed_offset=11)
     request.topics.add(topic_id=b"\x08" * 16).partitions.add(partition_index=0, committed_offset=1)

@@ -325,7 +325,7 @@ def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]
             marker(ctx, producer, commit=op == "commit", producer_epoch=epochs[producer])
     assert_replay_equals_live(ctx)
     compacted = _compacted_replay(ctx)
-    assert compacted.offsets.state() == ctx.shard.offsets.state()
+    assert compacted.data.offsets == ctx.shard.data.offsets
     assert compacted.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
     assert compacted.offsets.txn.sequences == ctx.shard.offsets.txn.sequences
 

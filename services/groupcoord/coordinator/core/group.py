@@ -10,6 +10,7 @@ import enum
 from typing import Protocol
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.core.topics_image import TopicsImage
 
 
 class GroupType(enum.Enum):
@@ -42,11 +43,13 @@ class Group(Protocol):
         api_version: int,
         topic: str,
         partition: int,
+        image: TopicsImage,
         transactional: bool = False,
     ) -> None:
         """Raise CoordinatorError (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH,
         FENCED_INSTANCE_ID, UNSUPPORTED_VERSION...) when this commit must be rejected.
-        An empty member id with generation -1 is an admin commit (allowed only when empty)."""
+        An empty member id with generation -1 is an admin commit (allowed only when empty).
+        ``image`` resolves ``topic`` to its id where the group type checks assignments."""
         ...
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None: ...

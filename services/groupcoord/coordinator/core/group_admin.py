@@ -22,6 +22,7 @@ from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroup
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
 # DescribeGroups v6+ reports a missing group as GROUP_ID_NOT_FOUND (KIP-1043); older versions
@@ -39,17 +40,21 @@ def _protocol_type(group: Group) -> str:
     return "consumer"
 
 
-class GroupAdmin:
+class GroupAdmin(ActsOnState):
+    """ListGroups, DescribeGroups and DeleteGroups over the partition state's groups.
+
+    ``delete_group_records(group)`` gives a group's tombstones with its offsets' (the shard's);
+    ``default_assignor`` is the consumer groups' default assignor (their DescribeGroups
+    protocol data)."""
+
     def __init__(
         self,
-        groups: dict[str, Group],
+        data: GroupCoordinatorState,
         delete_group_records: Callable[[Group], list[CoordinatorRecord]],
-        topic_name_of: Callable[[bytes], str | None] = lambda _topic_id: None,
-        default_assignor: Callable[[], str] = lambda: "",
+        default_assignor: str,
     ) -> None:
-        self.groups = groups
+        self.data = data
         self._delete_group_records = delete_group_records
-        self._topic_name_of = topic_name_of
         self._default_assignor = default_assignor
 
     def list_groups(
@@ -125,8 +130,9 @@ class GroupAdmin:
             group_id=group.group_id,
             group_state=group.state_name(),
             protocol_type="consumer",
-            protocol_data=self._default_assignor(),
+            protocol_data=self._default_assignor,
         )
+        image = self.data.image
         for m in group.members.values():
             dm = described.members.add(
                 member_id=m.member_id, client_id=m.client_id, client_host=m.client_host
@@ -135,7 +141,7 @@ class GroupAdmin:
                 dm.group_instance_id = m.instance_id
             assigned: dict[str, list[int]] = {}
             for topic_id, partitions in m.assigned.items():
-                name = self._topic_name_of(topic_id)
+                name = image.topic_name(topic_id)
                 if name is not None and partitions:
                     assigned[name] = sorted(partitions)
             topics = sorted(group.member_subscribed_names(m))

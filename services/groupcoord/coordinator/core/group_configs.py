@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
+
+if TYPE_CHECKING:
+    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
@@ -66,9 +70,16 @@ _KEYS: dict[str, _Key] = {
 
 
 class GroupConfigManager:
-    def __init__(self, config: GroupConfig) -> None:
+    """The dynamic configs of the partition's groups: their data is the partition state's
+    ``group_configs`` (group id -> name -> value)."""
+
+    def __init__(self, data: GroupCoordinatorState, config: GroupConfig) -> None:
+        self.data = data
         self.config = config
-        self.dynamic: dict[str, dict[str, int]] = {}  # group id -> name -> value
+
+    @property
+    def dynamic(self) -> dict[str, dict[str, int]]:
+        return self.data.group_configs
 
     def replay(self, key: rpb.GroupConfigKey, value: rpb.GroupConfigValue | None) -> None:
         if value is None:

@@ -1,7 +1,10 @@
 """The group coordinator's state machine for one state-topic partition (Kafka's GroupCoordinatorShard).
 
-Holds every group hashed to the partition — classic and consumer (KIP-848) groups share one
-``groups`` map, since a group id names exactly one group — and their committed offsets. One
+Its state is one :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState`
+(``data``): every group hashed to the partition — classic and consumer (KIP-848) groups share
+one ``groups`` map, since a group id names exactly one group — their committed and pending
+offsets, group configs and the topics image. The managers acting on it are wiring built once by
+the constructor; ``restore(data)`` is the runtime's revert and copies data only. One
 method per coordinator API, named like the ``Coordinator`` service's oneof fields
 (``join_group``, ``offset_commit``...), each ``(request, now_ms)`` → ``CoordinatorResult``;
 ``replay(record)`` dispatches by record type. Handlers that answer later (classic JoinGroup,
@@ -13,7 +16,6 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from google.protobuf.message import Message
@@ -41,7 +43,8 @@ from groupcoord.coordinator.core.group_configs import GroupConfigManager
 from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import OffsetMetadataManager
-from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
 from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
@@ -50,7 +53,7 @@ from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
 from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ActsOnState):
     def __init__(
         self,
         armed: ArmedTimers,
@@ -65,64 +68,44 @@ class GroupCoordinatorShard:
         so a test can replay exactly what a call returned."""
         self.partition = partition
         self.config = config or GroupConfig()
-        self.groups: dict[str, Group] = {}
+        # The partition's whole state; everything below is wiring acting on it, never copied.
+        self.data = GroupCoordinatorState()
         self.classic = ClassicContext(
-            self.groups,
+            self.data,
             self.config,
             join_other_group=self._join_consumer_group,
             new_uuid=new_uuid,
         )
         self.offsets = OffsetMetadataManager(
-            self.groups,
+            self.data,
             self.config,
             create_simple_group=simple_group_records,
             delete_group=self.delete_group_records,
         )
-        self.group_configs = GroupConfigManager(self.config)
-        self.admin = GroupAdmin(
-            self.groups,
-            self.delete_group_records,
-            topic_name_of=self._topic_name_of,
-            default_assignor=self._default_assignor,
-        )
-        # The cluster's topics (input from the runtime, not state: see on_metadata_update).
-        self.image: TopicsImage = UNKNOWN_IMAGE
-        self.offsets.topic_name_of = self._topic_name_of
+        self.group_configs = GroupConfigManager(self.data, self.config)
+        # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
+        self.migration = OnlineMigration(self.classic, self.config)
         self.consumer = ConsumerContext(
-            self.groups,
+            self.data,
             armed,
             self.config,
-            image=self._image,
             session_timeout_ms=self.group_configs.session_timeout_ms,
             heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
             assignment_interval_ms=self.group_configs.assignment_interval_ms,
-            upgrade_classic_group=self._upgrade_classic_group,
-            downgrade_to_classic=self._downgrade_to_classic,
+            upgrade_classic_group=self.migration.upgrade,
+            downgrade_to_classic=self.migration.downgrade,
             new_uuid=new_uuid,
         )
-        # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
-        self.migration = OnlineMigration(self.classic, self.config, self._image)
+        self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self._replay = self._replay_switch()
 
-    # The parts above call back into the shard through bound methods, never closures: the
-    # runtime reverts a failed write with copy.deepcopy of the committed replica, which rebinds a
-    # bound method (or a partial's arguments) to the copy but shares a closure, which would keep
-    # reading and writing the original's state.
-    def _image(self) -> TopicsImage:
-        return self.image
-
-    def _topic_name_of(self, topic_id: bytes) -> str | None:
-        return self.image.topic_name(topic_id)
-
-    def _default_assignor(self) -> str:
-        return self.consumer.default_assignor
-
-    def _upgrade_classic_group(self, group: Any, now_ms: int) -> Any:
-        return self.migration.upgrade(group, now_ms)
-
-    def _downgrade_to_classic(self, group: Any, member_id: str, now_ms: int, joining: Any) -> Any:
-        return self.migration.downgrade(group, member_id, now_ms, joining)
+    def restore(self, data: GroupCoordinatorState) -> None:
+        """Make this shard's state a copy of ``data`` (the runtime's revert of a failed write:
+        the committed replica's data into the live one). Only data is copied; the wiring stays.
+        Parked JoinGroup/SyncGroup requests are dropped: the runtime failed their callers."""
+        self.data.assign(data.copy())
+        self.classic.waiters.clear()
 
     # --- replay and loading ------------------------------------------------------------------
     def _replay_switch(self) -> dict[type[Message], Callable[[Any, Any], None]]:
@@ -132,10 +115,11 @@ class GroupCoordinatorShard:
         switch: dict[type[Message], Callable[[Any, Any], None]] = {
             key_type: replayer(self.consumer, method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
         }
-        switch[classic_rpb.ClassicGroupMetadataKey] = partial(classic_replay.replay_metadata, self.groups)
-        switch[classic_rpb.ClassicGroupMemberKey] = partial(classic_replay.replay_member, self.groups)
-        switch[classic_rpb.ClassicGroupPendingMemberKey] = partial(
-            classic_replay.replay_pending_member, self.groups
+        data = self.data  # the root stays; restore replaces its fields, so read them per record
+        switch[classic_rpb.ClassicGroupMetadataKey] = lambda k, v: classic_replay.replay_metadata(data.groups, k, v)
+        switch[classic_rpb.ClassicGroupMemberKey] = lambda k, v: classic_replay.replay_member(data.groups, k, v)
+        switch[classic_rpb.ClassicGroupPendingMemberKey] = lambda k, v: classic_replay.replay_pending_member(
+            data.groups, k, v
         )
         switch[offsets_rpb.OffsetCommitKey] = self.offsets.replay
         switch[offsets_rpb.PendingTxnOffsetKey] = self.offsets.replay_pending
@@ -155,12 +139,12 @@ class GroupCoordinatorShard:
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
-        return CoordinatorResult(records=self.offsets.txn.restatements(), timers=timers)
+        return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
     def after_markers(self, now_ms: int) -> CoordinatorResult[None]:
         """Run by the runtime right after it replays transaction markers: restate the offsets
         they applied as ordinary records (see core/txn_offsets.py)."""
-        return CoordinatorResult(records=self.offsets.txn.restatements())
+        return CoordinatorResult(records=self.data.transactions.restatements())
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
@@ -184,7 +168,7 @@ class GroupCoordinatorShard:
     def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
         """The runtime's new view of the cluster's topics: records bumping the epochs of the
         groups whose subscribed topics changed (and re-resolved regexes)."""
-        self.image = image
+        self.data.image = image
         return consumer_metadata.on_metadata_update(self.groups, image, now_ms)
 
     # --- classic group protocol -------------------------------------------------------------
@@ -239,22 +223,22 @@ class GroupCoordinatorShard:
     def transaction_stats(self) -> tuple[int, int, int]:
         """(pending transactional offsets, commit markers applied, abort outcomes applied),
         for the metrics; the counts grow with replay, the runtime exports their changes."""
-        txn = self.offsets.txn
+        txn = self.data.transactions
         pending = sum(len(p) for p in txn.by_producer.values())
         return pending, txn.commits_applied, txn.aborts_applied
 
     def producer_sequences(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (epoch, next sequence) of transactional writes here (the runtime's
         marker follower starts from these; see TxnMarkerValue.sequence_bound)."""
-        return self.offsets.txn.producer_sequences()
+        return self.data.transactions.producer_sequences()
 
     def has_pending_transaction(self, producer_id: int) -> bool:
-        return producer_id in self.offsets.txn.by_producer
+        return producer_id in self.data.transactions.by_producer
 
     def open_transactions(self) -> int:
         """Producers with pending transactional offsets here (the runtime follows the log for
         their markers while any are open)."""
-        return len(self.offsets.txn.by_producer)
+        return len(self.data.transactions.by_producer)
 
     def txn_offset_commit(
         self, request: offsets_pb.TxnOffsetCommitRequest, now_ms: int

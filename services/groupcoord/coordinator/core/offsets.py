@@ -7,7 +7,7 @@ are records (type 25) keyed by (group, topic, partition); the last acknowledged 
 partition is its value, so "the last successful commit wins" is the log's compaction rule.
 
 Topics are keyed by name: a v10 request naming a topic only by id is resolved through
-``topic_name_of`` (the shard's metadata image, or the gateway may fill the name); an id
+the topics image in the partition state (or the gateway may fill the name); an id
 neither knows is answered UNKNOWN_TOPIC_ID.
 
 Transactional offsets (TxnOffsetCommit) are pending per producer until the upstream's marker
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.group import ClassicGroup
@@ -33,9 +33,13 @@ from groupcoord.coordinator.core.contract import (
     deadline_timer,
 )
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.txn_offsets import OffsetKey, PendingTransactions, pending_record
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb
+
+if TYPE_CHECKING:
+    from groupcoord.coordinator.core.state import OffsetsByGroup
 
 EXPIRY_TIMER_KEY = "offsets-expiry"
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
@@ -86,41 +90,48 @@ def offset_record(
     )
 
 
-class OffsetMetadataManager:
-    """Offsets of every group of one state-topic partition.
+class OffsetMetadataManager(ActsOnState):
+    """Offsets of every group of one state-topic partition: their data is the partition's
+    :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState` (``offsets``,
+    ``transactions``), shared with the group managers.
 
     ``create_simple_group(group_id, now_ms)`` returns the records creating an empty classic
     group, and ``delete_group(group)`` the tombstones of a group: both belong to the group
-    managers, which the shard wires in.
+    managers, which the shard wires in. A v10 request naming a topic only by id is resolved
+    through the state's topics image.
     """
 
     def __init__(
         self,
-        groups: dict[str, Group],
+        data: GroupCoordinatorState,
         config: GroupConfig,
         create_simple_group: Callable[[str, int], list[CoordinatorRecord]],
         delete_group: Callable[[Group], list[CoordinatorRecord]],
     ) -> None:
-        self.groups = groups
+        self.data = data
         self.config = config
         self._create_simple_group = create_simple_group
         self._delete_group = delete_group
-        # Topic id (16 bytes) -> name, from the shard's view of the cluster's metadata; a v10
-        # request naming a topic only by id is resolved through it (None = unknown id).
-        self.topic_name_of: Callable[[bytes], str | None] = lambda _topic_id: None
-        # group id -> topic -> partition -> offset
-        self.offsets: dict[str, dict[str, dict[int, CommittedOffset]]] = {}
-        self.txn = PendingTransactions(self._apply_transactional_offset)
+
+    @property
+    def offsets(self) -> OffsetsByGroup:
+        return self.data.offsets
+
+    @property
+    def txn(self) -> PendingTransactions:
+        return self.data.transactions
 
     # ------------------------------------------------------------------------------ replay
     def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
-        txn = self.txn
+        data = self.data
+        txn = data.transactions
         if txn.open_by_key or txn.unrestated:  # cheap when no transaction is around (usual)
             key = (k.group_id, k.topic, k.partition)
             if key in txn.open_by_key or key in txn.unrestated:
                 txn.on_committed_offset(key, value)
+        offsets = data.offsets
         if value is None:
-            topics = self.offsets.get(k.group_id)
+            topics = offsets.get(k.group_id)
             if topics is not None:
                 parts = topics.get(k.topic)
                 if parts is not None:
@@ -128,38 +139,32 @@ class OffsetMetadataManager:
                     if not parts:
                         del topics[k.topic]
                 if not topics:
-                    del self.offsets[k.group_id]
+                    del offsets[k.group_id]
             return
         group_id = k.group_id
-        topics = self.offsets.get(group_id)
+        topics = offsets.get(group_id)
         if topics is None:
-            topics = self.offsets[group_id] = {}
+            topics = offsets[group_id] = {}
         topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
         # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
-        if group_id not in self.groups:
-            self.groups[group_id] = ClassicGroup(group_id)
+        groups = data.groups
+        if group_id not in groups:
+            groups[group_id] = ClassicGroup(group_id)
 
     def replay_pending(self, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None) -> None:
-        self.txn.replay_pending(k, value)
-        if value is not None and k.group_id not in self.groups:
-            self.groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
+        self.data.transactions.replay_pending(k, value)
+        groups = self.data.groups
+        if value is not None and k.group_id not in groups:
+            groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
 
     def replay_marker(self, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
-        self.txn.replay_marker(k, value)
-
-    def _apply_transactional_offset(self, key: OffsetKey, value: rpb.OffsetCommitValue) -> None:
-        group_id, topic, partition = key
-        self.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = CommittedOffset.from_value(
-            value
-        )
-        if group_id not in self.groups:
-            self.groups[group_id] = ClassicGroup(group_id)
-
-    def state(self) -> dict[str, dict[str, dict[int, CommittedOffset]]]:
-        return self.offsets
-
-    def group_offsets(self, group_id: str) -> dict[str, dict[int, CommittedOffset]]:
-        return self.offsets.get(group_id, {})
+        data = self.data
+        for (group_id, topic, partition), committed in data.transactions.replay_marker(k, value):
+            data.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
+                CommittedOffset.from_value(committed)
+            )
+            if group_id not in data.groups:
+                data.groups[group_id] = ClassicGroup(group_id)
 
     # ------------------------------------------------------------------------------ commit
     def offset_commit(
@@ -204,6 +209,7 @@ class OffsetMetadataManager:
                             request.api_version,
                             name,
                             p.partition_index,
+                            self.data.image,
                         )
                     except CoordinatorError as e:
                         code = e.code
@@ -261,6 +267,7 @@ class OffsetMetadataManager:
                             request.api_version,
                             topic.name,
                             p.partition_index,
+                            self.data.image,
                             transactional=True,
                         )
                     except CoordinatorError as e:
@@ -349,7 +356,7 @@ class OffsetMetadataManager:
     def _topic_name(self, name: str, topic_id: bytes) -> str:
         if name or not topic_id:
             return name
-        return self.topic_name_of(topic_id) or ""
+        return self.data.image.topic_name(topic_id) or ""
 
     # ------------------------------------------------------------------------------ delete
     def offset_delete(

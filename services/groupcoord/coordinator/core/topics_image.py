@@ -47,11 +47,6 @@ class TopicsImage:
     by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
 
-    def __deepcopy__(self, memo: dict[int, object]) -> TopicsImage:
-        """An image is immutable input: copies of a coordinator shard (the runtime's replicas)
-        share it."""
-        return self
-
     @classmethod
     def of(cls, topics: Iterable[TopicImage]) -> TopicsImage:
         by_id: dict[bytes, TopicImage] = {}

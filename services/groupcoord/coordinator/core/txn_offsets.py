@@ -37,8 +37,7 @@ own epoch (transaction version 1: the epoch of the transaction) and aborts the o
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.records.v1 import offsets_pb2 as rpb
@@ -63,19 +62,22 @@ class ProducerSequence:
     next_sequence: int
 
 
+@dataclass(slots=True)
 class PendingTransactions:
-    """Pending transactional offsets of one state partition, built only by replay."""
+    """Pending transactional offsets of one state partition, built only by replay.
 
-    def __init__(self, apply_committed: Callable[[OffsetKey, rpb.OffsetCommitValue], None]) -> None:
-        self._apply_committed = apply_committed
-        self.by_producer: dict[int, dict[OffsetKey, PendingOffset]] = {}
-        self.open_by_key: dict[OffsetKey, set[int]] = {}
-        self.sequences: dict[int, ProducerSequence] = {}
-        # Offsets a COMMIT marker applied that no ordinary record states yet (see restatements).
-        self.unrestated: dict[OffsetKey, rpb.OffsetCommitValue] = {}
-        self._ordinal = 0
-        self.commits_applied = 0
-        self.aborts_applied = 0
+    Plain data with its replay rules: a COMMIT marker's offsets are returned by
+    :meth:`replay_marker` for the offsets manager to apply, never applied through a callback
+    (state holds no wiring, see core/state.py)."""
+
+    by_producer: dict[int, dict[OffsetKey, PendingOffset]] = field(default_factory=dict)
+    open_by_key: dict[OffsetKey, set[int]] = field(default_factory=dict)
+    sequences: dict[int, ProducerSequence] = field(default_factory=dict)
+    # Offsets a COMMIT marker applied that no ordinary record states yet (see restatements).
+    unrestated: dict[OffsetKey, rpb.OffsetCommitValue] = field(default_factory=dict)
+    ordinal: int = 0
+    commits_applied: int = 0
+    aborts_applied: int = 0
 
     # ------------------------------------------------------------------------------ queries
     def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
@@ -83,13 +85,6 @@ class PendingTransactions:
 
     def group_has_pending(self, group_id: str) -> bool:
         return any(k[0] == group_id for k in self.open_by_key)
-
-    def pending_by_topic_partition(self) -> dict[tuple[str, int], int]:
-        """(topic, partition) -> how many producers hold a pending offset for it (metrics)."""
-        out: dict[tuple[str, int], int] = {}
-        for (_g, topic, partition), producers in self.open_by_key.items():
-            out[(topic, partition)] = out.get((topic, partition), 0) + len(producers)
-        return out
 
     def producer_sequences(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (epoch, next sequence) here: where a marker follower starts from."""
@@ -151,7 +146,7 @@ class PendingTransactions:
         producers = self.open_by_key.get(key)
         if not producers:
             return
-        self._ordinal += 1
+        self.ordinal += 1
         if value is None:
             for producer_id in self.open_by_key.pop(key):
                 pending = self.by_producer.get(producer_id)
@@ -175,14 +170,14 @@ class PendingTransactions:
             self.sequences[k.producer_id] = ProducerSequence(v.producer_epoch, end)
         elif v.producer_epoch == seq.epoch and end > seq.next_sequence:
             seq.next_sequence = end
-        self._ordinal += 1
+        self.ordinal += 1
         pending = self.by_producer.setdefault(k.producer_id, {})
         fenced = {kk: o for kk, o in pending.items() if o.epoch < v.producer_epoch}
         if fenced:  # the producer moved to a newer epoch: its older transaction is over
             for kk in fenced:
                 del pending[kk]
             self.aborts_applied += 1
-            self._resolve(k.producer_id, fenced, commit=False)
+            self._resolve(k.producer_id, fenced, commit=False)  # applies nothing
         if v.cleared:
             # Written beside the tombstone of the offset itself (see tombstones()): after
             # compaction the offset's tombstone may be gone, this one says the same.
@@ -191,15 +186,19 @@ class PendingTransactions:
             if not pending:
                 del self.by_producer[k.producer_id]
             return
-        pending[key] = PendingOffset(v.offset, self._ordinal, v.producer_epoch, v.base_sequence)
+        pending[key] = PendingOffset(v.offset, self.ordinal, v.producer_epoch, v.base_sequence)
         self.open_by_key.setdefault(key, set()).add(k.producer_id)
 
-    def replay_marker(self, _k: rpb.TxnMarkerKey, v: rpb.TxnMarkerValue | None) -> None:
+    def replay_marker(
+        self, _k: rpb.TxnMarkerKey, v: rpb.TxnMarkerValue | None
+    ) -> list[tuple[OffsetKey, rpb.OffsetCommitValue]]:
+        """Decide the producer's offsets the marker covers; returns the offsets a COMMIT
+        applies, for the offsets manager to make committed."""
         if v is None:
-            return
+            return []
         pending = self.by_producer.get(v.producer_id)
         if not pending:
-            return  # a marker of a transaction that committed no offsets here
+            return []  # a marker of a transaction that committed no offsets here
         epoch = v.producer_epoch
         bound = v.sequence_bound if v.HasField("sequence_bound") else None
         decided = {
@@ -208,7 +207,7 @@ class PendingTransactions:
             if o.epoch < epoch or (o.epoch == epoch and (bound is None or o.sequence < bound))
         }
         if not decided:
-            return  # a late marker decides nothing written after it
+            return []  # a late marker decides nothing written after it
         for key in decided:
             del pending[key]
         if not pending:
@@ -222,19 +221,24 @@ class PendingTransactions:
         older = {k: o for k, o in decided.items() if o.epoch < v.producer_epoch}
         if older:
             self._resolve(v.producer_id, older, commit=False)
-        self._resolve(v.producer_id, {k: o for k, o in decided.items() if k not in older}, v.commit)
+        return self._resolve(v.producer_id, {k: o for k, o in decided.items() if k not in older}, v.commit)
 
-    def _resolve(self, producer_id: int, decided: dict[OffsetKey, PendingOffset], commit: bool) -> None:
+    def _resolve(
+        self, producer_id: int, decided: dict[OffsetKey, PendingOffset], commit: bool
+    ) -> list[tuple[OffsetKey, rpb.OffsetCommitValue]]:
+        """Close the decided offsets; returns those that become committed."""
+        applied: list[tuple[OffsetKey, rpb.OffsetCommitValue]] = []
         for key, offset in decided.items():
             self._close(producer_id, key)
             if not commit or offset.beaten:
                 continue
-            self._apply_committed(key, offset.value)
+            applied.append((key, offset.value))
             self.unrestated[key] = offset.value
             for other in self.open_by_key.get(key, ()):
                 older = self.by_producer[other][key]
                 if older.ordinal < offset.ordinal:
                     older.beaten = True
+        return applied
 
     def _close(self, producer_id: int, key: OffsetKey) -> None:
         producers = self.open_by_key.get(key)

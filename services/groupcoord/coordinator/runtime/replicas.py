@@ -13,9 +13,12 @@ instead:
   log order. Read-only operations run against it, so a read never sees a record whose write is
   still in flight, and never waits.
 
-A failed write reverts without a reload from Kafka: ``live`` becomes a deep copy of
-``committed`` (the callers of every unacknowledged write learn NOT_COORDINATOR; the timers are
-re-armed by the core's ``on_loaded`` as after a load).
+A failed write reverts without a reload from Kafka: the live replica takes a copy of the
+committed replica's *data* (``live.restore(committed.data)``; the callers of every
+unacknowledged write learn NOT_COORDINATOR; the timers are re-armed by the core's ``on_loaded``
+as after a load). A shard is its state as plain data (``data``) plus wiring — handlers, managers,
+callbacks — built once by its constructor; only the data is copied, so the wiring may hold any
+callable and the live replica stays the same object.
 
 Why this design and not an undo log per write: an undo log built on the compaction invariant
 (state = f(last record per key)) would have to keep the previous record of every key a write
@@ -24,12 +27,12 @@ of log order, which the cores do not promise to accept (a member record replayed
 group's tombstone). Two replicas need nothing from the cores beyond ``replay``. Costs: a
 second ``replay`` per record (the decoded records are shared: records are values, and replay
 must not mutate them) and twice the memory of the state; a load decodes each record once and
-replays it into both. A revert costs a deep copy of the state, once per failed write.
+replays it into both. A revert costs a deep copy of the state's data, once per failed write;
+replay pays nothing for it (an undo log would cost every replay).
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable
 
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorShard
@@ -44,7 +47,6 @@ class ShardReplicas:
     """The live and the committed replica of one partition's coordinator shard."""
 
     def __init__(self, factory: ShardFactory, partition: int, timer: LoopTimer) -> None:
-        self._timer = timer
         # Both replicas may ask which timers are armed; only the live one's results arm them.
         self.live: CoordinatorShard = factory(partition, timer)
         self.committed: CoordinatorShard = factory(partition, timer)
@@ -63,8 +65,6 @@ class ShardReplicas:
     def revert(self) -> None:
         """Make the live replica the committed state again (a write failed).
 
-        The copy shares the partition's timers (not copied). Raises if the state cannot be
-        copied; the caller then reloads the partition instead.
+        Raises if the state cannot be copied; the caller then reloads the partition instead.
         """
-        memo = {id(self._timer): self._timer}
-        self.live = copy.deepcopy(self.committed, memo)
+        self.live.restore(self.committed.data)

@@ -446,7 +446,7 @@ def test_a_new_leader_replays_the_group_and_rearms_its_timers() -> None:
     ctx.heartbeat("a", 1, owned={"foo": [0, 1]})  # a must revoke foo-1
     fresh = ctx.replayed()
     assert fresh.groups == ctx.shard.groups
-    fresh.image = ctx.shard.image
+    fresh.data.image = ctx.shard.image
     timer = MockTimer(MockClock(ctx.clock.now_ms))
     apply_timer_intents(timer, fresh.on_loaded(ctx.clock.now_ms).timers)
     assert timer.is_scheduled("consumer-session:group:a") and timer.is_scheduled("consumer-session:group:b")

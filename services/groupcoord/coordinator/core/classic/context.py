@@ -6,7 +6,8 @@ sync.py, membership.py, rebalance.py, replay.py); each is plain functions taking
 
 Sans-IO, as every core: a handler copies the group into a :class:`GroupChange`, applies
 Kafka's logic to that scratch copy through the same mutators replay uses, and returns the
-records describing the change. Live state moves only when the runtime replays them.
+records describing the change. Live state moves only when the runtime replays them (the rule
+every group type follows, and why the classic one copies its whole group: core/state.py).
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ from groupcoord.coordinator.core.classic.waiters import Waiters, WaitKey
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.records.v1 import classic_group_pb2 as rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 
-class ClassicContext:
+class ClassicContext(ActsOnState):
     """The classic groups of one state-topic partition and what their handlers need.
 
-    ``groups`` is the shard's map of every group (classic and consumer groups share it: a group
-    id names one group); ``waiters`` the parked JoinGroup/SyncGroup requests;
+    ``groups`` is the partition state's map of every group (classic and consumer groups share
+    it: a group id names one group); ``waiters`` the parked JoinGroup/SyncGroup requests
+    (connections, not state: core/state.py leaves them out);
     ``new_uuid()`` where new member ids come from (injected, so a test replays exactly what a
     call returned); ``join_other_group(group, request, now_ms)`` serves a JoinGroup to a non-empty group of
     another type (a classic member inside a consumer group, online migration).
@@ -37,13 +40,13 @@ class ClassicContext:
 
     def __init__(
         self,
-        groups: dict[str, Group],
+        data: GroupCoordinatorState,
         config: GroupConfig,
         join_other_group: Callable[[Group, pb.JoinGroupRequest, int], CoordinatorResult[pb.JoinGroupResponse]]
         | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.groups = groups
+        self.data = data
         self.config = config
         self.waiters = Waiters()
         self.join_other_group = join_other_group

@@ -24,6 +24,7 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as pb
 
 
@@ -286,9 +287,6 @@ class ClassicGroup:
         return CoordinatorRecord(pb.ClassicGroupMetadataKey(group_id=self.group_id), v)
 
     # --- queries ----------------------------------------------------------------------------
-    def is_in_state(self, *states: ClassicGroupState) -> bool:
-        return self.state in states
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
@@ -385,6 +383,7 @@ class ClassicGroup:
         api_version: int,
         topic: str,
         partition: int,
+        image: TopicsImage,
         transactional: bool = False,
     ) -> None:
         """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit)

@@ -10,6 +10,7 @@ generation. The answer is usually PENDING: it comes when the join phase ends
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
@@ -205,17 +206,15 @@ def _rejoin_static_member(
     change.answer("join", old_id, error_join(fenced, old_id))
     change.answer("sync", old_id, error_sync(fenced))
     change.remove_member(old_id)
-    new = ClassicGroupMember(
+    new = replace(
+        old,
         member_id=new_id,
-        group_instance_id=old.group_instance_id,
         client_id=request.client_id,
         client_host=request.client_host,
         rebalance_timeout_ms=request.rebalance_timeout_ms,
         session_timeout_ms=request.session_timeout_ms,
         protocol_type=request.protocol_type,
         protocols=protocols,
-        assignment=old.assignment,
-        joined_generation=old.joined_generation,
         is_new=False,
     )
     change.put_member(new)
@@ -284,16 +283,12 @@ def _update_member(
 ) -> None:
     group = change.group
     change.put_member(
-        ClassicGroupMember(
-            member_id=member.member_id,
-            group_instance_id=member.group_instance_id,
-            client_id=member.client_id,
-            client_host=member.client_host,
+        replace(
+            member,
             rebalance_timeout_ms=request.rebalance_timeout_ms,
             session_timeout_ms=request.session_timeout_ms,
             protocol_type=request.protocol_type,
             protocols=protocols,
-            assignment=member.assignment,
             # Joins the rebalance that will produce the next generation.
             joined_generation=group.generation_id + 1,
             is_new=False,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
@@ -67,33 +68,42 @@ def subscribed_topics(
     return names, regexes
 
 
+@dataclass(frozen=True, slots=True)
+class MemberUpdate:
+    """What one request does to one member: ``member`` as the group knows it (a fresh one when
+    ``is_new``), ``updated`` with the request's fields applied, and ``replaced`` a static
+    member's previous incarnation that ``updated`` takes over."""
+
+    member: ConsumerGroupMember
+    updated: ConsumerGroupMember
+    is_new: bool
+    replaced: ConsumerGroupMember | None = None
+
+
 def advance_member(
     ctx: ConsumerContext,
     group: ConsumerGroup,
     records: list[CoordinatorRecord],
     timers: list[TimerIntent],
+    change: MemberUpdate,
     *,
-    member: ConsumerGroupMember,
-    updated: ConsumerGroupMember,
-    is_new: bool,
-    replaced: ConsumerGroupMember | None,
     group_is_new: bool,
     owned: Mapping[bytes, frozenset[int]] | None,
     now_ms: int,
 ) -> ConsumerGroupMember:
-    """Steps 3-5 for a member whose request fields are applied (``updated``): group epoch,
-    target assignment, reconciliation. Appends the records to ``records`` (and the batched
+    """Steps 3-5 for a member whose request fields are applied: group epoch, target
+    assignment, reconciliation. Appends the records to ``records`` (and the batched
     assignment's timer, when it must wait, to ``timers``) and returns the reconciled member.
     Shared by ConsumerGroupHeartbeat and the classic JoinGroup of a classic member inside a
-    consumer group (migration/classic_members.py).
+    consumer group (migration/classic_members.py), which differ only in how they find the
+    member and read its fields from the request.
 
-    ``member`` is the member as the group knows it (a fresh one when ``is_new``),
-    ``replaced`` a static member's previous incarnation that ``updated`` takes over,
-    ``owned`` the partitions the member reports owning (None: not reported).
+    ``owned`` is the partitions the member reports owning (None: not reported).
     """
+    member, updated, is_new, replaced = change.member, change.updated, change.is_new, change.replaced
     gid = group.group_id
     member_id = updated.member_id
-    image = ctx.image()
+    image = ctx.image
     previous_for_subscription = replaced if replaced is not None else member
     subscription_changed = is_new or _subscription_changed(previous_for_subscription, updated)
 
@@ -231,7 +241,7 @@ def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> Coordinator
         group.target,
         resolved,
         ctx.assignors[group.preferred_assignor(ctx.default_assignor)],
-        ctx.image(),
+        ctx.image,
         group.group_epoch,
         now_ms,
     )

@@ -6,9 +6,11 @@ ConsumerGroupHeartbeat (heartbeat.py), members joining, leaving and being fenced
 changes (metadata.py) and replay (replay.py). Each is plain functions taking the partition's
 :class:`ConsumerContext`, as Kafka's manager helpers take the manager's state.
 
-All of it is computed without mutating anything: the returned records, once replayed, are the
-change, and the timers to (re)arm or cancel are intents in the result too (the runtime applies
-them); whether a timer is already armed is read through the read-only ``ArmedTimers`` view.
+All of it is computed without mutating anything: a handler builds new member values and copies
+the group counters it changes (the one rule of every group type, core/state.py); the returned
+records, once replayed, are the change, and the timers to (re)arm or cancel are intents in the
+result too (the runtime applies them); whether a timer is already armed is read through the
+read-only ``ArmedTimers`` view.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 
 BUILTIN_ASSIGNORS: dict[str, Callable[[], PartitionAssignor]] = {
     "uniform": UniformAssignor,
@@ -46,11 +48,11 @@ DowngradeToClassic = Callable[
 ]
 
 
-class ConsumerContext:
-    """The consumer groups of one state-topic partition (they live in the shard's ``groups``)
-    and what their handlers need.
+class ConsumerContext(ActsOnState):
+    """The consumer groups of one state-topic partition (they live in the partition state's
+    ``groups``, core/state.py) and what their handlers need.
 
-    ``image()`` is the shard's current topics image; ``session_timeout_ms(group)``,
+    ``image`` is the partition's current topics image; ``session_timeout_ms(group)``,
     ``heartbeat_interval_ms(group)`` and ``assignment_interval_ms(group)`` give the
     effective (possibly per-group) settings.
 
@@ -66,10 +68,9 @@ class ConsumerContext:
 
     def __init__(
         self,
-        groups: dict[str, Group],
+        data: GroupCoordinatorState,
         armed: ArmedTimers,
         config: GroupConfig,
-        image: Callable[[], TopicsImage] = lambda: UNKNOWN_IMAGE,
         session_timeout_ms: Callable[[str], int] | None = None,
         heartbeat_interval_ms: Callable[[str], int] | None = None,
         assignment_interval_ms: Callable[[str], int] | None = None,
@@ -78,10 +79,9 @@ class ConsumerContext:
         downgrade_to_classic: DowngradeToClassic | None = None,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
     ) -> None:
-        self.groups = groups
+        self.data = data
         self.armed = armed
         self.config = config
-        self.image = image
         self.session_timeout_ms = session_timeout_ms or (lambda _g: config.consumer_group_session_timeout_ms)
         self.heartbeat_interval_ms = heartbeat_interval_ms or (
             lambda _g: config.consumer_group_heartbeat_interval_ms
@@ -103,11 +103,3 @@ class ConsumerContext:
         group = self.groups.get(group_id)
         return group if isinstance(group, ConsumerGroup) else None
 
-    def new_group(self, group_id: str) -> ConsumerGroup:
-        """An empty consumer group resolving topic names through the current image."""
-        group = ConsumerGroup(group_id)
-        group.topic_id_of = self.topic_id_of  # a bound method: a deep copy rebinds it to the copy
-        return group
-
-    def topic_id_of(self, name: str) -> bytes | None:
-        return self.image().topic_id(name)

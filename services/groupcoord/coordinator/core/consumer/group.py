@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import consumer_group_pb2 as pb
 
 # Special member epochs in ConsumerGroupHeartbeat.
@@ -145,7 +146,7 @@ class ConsumerGroupMember:
             classic = ClassicMemberMetadata(
                 c.session_timeout_ms, tuple((p.name, p.metadata) for p in c.supported_protocols)
             )
-        return _replace(
+        return replace_member(
             self,
             instance_id=v.instance_id if v.HasField("instance_id") else None,
             rack_id=v.rack_id if v.HasField("rack_id") else None,
@@ -159,7 +160,7 @@ class ConsumerGroupMember:
         )
 
     def with_assignment(self, v: pb.ConsumerGroupCurrentMemberAssignmentValue) -> ConsumerGroupMember:
-        return _replace(
+        return replace_member(
             self,
             member_epoch=v.member_epoch,
             previous_member_epoch=v.previous_member_epoch,
@@ -174,13 +175,13 @@ class ConsumerGroupMember:
         )
 
 
-def _replace(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
+def replace_member(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
+    """``member`` with ``changes``: the one way a member is copied. Not ``dataclasses.replace``,
+    which checks the fields on every call and takes half as long again (2.6 vs 3.9 us); a
+    heartbeat copies its member several times."""
     values = {f: getattr(member, f) for f in member.__dataclass_fields__}
     values.update(changes)
     return ConsumerGroupMember(**values)  # type: ignore[arg-type]
-
-
-replace_member = _replace
 
 
 def member_metadata_record(group_id: str, member: ConsumerGroupMember) -> CoordinatorRecord:
@@ -279,8 +280,6 @@ class ConsumerGroup:
         self.subscribed_names: Counter[str] = Counter()
         self.regex_count: Counter[str] = Counter()
         self.assignor_count: Counter[str] = Counter()
-        # topic name -> id for offset commit validation (the shard's current topics image)
-        self.topic_id_of: Callable[[str], bytes | None] = lambda _name: None
 
     # --- Group protocol ----------------------------------------------------------------------
     @property
@@ -313,6 +312,7 @@ class ConsumerGroup:
         api_version: int,
         topic: str,
         partition: int,
+        image: TopicsImage,
         transactional: bool = False,
     ) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit plus KIP-1251's per-partition epochs.
@@ -344,7 +344,7 @@ class ConsumerGroup:
             raise CoordinatorError(ErrorCode.illegal_generation)
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
-        topic_id = self.topic_id_of(topic)
+        topic_id = image.topic_id(topic)
         epochs = member.assigned.get(topic_id, {}) if topic_id is not None else {}
         assigned_at = epochs.get(partition)
         if assigned_at is None or assigned_at > generation_or_member_epoch:
@@ -509,7 +509,7 @@ class ConsumerGroup:
             # the member's metadata tombstone follows; release its partitions now
             old = self.members.get(key.member_id)
             if old is not None:
-                self.put_member(_replace(old, assigned={}, pending_revocation={}, member_epoch=0))
+                self.put_member(replace_member(old, assigned={}, pending_revocation={}, member_epoch=0))
         else:
             old = self.members.get(key.member_id) or ConsumerGroupMember(key.member_id)
             self.put_member(old.with_assignment(v))

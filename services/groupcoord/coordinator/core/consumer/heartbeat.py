@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
-from groupcoord.coordinator.core.consumer.assignment import advance_member
+from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     CONSUMER_GROUP_REPLAY,
@@ -58,7 +58,7 @@ def heartbeat(
         _validate(ctx, request)
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
             return leave(ctx, request, now_ms)
-        if ctx.image() is UNKNOWN_IMAGE:
+        if ctx.image is UNKNOWN_IMAGE:
             raise CoordinatorError(
                 ErrorCode.coordinator_load_in_progress,
                 "The coordinator has not loaded topic metadata yet.",
@@ -123,7 +123,7 @@ def _group_for(
         upgrade = None if ctx.upgrade_classic_group is None else ctx.upgrade_classic_group(existing, now_ms)
         if upgrade is not None:
             records, finish = upgrade
-            group = ctx.new_group(r.group_id)
+            group = ConsumerGroup(r.group_id)
             for record in records:
                 replay = CONSUMER_GROUP_REPLAY.get(type(record.key))
                 if replay is not None:
@@ -134,7 +134,7 @@ def _group_for(
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} not found.")
         # An empty classic group becomes a consumer group (its offsets stay).
         pre = existing.tombstone_records() if existing is not None else []
-        return ctx.new_group(r.group_id), pre, True, None
+        return ConsumerGroup(r.group_id), pre, True, None
     raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} is not a consumer group.")
 
 
@@ -191,19 +191,8 @@ def _heartbeat(
 
     updated = _apply_fields(member, r, instance_id)
     timers: list[TimerIntent] = []
-    reconciled = advance_member(
-        ctx,
-        group,
-        records,
-        timers,
-        member=member,
-        updated=updated,
-        is_new=is_new,
-        replaced=replaced,
-        group_is_new=group_is_new,
-        owned=owned,
-        now_ms=now_ms,
-    )
+    change = MemberUpdate(member, updated, is_new, replaced)
+    reconciled = advance_member(ctx, group, records, timers, change, group_is_new=group_is_new, owned=owned, now_ms=now_ms)
 
     # Timers.
     timers.append(session_timer(ctx, gid, member_id, now_ms))

@@ -137,7 +137,7 @@ def remove_members(
     for regex in group.resolved_regexes:
         if regexes.get(regex, 0) <= 0:
             records.append(regex_record(gid, regex, None))
-    records.append(group_metadata_record(gid, group.group_epoch + 1, ctx.image().metadata_hash(names)))
+    records.append(group_metadata_record(gid, group.group_epoch + 1, ctx.image.metadata_hash(names)))
     return CoordinatorResult(records=records, timers=timers)
 
 

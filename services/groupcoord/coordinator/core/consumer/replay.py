@@ -17,16 +17,12 @@ from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGr
 def replayer(ctx: ConsumerContext, method: ConsumerGroupReplay) -> Callable[[Any, Any], None]:
     """The coordinator shard's replay entry for one consumer group record type: find (or
     create) the group, then let ``method`` apply the record; the group metadata's tombstone
-    drops the group.
-
-    A ``partial`` rather than a closure: ``copy.deepcopy`` of a shard (the runtime's revert)
-    copies a partial's arguments, so the copy's switch replays into the copy's groups — a closure
-    would be shared and keep replaying into the original's."""
+    drops the group."""
     return partial(_replay, ctx, method, method is ConsumerGroup.replay_group_metadata)
 
 
 def _replay(ctx: ConsumerContext, method: ConsumerGroupReplay, deletes_group: bool, key: Any, value: Any) -> None:
-    groups = ctx.groups
+    groups = ctx.data.groups
     group_id = key.group_id
     group = groups.get(group_id)
     if deletes_group and value is None:
@@ -38,6 +34,6 @@ def _replay(ctx: ConsumerContext, method: ConsumerGroupReplay, deletes_group: bo
             raise ValueError(f"consumer group record for the non-empty {group.group_type.value} group {group_id}")
         if value is None:
             return  # tombstone of something already gone
-        group = ctx.new_group(group_id)
+        group = ConsumerGroup(group_id)
         groups[group_id] = group
     method(group, key, value)

@@ -41,7 +41,7 @@ from groupcoord.coordinator.core.classic.join import (
     new_member_id,
 )
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.assignment import advance_member
+from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
@@ -151,24 +151,15 @@ class ClassicMembersOfConsumerGroups:
             changes["rebalance_timeout_ms"] = request.rebalance_timeout_ms
         updated = replace_member(member, **changes)
 
-        image = self.consumer.image()
+        image = self.consumer.image
         owned: dict[bytes, frozenset[int]] = {}
         for name, parts in subscription.owned_partitions.items():
             topic_id = image.topic_id(name)
             if topic_id is not None:
                 owned[topic_id] = owned.get(topic_id, frozenset()) | frozenset(parts)
+        change = MemberUpdate(member, updated, is_new, replaced)
         reconciled = advance_member(
-            self.consumer,
-            group,
-            records,
-            timers,
-            member=member,
-            updated=updated,
-            is_new=is_new,
-            replaced=replaced,
-            group_is_new=False,
-            owned=owned,
-            now_ms=now_ms,
+            self.consumer, group, records, timers, change, group_is_new=False, owned=owned, now_ms=now_ms
         )
 
         timers.append(CancelTimer(classic_join_timer_key(gid, member_id)))
@@ -266,7 +257,7 @@ class ClassicMembersOfConsumerGroups:
     def _assignment(self, member: ConsumerGroupMember) -> bytes:
         """The member's current partitions in the consumer protocol, at the version of its
         subscription (as Kafka answers)."""
-        partitions = self.consumer.image().partitions_by_name(member.assigned)
+        partitions = self.consumer.image.partitions_by_name(member.assigned)
         metadata = (
             member.classic_member_metadata.supported_protocols[0][1]
             if member.classic_member_metadata

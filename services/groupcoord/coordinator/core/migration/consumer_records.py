@@ -16,7 +16,8 @@ which both directions of a conversion use.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from groupcoord.coordinator.core.consumer.group import (
     ClassicMemberMetadata,
@@ -54,6 +55,19 @@ class MigratingMember:
     subscribed_topics: tuple[str, ...]
     assigned: dict[str, list[int]]
     rack_id: str | None = None
+
+
+M = TypeVar("M")
+
+
+def carry_over(source: object, target: type[M], **changes: Any) -> M:
+    """A ``target`` member built from the dataclass fields ``source`` has of the same name, then
+    ``changes``: how a member moves between the classic member and the :class:`MigratingMember`
+    forms, both ways, without a list of their common fields to keep in step."""
+    names = {f.name for f in fields(target)}  # type: ignore[arg-type]
+    values = {f.name: getattr(source, f.name) for f in fields(source) if f.name in names}  # type: ignore[arg-type]
+    values.update(changes)
+    return target(**values)
 
 
 def consumer_member_from_classic(

@@ -46,6 +46,7 @@ from groupcoord.coordinator.core.contract import (
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.migration.consumer_records import (
     MigratingMember,
+    carry_over,
     consumer_group_records_from_classic,
 )
 from groupcoord.coordinator.core.topics_image import TopicsImage
@@ -82,14 +83,9 @@ def members_for_upgrade(group: ClassicGroup) -> tuple[int, list[MigratingMember]
                 f"Cannot upgrade the classic group {group.group_id}: malformed consumer protocol ({e})",
             ) from e
         out.append(
-            MigratingMember(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                session_timeout_ms=m.session_timeout_ms,
-                protocols=m.protocols,
+            carry_over(
+                m,
+                MigratingMember,
                 subscribed_topics=tuple(sub.topics),
                 assigned={t: list(ps) for t, ps in assigned.items()},
                 rack_id=sub.rack_id,
@@ -133,15 +129,10 @@ def classic_group_from_members(
     The consumer group's own tombstones must precede these records (they replace the group).
     """
     converted = [
-        ClassicGroupMember(
-            member_id=m.member_id,
-            group_instance_id=m.group_instance_id,
-            client_id=m.client_id,
-            client_host=m.client_host,
-            rebalance_timeout_ms=m.rebalance_timeout_ms,
-            session_timeout_ms=m.session_timeout_ms,
+        carry_over(
+            m,
+            ClassicGroupMember,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
-            protocols=m.protocols,
             assignment=encode_assignment(Assignment(m.assigned)),
             joined_generation=group_epoch,
         )
@@ -177,15 +168,9 @@ class OnlineMigration:
     by the other, so the conversion is written — and replayed after a failover — like any
     other change (Kafka's convertToConsumerGroup / convertToClassicGroup)."""
 
-    def __init__(
-        self,
-        classic: ClassicContext,
-        config: GroupConfig,
-        image: Callable[[], TopicsImage],
-    ) -> None:
+    def __init__(self, classic: ClassicContext, config: GroupConfig) -> None:
         self.classic = classic
         self.config = config
-        self.image = image
 
     def upgrade(
         self, group: Group, now_ms: int
@@ -202,7 +187,7 @@ class OnlineMigration:
             return None
         epoch, members = members_for_upgrade(group)
         records = group.tombstone_records()
-        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.image(), now_ms)
+        records += consumer_group_records_from_classic(group.group_id, epoch, members, self.classic.data.image, now_ms)
 
         return records, lambda: release_for_upgrade(self.classic, group)
 
@@ -232,7 +217,7 @@ class OnlineMigration:
             or len(remaining) > self.config.classic_group_max_size
         ):
             return None
-        image = self.image()
+        image = self.classic.data.image
         members = [migrating_member_from_consumer(m, image) for m in remaining]
         classic = classic_group_from_members(
             self.classic, group.group_id, group.group_epoch, members, now_ms, rebalance=joining is None

@@ -1,0 +1,81 @@
+"""A partition's group coordinator state as plain data, apart from the code that acts on it.
+
+Everything replay builds for one state-topic partition lives in one :class:`GroupCoordinatorState`:
+the groups (classic and consumer groups with their members), the committed offsets, the
+pending transactional offsets, the dynamic group configs, and the topics image the runtime last
+delivered. The managers (ClassicContext, ConsumerContext, OffsetMetadataManager, GroupAdmin,
+GroupConfigManager, OnlineMigration, ClassicMembersOfConsumerGroups) hold a reference to this
+root and no state of their own; the shard wires them once and never copies them.
+
+Why the split: the runtime reverts a failed write by making the live replica's state equal to
+the committed replica's (runtime/replicas.py). Copying only this data — never the wiring —
+means a manager may hold any callable (a closure, a lambda, a bound method) without a revert
+rebinding or sharing it by accident, and nothing in here may hold one: state objects take what
+they need (the topics image, a config) as arguments.
+
+How a handler does not mutate, in every group type: it copies what it changes, changes the
+copy, and returns the records describing the change; the state moves only when the runtime
+replays them. Members are immutable values, so "copy" means building new member values
+(``replace_member``, ``dataclasses.replace``) and copying the few group-level fields or
+counters the handler reads back. A classic handler copies its whole group (``GroupChange``:
+dicts of member references, cheap for classic groups) because Kafka's classic logic is a
+sequence of mutations it reads back as it goes; a consumer handler copies only the member and
+counters it touches because a consumer group may hold thousands of members and a heartbeat
+changes one. Same rule, sized to what the handler touches.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
+
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
+from groupcoord.coordinator.core.txn_offsets import PendingTransactions
+
+if TYPE_CHECKING:  # the managers import this module: their types are annotations only here
+    from groupcoord.coordinator.core.group import Group
+    from groupcoord.coordinator.core.offsets import CommittedOffset
+
+    OffsetsByGroup = dict[str, dict[str, dict[int, CommittedOffset]]]
+    """group id -> topic -> partition -> committed offset."""
+
+
+@dataclass(slots=True)
+class GroupCoordinatorState:
+    """The whole state of one partition's group coordinator, built only by replay (the image:
+    by ``on_metadata_update``, delivered to both replicas). Equal states answer every request
+    alike: tests compare a live state with one replayed from the log."""
+
+    groups: dict[str, Group] = field(default_factory=dict)
+    offsets: OffsetsByGroup = field(default_factory=dict)
+    transactions: PendingTransactions = field(default_factory=PendingTransactions)
+    group_configs: dict[str, dict[str, int]] = field(default_factory=dict)  # group id -> name -> value
+    # Immutable input, shared by copies (never copied: its mappings are read-only proxies).
+    image: TopicsImage = UNKNOWN_IMAGE
+
+    def copy(self) -> GroupCoordinatorState:
+        """A deep copy sharing only the immutable image."""
+        return copy.deepcopy(self, {id(self.image): self.image})
+
+    def assign(self, other: GroupCoordinatorState) -> None:
+        """Take ``other``'s data in place (this root stays the one the managers hold)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(other, f.name))
+
+
+class ActsOnState:
+    """A part of the shard acting on the partition's state (``data``): it reads the groups and
+    the image through the root on every access, never keeps them, since a revert refills the
+    root with other containers."""
+
+    data: GroupCoordinatorState
+
+    @property
+    def groups(self) -> dict[str, Group]:
+        return self.data.groups
+
+    @property
+    def image(self) -> TopicsImage:
+        """The cluster's topics as the runtime last delivered them."""
+        return self.data.image
