@@ -137,7 +137,7 @@ def run(args: list[str]) -> dict[str, object]:
 
     from groupcoord.common.kafka_security import KafkaSecurity  # noqa: PLC0415
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
-    from groupcoord.gateway.listener_security import ListenerSecurity  # noqa: PLC0415
+    from groupcoord.gateway.security.listener_security import ListenerSecurity  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
     from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
 

@@ -26,12 +26,13 @@ from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway import assembly, listener_security
-from groupcoord.gateway.advertised_host import advertised_host
+from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address
-from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.server import Gateway
-from groupcoord.gateway.upstream import UpstreamUnavailable, fetch_upstream_versions
+from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.proxy.advertised_host import advertised_host
+from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
+from groupcoord.gateway.security import listener_security
+from groupcoord.gateway.transport.server import Gateway
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 

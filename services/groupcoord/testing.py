@@ -15,8 +15,8 @@ from concurrent.futures import Future
 from typing import Any
 
 from groupcoord.common.event_loop import new_event_loop
-from groupcoord.gateway.listener_security import ListenerSecurity
-from groupcoord.gateway.server import Gateway
+from groupcoord.gateway.security.listener_security import ListenerSecurity
+from groupcoord.gateway.transport.server import Gateway
 from groupcoord.local_cluster import ClusterOptions, LocalCluster
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from groupcoord.authorization.acl_file import AclFile
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster
 

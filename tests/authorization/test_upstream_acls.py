@@ -10,7 +10,7 @@ from kio.static.primitive import i8
 from groupcoord.authorization.acls import Operation, ResourceType
 from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable, bindings_from
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.upstream import ask_upstream
+from groupcoord.gateway.proxy.upstream import ask_upstream
 
 
 def response(error: ErrorCode = ErrorCode.none, *resources: DescribeAclsResource) -> DescribeAclsResponse:

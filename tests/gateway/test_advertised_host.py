@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from groupcoord.embedded_broker import EmbeddedBroker, stop_process_group
-from groupcoord.gateway.advertised_host import advertised_host, machine_host_name
+from groupcoord.gateway.proxy.advertised_host import advertised_host, machine_host_name
 
 pytestmark = pytest.mark.broker
 

@@ -12,8 +12,8 @@ from groupcoord.authorization.upstream_acls import UpstreamAcls
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway import assembly, command
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway
-from groupcoord.gateway.group_apis import GroupApis
-from groupcoord.gateway.leadership import LeadershipTable
+from groupcoord.gateway.groups.group_apis import GroupApis
+from groupcoord.gateway.groups.leadership import LeadershipTable
 from groupcoord.local_cluster import add_arguments as add_up_arguments
 
 pytestmark = pytest.mark.broker

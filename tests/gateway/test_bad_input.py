@@ -91,7 +91,7 @@ def test_malformed_frames_never_disturb_a_good_client(
         fut.result(10)
     good = KeepProducing(gateway.bootstrap, topic)
     good.start()
-    caplog.set_level(logging.WARNING, logger="groupcoord.gateway.client_session")
+    caplog.set_level(logging.WARNING, logger="groupcoord.gateway.transport.client_session")
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(frames)
@@ -113,7 +113,7 @@ def test_malformed_frames_never_disturb_a_good_client(
 def test_an_impossible_frame_is_logged_with_the_peer_and_closed(
     gateway: BackgroundCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="groupcoord.gateway.client_session")
+    caplog.set_level(logging.WARNING, logger="groupcoord.gateway.transport.client_session")
     assert send_and_wait_close(gateway.bootstrap, struct.pack(">i", -7) + b"xxxx") == b""
     deadline = time.monotonic() + 5
     while (

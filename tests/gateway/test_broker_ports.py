@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from groupcoord.controlplane.local import free_port_block
-from groupcoord.gateway.listeners import BrokerListeners
+from groupcoord.gateway.proxy.listeners import BrokerListeners
 
 
 async def _noop(*_args: object) -> None:

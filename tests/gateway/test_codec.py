@@ -11,7 +11,7 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.static.primitive import i32
 
 from groupcoord.common.kafka_wire import codec
-from groupcoord.gateway.api_versions import advertised_versions, api_versions_response
+from groupcoord.gateway.transport.api_versions import advertised_versions, api_versions_response
 
 
 def heartbeat() -> ConsumerGroupHeartbeatRequest:

@@ -29,11 +29,11 @@ from groupcoord.common.group_api_declarations import (
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.coordinator.server.coordinator_service import OPERATIONS
-from groupcoord.gateway.api_versions import GROUP_API_KEYS, advertised_versions
-from groupcoord.gateway.group_apis import GROUP_APIS, GroupApis
-from groupcoord.gateway.group_authorization import HOOKS, TOPIC_NAME_VERSIONS
-from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.shard_client import ShardReply, failed
+from groupcoord.gateway.groups.group_apis import GROUP_APIS, GroupApis
+from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.groups.worker_client import ShardReply, failed
+from groupcoord.gateway.security.group_authorization import HOOKS, TOPIC_NAME_VERSIONS
+from groupcoord.gateway.transport.api_versions import GROUP_API_KEYS, advertised_versions
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope, CoordinatorReply
 
 

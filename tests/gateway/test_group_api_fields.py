@@ -18,8 +18,8 @@ from google.protobuf.descriptor import Descriptor
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 from groupcoord.common.kafka_wire import codec
-from groupcoord.gateway.group_apis import GROUP_APIS
-from groupcoord.gateway.wire_translation import _proto_field_for
+from groupcoord.gateway.groups.group_apis import GROUP_APIS
+from groupcoord.gateway.groups.wire_translation import _proto_field_for
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga

@@ -15,12 +15,12 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.partitioning import partition_for
-from groupcoord.gateway.group_apis import GROUP_APIS, GroupApis
-from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.listeners import BrokerListeners
-from groupcoord.gateway.server import Gateway
-from groupcoord.gateway.shard_client import ShardReply
-from groupcoord.gateway.upstream import Upstream
+from groupcoord.gateway.groups.group_apis import GROUP_APIS, GroupApis
+from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.groups.worker_client import ShardReply
+from groupcoord.gateway.proxy.listeners import BrokerListeners
+from groupcoord.gateway.proxy.upstream import Upstream
+from groupcoord.gateway.transport.server import Gateway
 from groupcoord.rpc.v1 import coordinator_pb2 as pb
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from groupcoord.controlplane.placement import place
-from groupcoord.gateway.layout import LayoutFollower
+from groupcoord.gateway.groups.layout import LayoutFollower
 
 
 class Shards:

@@ -8,7 +8,12 @@ import pytest
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
-from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
+from groupcoord.gateway.transport.protocol import (
+    ProtocolViolation,
+    Request,
+    ServerConnection,
+    produce_expects_response,
+)
 
 
 def request_frame(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:

@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.topic_catalog import ABSENT, TopicCatalog
-from groupcoord.gateway.upstream import ask_upstream
+from groupcoord.gateway.groups.topic_catalog import ABSENT, TopicCatalog
+from groupcoord.gateway.proxy.upstream import ask_upstream
 
 pytestmark = pytest.mark.broker
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-from groupcoord.gateway.upstream import UpstreamUnavailable, ask_upstream
+from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, ask_upstream
 
 REQUEST = ApiVersionsRequest(client_software_name="t", client_software_version="0")
 Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

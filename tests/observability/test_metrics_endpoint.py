@@ -35,7 +35,7 @@ def test_grafana_dashboard_queries_only_metrics_we_export() -> None:
 
     from prometheus_client import REGISTRY
 
-    from groupcoord.gateway.leadership import LeadershipTable
+    from groupcoord.gateway.groups.leadership import LeadershipTable
     from groupcoord.observability.consumer_lag import ConsumerLagCollector
     from groupcoord_operator import metrics as operator_metrics
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.listener_security import ListenerSecurity, certificate_principal
+from groupcoord.gateway.security.listener_security import ListenerSecurity, certificate_principal
 from groupcoord.testing import BackgroundCluster
 from tests.security.test_listener_security import USERS, _frame, _read_frame
 from tests.security.tls import Pki, make_pki

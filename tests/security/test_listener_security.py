@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster
 from tests.security.tls import Pki, make_pki

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from groupcoord.authorization import acl_file
-from groupcoord.gateway import listener_security
+from groupcoord.gateway.security import listener_security
 
 build = pytest.importorskip("groupcoord_operator.build")
 from groupcoord_operator.spec import SpecError, parse_spec  # noqa: E402

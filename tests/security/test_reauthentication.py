@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.gateway.listener_security import ListenerSecurity
+from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.testing import BackgroundCluster
 from tests.security.test_listener_security import _frame, _handshake_v1, _read_frame
 
@@ -80,7 +80,7 @@ def test_reauthentication_keeps_mechanism_and_principal() -> None:
     from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest  # noqa: PLC0415
     from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest  # noqa: PLC0415
 
-    from groupcoord.gateway.sasl_server import CredentialStore, SaslServer  # noqa: PLC0415
+    from groupcoord.gateway.security.sasl_server import CredentialStore, SaslServer  # noqa: PLC0415
 
     store = CredentialStore()
     store.add_password("alice", "a")

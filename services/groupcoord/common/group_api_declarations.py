@@ -1,8 +1,8 @@
 """The group APIs this coordinator serves: one declaration per Kafka API, shared by both sides.
 
 A group API is served in three places that must agree: the gateway decodes it and adapts it to
-a coordinator call (``gateway/group_apis.py``), the gateway authorizes it
-(``gateway/group_authorization.py``), and a coordinator worker runs it on the partition's
+a coordinator call (``gateway/groups/group_apis.py``), the gateway authorizes it
+(``gateway/security/group_authorization.py``), and a coordinator worker runs it on the partition's
 coordinator shard (``coordinator/server/coordinator_service.py``). The gateway never imports the
 coordinator package nor the coordinator the gateway, so what both must agree on is declared here,
 once per API, in :data:`DECLARATIONS`: its key, the versions served, the

@@ -24,16 +24,16 @@ from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUna
 from groupcoord.common import kafka_security
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
-from groupcoord.gateway import listener_security
-from groupcoord.gateway.advertised_host import advertised_host
-from groupcoord.gateway.group_apis import GroupApis
-from groupcoord.gateway.group_authorization import GroupAuthorization
-from groupcoord.gateway.leadership import LeadershipTable
-from groupcoord.gateway.listener_security import ListenerSecurity
-from groupcoord.gateway.listeners import BrokerListeners
-from groupcoord.gateway.server import Gateway
-from groupcoord.gateway.shard_client import ShardClient
-from groupcoord.gateway.upstream import Upstream
+from groupcoord.gateway.groups.group_apis import GroupApis
+from groupcoord.gateway.groups.leadership import LeadershipTable
+from groupcoord.gateway.groups.worker_client import WorkerClient
+from groupcoord.gateway.proxy.advertised_host import advertised_host
+from groupcoord.gateway.proxy.listeners import BrokerListeners
+from groupcoord.gateway.proxy.upstream import Upstream
+from groupcoord.gateway.security import listener_security
+from groupcoord.gateway.security.group_authorization import GroupAuthorization
+from groupcoord.gateway.security.listener_security import ListenerSecurity
+from groupcoord.gateway.transport.server import Gateway
 
 Address = tuple[str, int]
 
@@ -129,7 +129,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         if isinstance(policy, UpstreamAcls):
             refreshing = await _follow_upstream_acls(policy, upstream)
             owned.callback(refreshing.cancel)
-        shards = ShardClient()
+        shards = WorkerClient()
         owned.push_async_callback(shards.close)
         group_apis = GroupApis(
             leadership,

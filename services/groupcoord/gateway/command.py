@@ -15,7 +15,7 @@ from collections.abc import Callable
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address
-from groupcoord.gateway.layout import LayoutFollower
+from groupcoord.gateway.groups.layout import LayoutFollower
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 

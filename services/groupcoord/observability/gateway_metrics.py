@@ -14,7 +14,7 @@ from prometheus_client.registry import Collector
 from groupcoord.observability.families import ApiLabel, families_of
 
 if TYPE_CHECKING:
-    from groupcoord.gateway.leadership import LeadershipTable
+    from groupcoord.gateway.groups.leadership import LeadershipTable
 
 
 class GatewayMetrics:

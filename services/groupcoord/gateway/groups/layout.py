@@ -16,7 +16,7 @@ placement, and never routes on a guess:
   placement that did not.
 
 Clients see at most the retriable errors of a failover (held by the gateway; see
-:meth:`groupcoord.gateway.group_apis.GroupApis.call_partition`).
+:meth:`groupcoord.gateway.groups.group_apis.GroupApis.call_partition`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 import grpc
 
 from groupcoord.controlplane.placement import Assignment
-from groupcoord.gateway.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 

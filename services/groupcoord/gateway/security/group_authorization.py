@@ -50,8 +50,8 @@ from prometheus_client import Counter
 from groupcoord.authorization.acls import Authorizer, Operation, ResourceType
 from groupcoord.common.group_api_declarations import DECLARATIONS, GROUP_KEY, GROUP_RESOURCE, registered
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.gateway.api_versions import ServedApi
-from groupcoord.gateway.wire_translation import from_proto
+from groupcoord.gateway.groups.wire_translation import from_proto
+from groupcoord.gateway.transport.api_versions import ServedApi
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga

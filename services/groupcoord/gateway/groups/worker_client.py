@@ -108,7 +108,7 @@ class _Stream:
         await self.channel.close()
 
 
-class ShardClient:
+class WorkerClient:
     """Sends coordinator envelopes to shard workers over shared streams."""
 
     def __init__(self, timeout_s: float = 60.0, streams_per_worker: int = 4) -> None:

@@ -19,11 +19,11 @@ from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
-from groupcoord.gateway import broker_addresses
-from groupcoord.gateway.protocol import Request
+from groupcoord.gateway.proxy import broker_addresses
+from groupcoord.gateway.transport.protocol import Request
 
 if TYPE_CHECKING:
-    from groupcoord.gateway.listeners import BrokerListeners
+    from groupcoord.gateway.proxy.listeners import BrokerListeners
 
 Address = tuple[str, int]
 READ_SIZE = 256 * 1024  # bytes per socket read, and the stream limit of client connections

@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupcoord.common.kafka_security import KafkaSecurity
-from groupcoord.gateway.api_versions import ServedApi, advertised_versions
-from groupcoord.gateway.client_session import ClientSession
-from groupcoord.gateway.listener_security import ListenerSecurity
-from groupcoord.gateway.listeners import BrokerListeners, Listener
-from groupcoord.gateway.sasl_server import CredentialStore
-from groupcoord.gateway.upstream import Upstream, UpstreamUnavailable
+from groupcoord.gateway.proxy.listeners import BrokerListeners, Listener
+from groupcoord.gateway.proxy.upstream import Upstream, UpstreamUnavailable
+from groupcoord.gateway.security.listener_security import ListenerSecurity
+from groupcoord.gateway.security.sasl_server import CredentialStore
+from groupcoord.gateway.transport.api_versions import ServedApi, advertised_versions
+from groupcoord.gateway.transport.client_session import ClientSession
 
 if TYPE_CHECKING:
     from groupcoord.observability.gateway_metrics import GatewayMetrics

@@ -17,17 +17,22 @@ from prometheus_client import Counter
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.gateway import broker_addresses
-from groupcoord.gateway.api_versions import api_versions_response
-from groupcoord.gateway.group_apis import served_by
-from groupcoord.gateway.listener_security import ANONYMOUS, certificate_principal
-from groupcoord.gateway.protocol import ProtocolViolation, Request, ServerConnection, produce_expects_response
-from groupcoord.gateway.relayed_sasl import RelayedSasl
-from groupcoord.gateway.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
+from groupcoord.gateway.groups.group_apis import served_by
+from groupcoord.gateway.proxy import broker_addresses
+from groupcoord.gateway.proxy.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
+from groupcoord.gateway.security.listener_security import ANONYMOUS, certificate_principal
+from groupcoord.gateway.security.relayed_sasl import RelayedSasl
+from groupcoord.gateway.transport.api_versions import api_versions_response
+from groupcoord.gateway.transport.protocol import (
+    ProtocolViolation,
+    Request,
+    ServerConnection,
+    produce_expects_response,
+)
 
 if TYPE_CHECKING:
-    from groupcoord.gateway.listeners import Listener
-    from groupcoord.gateway.server import Gateway
+    from groupcoord.gateway.proxy.listeners import Listener
+    from groupcoord.gateway.transport.server import Gateway
 
 log = logging.getLogger(__name__)
 

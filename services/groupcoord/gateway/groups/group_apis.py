@@ -26,12 +26,12 @@ from groupcoord.common.group_api_declarations import GROUP_KEY, GROUP_RESOURCE, 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
-from groupcoord.gateway.api_versions import ServedApi
-from groupcoord.gateway.group_authorization import Caller, GroupAuthorization, authorizable_versions
-from groupcoord.gateway.leadership import LeadershipTable
-from groupcoord.gateway.shard_client import ShardClient, ShardReply, failed
-from groupcoord.gateway.topic_catalog import TopicCatalog
-from groupcoord.gateway.wire_translation import from_proto, to_proto
+from groupcoord.gateway.groups.leadership import LeadershipTable
+from groupcoord.gateway.groups.topic_catalog import TopicCatalog
+from groupcoord.gateway.groups.wire_translation import from_proto, to_proto
+from groupcoord.gateway.groups.worker_client import ShardReply, WorkerClient, failed
+from groupcoord.gateway.security.group_authorization import Caller, GroupAuthorization, authorizable_versions
+from groupcoord.gateway.transport.api_versions import ServedApi
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
@@ -97,7 +97,7 @@ class GroupApis:
     def __init__(
         self,
         leadership: LeadershipTable,
-        shards: ShardClient,
+        shards: WorkerClient,
         upstream: Upstream,
         coordinator_node: CoordinatorNode,
         topics: TopicCatalog | None = None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.gateway.sasl_server import principal_of
+from groupcoord.gateway.security.sasl_server import principal_of
 
 
 def sasl_user(mechanism: str, first_message: bytes) -> str | None:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.gateway.sasl_server import (
+from groupcoord.gateway.security.sasl_server import (
     MECHANISMS,
     SERVED_VERSIONS,
     CredentialError,

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.kafka_wire import codec
-from groupcoord.gateway import broker_addresses
-from groupcoord.gateway.advertised_host import advertised_host
-from groupcoord.gateway.upstream import READ_SIZE
+from groupcoord.gateway.proxy import broker_addresses
+from groupcoord.gateway.proxy.advertised_host import advertised_host
+from groupcoord.gateway.proxy.upstream import READ_SIZE
 
 log = logging.getLogger(__name__)
 
