@@ -424,7 +424,7 @@ class PartitionRuntime:
             self._replicas.replay_live(orphans)
             self._replicas.commit(orphans)
         self._fail_waiters(waiters, _error(ErrorCode.not_coordinator, f"write failed: {exc}"))
-        self._timer.cancel_all()  # their operations close over the replaced live replica
+        self._timer.cancel_all()  # armed for writes that never counted; on_loaded re-arms from the state
         self._after_load()  # re-arms timers and restates what the markers applied
 
     async def _loop(self) -> None:

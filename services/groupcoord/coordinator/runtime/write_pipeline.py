@@ -21,8 +21,8 @@ replica. If the records did land, the next write's gap check finds them (NeedsRe
 A transactional write (TxnOffsetCommit: records of a client's transaction, see
 ``CoordinatorResult.transaction``) is a write of its own, never merged with others: it goes out
 as one transactional batch of that producer. If the upstream refuses it (the producer is
-fenced...), its callers get that error and the partition reloads from the log (its live replica
-holds the refused records).
+fenced...), its callers get that error and the live replica reverts to the committed state, as
+after any failed write (the refused records were never written).
 Transaction markers the upstream writes into the partition are foreign records in the gaps;
 the gap check passes over them (the marker follower of :mod:`.transactions` replays them).
 """
@@ -184,10 +184,10 @@ class WritePipeline:
                 for fut, _ in w.waiters:
                     if not fut.done():
                         fut.set_exception(error)
-                # Not a revert: a client can cause this (a fenced producer), and reloading from
-                # the log is the one way back that every shard supports (the partition's other
-                # callers get NOT_COORDINATOR and retry while it reloads).
-                raise NeedsReload(f"partition {self.partition}: {refused}") from refused
+                # Not written (a client can cause it: a fenced producer): revert as for any
+                # failed write; the state is data, so the revert restores it exactly.
+                self._on_failed(refused, self.abandon())
+                continue
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
                 if self._metrics is not None:
                     self._metrics.record_state_write_error(self.partition)
