@@ -19,46 +19,45 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import fields
+from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from groupcoord.observability.metric_samples import MetricSample
+
 KAFKA_COLUMNS = "key binary, value binary, topic string, partition int, offset long, timestamp timestamp"
 KAFKA_CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 PYTHON_SOURCE_NAME = "groupcoord_kafka"
 
-_COUNTS = T.MapType(T.StringType(), T.LongType())
+
+def spark_type(hint: Any) -> T.DataType:
+    """The Spark type of a :class:`MetricSample` field's Python type (JSON numbers are read as
+    64-bit integers or doubles, objects with string keys as maps, ``TypedDict`` classes as structs)."""
+    if hint is str:
+        return T.StringType()
+    if hint is int:
+        return T.LongType()
+    if hint is float:
+        return T.DoubleType()
+    if is_typeddict(hint):
+        return T.StructType([T.StructField(k, spark_type(v)) for k, v in get_type_hints(hint).items()])
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is dict and args[0] is str:
+        return T.MapType(T.StringType(), spark_type(args[1]))
+    if origin is list:
+        return T.ArrayType(spark_type(args[0]))
+    raise TypeError(f"no Spark type for metric sample field type {hint!r}")
+
+
+_HINTS = get_type_hints(MetricSample)
 SAMPLE_SCHEMA = T.StructType(
-    [
-        T.StructField("version", T.IntegerType()),
-        T.StructField("ts", T.DoubleType()),
-        T.StructField("interval_s", T.DoubleType()),
-        T.StructField("shard", T.StringType()),
-        T.StructField("threads", T.IntegerType()),
-        T.StructField("partition", T.IntegerType()),
-        T.StructField("state", T.StringType()),
-        T.StructField("groups", T.MapType(T.StringType(), _COUNTS)),
-        T.StructField("requests", _COUNTS),
-        T.StructField("events", T.LongType()),
-        T.StructField("busy_s", T.DoubleType()),
-        T.StructField("busy_ratio", T.DoubleType()),
-        T.StructField("queue_size", T.LongType()),
-        T.StructField("offset_commits", T.LongType()),
-        T.StructField("commit_rate", T.DoubleType()),
-        T.StructField("rebalances", T.LongType()),
-        T.StructField(
-            "top_groups",
-            T.ArrayType(
-                T.StructType(
-                    [T.StructField("group", T.StringType()), T.StructField("requests", T.LongType())]
-                )
-            ),
-        ),
-    ]
+    [T.StructField(f.name, spark_type(_HINTS[f.name])) for f in fields(MetricSample)]
 )
+"""One column per :class:`MetricSample` field: the schema is defined once, by the publisher."""
 
 
 class _TopicPartition(InputPartition):

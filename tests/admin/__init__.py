@@ -1,0 +1,1 @@
+"""Tests of ``groupcoord groups`` (consumer-group administration over the Kafka protocol)."""

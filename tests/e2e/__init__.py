@@ -1,0 +1,1 @@
+"""End-to-end scenarios: real clients against a real local cluster; failover and scaling."""

@@ -14,8 +14,6 @@ Kafka broker's read_committed fetch would.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import uuid
 
@@ -25,13 +23,10 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
 
+from .failover import failover_cluster
 from .test_consumer_groups import wait_until
 
 pytestmark = pytest.mark.broker
@@ -81,33 +76,17 @@ async def committed_output(bootstrap: str, topic: str) -> list[bytes]:
 
 
 def test_shard_kills_around_end_txn_lose_no_outcome_and_invent_none(broker: EmbeddedBroker, tmp_path) -> None:
-    options = ClusterOptions(
-        port=0,
-        partitions=4,
-        shards=2,
-        metrics=False,
-        state_topic=f"__eosfo_{uuid.uuid4().hex[:6]}",
-        log_dir=tmp_path,
-    )
-    with BackgroundCluster((broker.host, broker.port), options) as cluster:
-        bootstrap = cluster.bootstrap
+    with failover_cluster(broker, tmp_path, "eosfo") as fo:
+        bootstrap = fo.bootstrap
         tag = uuid.uuid4().hex[:6]
         topic_in, topic_out, group = f"eosfo-in-{tag}", f"eosfo-out-{tag}", f"eosfo-g-{tag}"
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for fut in admin.create_topics([NewTopic(topic_in, 1, 1), NewTopic(topic_out, 1, 1)]).values():
-            fut.result(15)
+        fo.create_topics(topic_in, topic_out, partitions=1)
         source = Producer({"bootstrap.servers": bootstrap})
         for i in range(RECORDS):
             source.produce(topic_in, f"{i}".encode(), partition=0)
         assert source.flush(15) == 0
 
-        control = cluster.cluster.control
-        state_partition = partition_for(group, options.partitions)
-
-        def kill_leader() -> None:
-            wait_until(lambda: all(p.alive for p in control.processes.values()), what="both shards up")
-            victim = control.processes[control.placement[state_partition].leader]
-            os.killpg(victim.process.pid, signal.SIGKILL)
+        state_partition = fo.state_partition(group)
 
         consumer = Consumer(
             {
@@ -150,12 +129,12 @@ def test_shard_kills_around_end_txn_lose_no_outcome_and_invent_none(broker: Embe
                     [TopicPartition(topic_in, 0, offset)], consumer.consumer_group_metadata(), 30
                 )
                 if kill == "before EndTxn":
-                    kill_leader()  # the pending offsets are in the log, the marker not yet
+                    fo.kill_leader(state_partition)  # the pending offsets are in the log, the marker not yet
                     kills[kill] += 1
                 producer.commit_transaction(30)
                 last_committed = offset
                 if kill == "after EndTxn":
-                    kill_leader()  # the marker meets the moving partition
+                    fo.kill_leader(state_partition)  # the marker meets the moving partition
                     kills[kill] += 1
                 if kill:  # this very transaction's outcome reaches the group, not an older one
                     wait_until(lambda o=offset: group_offset() == o, timeout=30, what=f"offset {offset}")
@@ -176,6 +155,6 @@ def test_shard_kills_around_end_txn_lose_no_outcome_and_invent_none(broker: Embe
             fresh.close()
         consumer.close()
         checker.close()
-        output = cluster.run(committed_output(bootstrap, topic_out))
+        output = fo.cluster.run(committed_output(bootstrap, topic_out))
         assert output == [f"{i}".encode() for i in range(RECORDS)]  # no duplicate, no gap
         assert min(kills.values()) >= 2, (kills, transactions, aborted)

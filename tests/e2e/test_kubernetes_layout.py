@@ -37,8 +37,8 @@ from groupcoord.controlplane.placement import place, placement_to_status
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 
 from .consumers import ConfluentConsumer
+from .failover import PARTITIONS, KeepProducing
 from .kube import SERVING, check, kubeconfig, send, until
-from .test_failover import PARTITIONS, KeepProducing
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(240)]
 

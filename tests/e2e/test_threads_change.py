@@ -15,17 +15,14 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.common.partitioning import partition_for, worker_for
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.local_cluster import ClusterOptions
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
-from groupcoord.testing import BackgroundCluster
 
 from .consumers import ConfluentConsumer, assert_acknowledged_commits_kept
+from .failover import busy_group, failover_cluster
 from .test_consumer_groups import assert_no_double_ownership, wait_until
-from .test_failover import PARTITIONS, KeepProducing
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 STATE_PARTITIONS, NEW_THREADS = 4, 2
@@ -43,34 +40,18 @@ def odd_partition_group() -> str:
 def test_rolling_shards_to_more_workers_keeps_clients_committing(
     broker: EmbeddedBroker, tmp_path, protocol: str
 ) -> None:
-    options = ClusterOptions(
-        port=0,
-        partitions=STATE_PARTITIONS,
-        shards=2,
-        threads=1,
-        metrics=False,
-        state_topic=f"__tc_{uuid.uuid4().hex[:6]}",
-        log_dir=tmp_path,
-    )
-    with BackgroundCluster((broker.host, broker.port), options) as cluster:
-        bootstrap = cluster.bootstrap
+    with failover_cluster(broker, tmp_path, "tc", partitions=STATE_PARTITIONS, threads=1) as fo:
+        cluster, bootstrap = fo.cluster, fo.bootstrap
         topic, group = f"tc-{uuid.uuid4().hex[:6]}", odd_partition_group()
-        state_partition = partition_for(group, STATE_PARTITIONS)
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-            fut.result(15)
-        producer = KeepProducing(bootstrap, topic)
-        producer.start()
+        state_partition = fo.state_partition(group)
+        fo.create_topics(topic)
         consumers = [
             ConfluentConsumer(bootstrap, topic, group, f"c{i}", **{"group.protocol": protocol})
             for i in range(2)
         ]
-        for c in consumers:
-            c.start()
-        control = cluster.cluster.control
-        assert control is not None
+        control = fo.control
         table = cluster.cluster.gateway.group_handler.leadership
-        try:
+        with busy_group(bootstrap, topic, consumers):
             wait_until(lambda: all(c.history.commits for c in consumers), what="both consumers committing")
             assert {s: e.workers for s, e in table.shards.items()} == {0: 1, 1: 1}
 
@@ -107,11 +88,6 @@ def test_rolling_shards_to_more_workers_keeps_clients_committing(
                 timeout=60,
                 what="commits through worker 1",
             )
-        finally:
-            producer.stop.set()
-            producer.join(30)
-            for c in consumers:
-                c.stop()
         assert [e for c in consumers for e in c.history.errors] == []
         assert_acknowledged_commits_kept(bootstrap, topic, group, consumers)
         assert_no_double_ownership(consumers)

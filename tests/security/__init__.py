@@ -1,0 +1,1 @@
+"""Tests of TLS, SASL and the coordinator's self-protection on every hop."""

@@ -35,6 +35,10 @@ Cardinality stays bounded: one record per partition per interval, and per-group 
 the ``top_n`` (default 10) busiest groups of the partition in that interval. A group outside
 the top-N in some interval contributes nothing for that interval, so per-group totals derived
 from the history are lower bounds; the hottest groups, the ones that matter, are exact.
+
+:class:`MetricSample` is the one definition of this schema: the capacity job's Spark schema
+(:data:`groupcoord_spark.sources.SAMPLE_SCHEMA`) is derived from its field types, so a field
+added here is read there without a second edit.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TypedDict
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -64,6 +68,13 @@ DEFAULT_TOPIC = "__groupcoord_metrics"
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_TOP_N = 10
 DEFAULT_RETENTION_MS = 30 * 24 * 3600 * 1000  # a month of history for capacity planning
+
+
+class TopGroup(TypedDict):
+    """One of a partition's busiest groups in the interval."""
+
+    group: str
+    requests: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +96,7 @@ class MetricSample:
     offset_commits: int
     commit_rate: float
     rebalances: int
-    top_groups: list[dict[str, Any]] = field(default_factory=list)
+    top_groups: list[TopGroup] = field(default_factory=list)
     version: int = SCHEMA_VERSION
 
     @property
@@ -123,7 +134,7 @@ class MetricSample:
             offset_commits=act.offset_commits,
             commit_rate=act.offset_commits / interval,
             rebalances=act.rebalances,
-            top_groups=[{"group": g, "requests": n} for g, n in top],
+            top_groups=[TopGroup(group=g, requests=n) for g, n in top],
         )
 
 

@@ -1,0 +1,1 @@
+"""Tests of the capacity job on synthetic metric-sample histories."""

@@ -21,6 +21,8 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from groupcoord.common.kafka_wire.varint import read_uvarint, write_uvarint
+
 _FIXED_SIZES = {
     "bool": 1,
     "int8": 1,
@@ -52,17 +54,11 @@ class _Walker:
             raise UnknownTagError(f"message ends early at byte {self.pos}")
 
     def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            self._need(1)
-            b = self.data[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise UnknownTagError("varint too long")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos)
+        except ValueError as exc:
+            raise UnknownTagError(str(exc)) from exc
+        return value
 
     def copy_from(self, start: int) -> None:
         self.out += self.data[start : self.pos]
@@ -141,21 +137,9 @@ class _Walker:
             self.skip(size)
             if tag in known:
                 kept.append(self.data[start : self.pos])
-        self.out += _uvarint(len(kept))
+        self.out += write_uvarint(len(kept))
         for chunk in kept:
             self.out += chunk
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def strip_unknown_tags(entity: type[Any], data: bytes, offset: int = 0) -> tuple[bytes, int]:

@@ -1,1 +1,18 @@
-"""See the package docstring in the module files."""
+"""The sans-IO group coordinator: the state machine of one state-topic partition (a *shard*,
+in Kafka's meaning) and the group types it holds.
+
+A handler takes ``(request, now_ms)`` and returns a :class:`~.contract.CoordinatorResult` (the
+response and the records to write) without mutating anything; state changes only in
+``replay(record)``, the path live writes and the loader after a takeover share. Timers are
+intents returned as values, not callbacks. :mod:`.contract` is what the runtime may rely on.
+
+Layout: :mod:`.group_coordinator_shard` (one partition's groups and offsets, one method per
+API), :mod:`.classic` (JoinGroup/SyncGroup groups), :mod:`.consumer` (KIP-848 groups),
+:mod:`.migration` (between the two), :mod:`.assignors` (server-side assignors),
+:mod:`.offsets` and :mod:`.txn_offsets` (committed and transactional offsets), group admin and
+configs, and the topics image the consumer groups assign from.
+
+May import: itself, :mod:`groupcoord.common` (errors, record types) and the generated protobuf
+messages (``groupcoord.records``, ``groupcoord.rpc``). Never asyncio, sockets, clocks, Kafka
+clients or the runtime: the same code must run identically live and on replay.
+"""

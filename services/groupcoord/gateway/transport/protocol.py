@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, frame_bytes
+from groupcoord.common.kafka_wire.varint import read_uvarint
 
 # api key + api version + correlation id + client id length: the smallest possible request.
 MIN_REQUEST_FRAME = 10
@@ -108,21 +109,10 @@ def produce_expects_response(frame: bytes, api_version: int, body_offset: int) -
     pos = body_offset
     if api_version >= 3:  # transactional_id: nullable string before acks
         if api_version >= 9:
-            n, pos = _read_uvarint(frame, pos)
+            n, pos = read_uvarint(frame, pos)
             pos += max(n - 1, 0)
         else:
             (n,) = struct.unpack_from(">h", frame, pos)
             pos += 2 + max(n, 0)
     (acks,) = struct.unpack_from(">h", frame, pos)
     return acks != 0
-
-
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
