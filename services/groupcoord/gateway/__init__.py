@@ -1,13 +1,12 @@
 """The gateway: the Kafka-protocol server clients bootstrap to (``groupcoord gateway``).
 
-What lives here: the sans-IO connection state (:mod:`.protocol`) and its asyncio transport
-(:mod:`.client_session`, :mod:`.server`, :mod:`.listeners`: one listener per upstream broker);
-listener security (TLS, SASL, re-authentication); the group APIs (:mod:`.group_apis`), which
-translate wire requests into coordinator calls (:mod:`.wire_translation`), authorize them
-(:mod:`.group_authorization`) and route each to the worker leading the group's state partition
-(:mod:`.leadership`, :mod:`.layout`, :mod:`.shard_client`); every other API forwarded byte for
-byte to the upstream cluster (:mod:`.upstream`) with broker addresses rewritten to the gateway's
-(:mod:`.broker_addresses`); ApiVersions (:mod:`.api_versions`).
+One subpackage per job: :mod:`.transport` (the sans-IO framing, sessions, the server,
+ApiVersions), :mod:`.security` (listener TLS and SASL, the group APIs' ACL checks),
+:mod:`.groups` (the group APIs: adapters registered against their declarations, wire
+translation, the leadership table, the client of the coordinator workers), :mod:`.proxy` (the
+upstream link, one listener per upstream broker, broker addresses rewritten to the gateway's).
+:mod:`.assembly` builds them once, in dependency order (``build_gateway``), for
+``groupcoord gateway`` (:mod:`.command`), ``groupcoord up`` and the tests.
 
 May import :mod:`groupcoord.common`, :mod:`groupcoord.authorization`,
 :mod:`groupcoord.observability`, the placement types of :mod:`groupcoord.controlplane` and the
