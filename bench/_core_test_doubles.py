@@ -1,8 +1,8 @@
 """The cores' test doubles for the core benchmarks (heartbeat-core, offsets-core, classic-rebalance-core).
 
 The mock clock and timer are test code (tests/coordinator/core/mock_timer.py): nothing in the
-product uses them. Importing this module puts that folder on ``sys.path`` (as _register_core.py
-does for the runtime's test core) and hands the two classes on.
+product uses them. Importing this module puts that folder on ``sys.path`` (as _register_shard.py
+does for the runtime's test shard) and hands the two classes on.
 """
 
 from __future__ import annotations

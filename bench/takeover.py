@@ -3,7 +3,7 @@
 Figures: a cold takeover (write the epoch marker, read the whole partition, filter by fence,
 compact in memory, decode, replay into the live and the committed replica) and a warm takeover
 from a hot standby that has been tailing the partition (only the tail is read). Those use the
-register test core's records (tests/coordinator/runtime/register_core.py), sized like offset commits
+register test shard's records (tests/coordinator/runtime/register_shard.py), sized like offset commits
 (key ~ group/topic/partition, value ~ offset + metadata) and like group metadata for the
 groups, written under a previous leader's epoch as a real log would be. A last figure loads
 the same number of real ``OffsetCommit`` records into the real group cores
@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
-from _register_core import register_core, register_pb2
+from _register_shard import register_pb2, register_shard
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
 from groupcoord.coordinator.runtime.fencing import Fence
@@ -64,7 +64,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
             bootstrap=bootstrap,
             topic=topic,
             partitions=1,
-            shard_factory=register_core.RegisterShard,
+            shard_factory=register_shard.RegisterShard,
             shard_id=shard_id,
         )
 
@@ -74,7 +74,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
     await cold.become_leader(0, 3)
     cold_s = time.perf_counter() - t0
     part = cold.partition(0)
-    assert part is not None and isinstance(part.shard, register_core.RegisterShard)
+    assert part is not None and isinstance(part.shard, register_shard.RegisterShard)
     registers = len(part.shard.values)
     records_loaded = part.records_loaded
 
@@ -87,14 +87,14 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
         await asyncio.sleep(0.05)
     # The old leader keeps writing after the standby caught up: the takeover reads this tail.
     await asyncio.gather(
-        *(cold.submit(0, register_core.OPERATIONS["put"](_put(f"tail-{i}", i))) for i in range(tail))
+        *(cold.submit(0, register_shard.OPERATIONS["put"](_put(f"tail-{i}", i))) for i in range(tail))
     )
     await cold.resign(0)
     t0 = time.perf_counter()
     await standby.become_leader(0, 4)
     warm_s = time.perf_counter() - t0
     sp = standby.partition(0)
-    assert sp is not None and isinstance(sp.shard, register_core.RegisterShard)
+    assert sp is not None and isinstance(sp.shard, register_shard.RegisterShard)
     assert len(sp.shard.values) == registers + tail
     await cold.close()
     await standby.close()

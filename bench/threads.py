@@ -31,7 +31,7 @@ import uuid
 from typing import Any
 
 import grpc
-from _register_core import REGISTER_CORE_DIR, register_pb2, register_pb2_grpc
+from _register_shard import REGISTER_SHARD_DIR, register_pb2, register_pb2_grpc
 
 from groupcoord.common.partitioning import worker_for
 from groupcoord.controlplane.local import free_port_block
@@ -152,7 +152,7 @@ def _measure(bootstrap: str, workers: int, requests: dict[str, int]) -> dict[str
     base = free_port_block(workers)
     shard = subprocess.Popen(
         [
-            *(sys.executable, str(REGISTER_CORE_DIR / "register_shard_process.py"), "--log-level", "WARNING"),
+            *(sys.executable, str(REGISTER_SHARD_DIR / "register_shard_process.py"), "--log-level", "WARNING"),
             *("--threads", str(workers), "--kafka", bootstrap, "--partitions", str(PARTITIONS)),
             *(
                 "--state-topic",

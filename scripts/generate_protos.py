@@ -5,7 +5,7 @@
 never runs this: a wheel build writes them into the build tree (``setup.py``), and an
 editable checkout gets them in ``services/`` from ``pip install -e .`` or ``scripts/test``
 (run ``python scripts/generate_protos.py`` after editing a ``.proto``). The same run compiles
-the runtime's test core protos beside it in ``tests/coordinator/runtime``.
+the runtime's test shard protos beside it in ``tests/coordinator/runtime``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PROTO_ROOT = ROOT / "proto"
 SOURCE_ROOT = ROOT / "services"
-TEST_CORE_DIR = ROOT / "tests" / "coordinator" / "runtime"
-"""The runtime's test core keeps its ``register.proto`` beside it (test code, not product)."""
+TEST_SHARD_DIR = ROOT / "tests" / "coordinator" / "runtime"
+"""The runtime's test shard keeps its ``register.proto`` beside it (test code, not product)."""
 
 
 def _protoc(proto_root: Path, sources: list[Path], output_root: Path) -> None:
@@ -50,11 +50,11 @@ def generate(output_root: Path = SOURCE_ROOT) -> list[Path]:
     return sources
 
 
-def generate_test_core() -> list[Path]:
-    """Compile the test core's protos next to it (``register_pb2`` and its gRPC stubs), for the
+def generate_test_shard() -> list[Path]:
+    """Compile the test shard's protos next to it (``register_pb2`` and its gRPC stubs), for the
     tests and the runtime benchmarks that run it."""
-    sources = sorted(TEST_CORE_DIR.glob("*.proto"))
-    _protoc(TEST_CORE_DIR, sources, TEST_CORE_DIR)
+    sources = sorted(TEST_SHARD_DIR.glob("*.proto"))
+    _protoc(TEST_SHARD_DIR, sources, TEST_SHARD_DIR)
     return sources
 
 
@@ -62,4 +62,4 @@ if __name__ == "__main__":
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else SOURCE_ROOT
     print(f"compiled {len(generate(out))} proto files into {out}")
     if out == SOURCE_ROOT:
-        print(f"compiled {len(generate_test_core())} test-core proto files into {TEST_CORE_DIR}")
+        print(f"compiled {len(generate_test_shard())} test-shard proto files into {TEST_SHARD_DIR}")

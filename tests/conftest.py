@@ -10,6 +10,13 @@ from typing import Any
 
 import pytest
 
+# Before anything imports grpc: PySpark starts its JVM with subprocess(preexec_fn=...), i.e. a
+# plain fork, while the in-process gateways of session fixtures keep gRPC threads busy; gRPC's
+# fork handlers then ran in the child and it died with SIGSEGV (seen once in the suite, failing
+# the capacity test with JAVA_GATEWAY_EXITED). Nothing in the suite forks a gRPC user that
+# goes on to use gRPC (shard processes are spawned), so the handlers are not needed.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
 

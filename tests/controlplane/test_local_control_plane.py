@@ -37,7 +37,7 @@ async def wait_for(predicate, timeout: float = 60.0) -> None:  # noqa: ANN001
 
 
 async def test_a_killed_shard_fails_over_and_gets_its_share_back(broker: EmbeddedBroker, tmp_path) -> None:
-    # The shard processes host the register test core (a test-only entry point with the
+    # The shard processes host the register test shard (a test-only entry point with the
     # arguments of ``groupcoord shard``).
     published: list[dict] = []
     cp = LocalControlPlane(

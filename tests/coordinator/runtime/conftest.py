@@ -1,4 +1,4 @@
-"""The runtime's test shard (register_core.py) needs its protos compiled beside it (``register_pb2``): done here,
+"""The runtime's test shard (register_shard.py) needs its protos compiled beside it (``register_pb2``): done here,
 before the test modules import it, so a plain ``pytest`` works without ``scripts/test``."""
 
 from __future__ import annotations
@@ -12,4 +12,4 @@ _spec = importlib.util.spec_from_file_location(
 assert _spec is not None and _spec.loader is not None
 _generator = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_generator)
-_generator.generate_test_core()
+_generator.generate_test_shard()

@@ -2,9 +2,9 @@
 
 Test-only entry point, so the product names no test module: it takes ``groupcoord shard``'s
 arguments and runs the same supervisor and workers, which host
-:data:`register_core.REGISTER_SHARDS` instead of the group coordinator. Run it as a script
+:data:`register_shard.REGISTER_SHARDS` instead of the group coordinator. Run it as a script
 (``python register_shard_process.py --kafka ... --threads 2``): its directory is then on
-``sys.path``, which the spawned workers inherit, so they find ``register_core`` too.
+``sys.path``, which the spawned workers inherit, so they find ``register_shard`` too.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from register_core import REGISTER_SHARDS
+from register_shard import REGISTER_SHARDS
 
 from groupcoord.coordinator.server import supervisor
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from register_core import RegisterShard
+from register_shard import RegisterShard
 
 from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
 from groupcoord.coordinator.runtime.partition_state import (

@@ -17,7 +17,7 @@ import pytest
 import register_pb2
 import register_pb2_grpc
 import register_shard_process
-from register_core import RegisterShard
+from register_shard import RegisterShard
 
 from groupcoord.common.partitioning import worker_for
 from groupcoord.controlplane.local import free_port_block

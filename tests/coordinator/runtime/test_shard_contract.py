@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 
-from register_core import RegisterShard
+from register_shard import RegisterShard
 
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorShard, TransactionalShard

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
-from register_core import RegisterShard
 from register_pb2 import RegisterKey, RegisterValue
+from register_shard import RegisterShard
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult

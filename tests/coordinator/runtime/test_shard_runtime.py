@@ -1,7 +1,7 @@
 """The worker runtime against a real broker: writes, committed reads, loads, takeovers, fencing.
 
 Each test uses its own state topic. The hosted coordinator shard is the register shard (a real
-one with its own records, :mod:`register_core`), so these tests do not depend on the group
+one with its own records, :mod:`register_shard`), so these tests do not depend on the group
 coordinator.
 """
 
@@ -12,8 +12,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from register_core import OPERATIONS, RegisterShard
 from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
+from register_shard import OPERATIONS, RegisterShard
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.records import LEADER_EPOCH_TYPE_ID

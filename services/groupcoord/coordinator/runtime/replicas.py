@@ -4,7 +4,7 @@ Kafka's CoordinatorRuntime lets a write's records change the state at once (the 
 sees them) while reads see the state as of the last committed offset, and a failed write
 reverts to that offset; the shards' timeline collections and ``SnapshotRegistry`` make both
 possible. The cores here are plain Python objects with no snapshots, and the runtime hosts any
-core (the group cores, a test core), so the runtime keeps two replicas of the coordinator shard
+core (the group cores, a test shard), so the runtime keeps two replicas of the coordinator shard
 instead:
 
 * ``live`` — every record is replayed into it as soon as a handler returns it. Writes, timers

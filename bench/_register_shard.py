@@ -1,9 +1,9 @@
-"""The runtime's test core for the runtime benchmarks (takeover, threads).
+"""The runtime's test shard for the runtime benchmarks (takeover, threads).
 
-The register core is test code (tests/coordinator/runtime/register_core.py, with its
+The register core is test code (tests/coordinator/runtime/register_shard.py, with its
 register.proto beside it). Importing this module compiles that proto (a checkout's
-benchmarks must not depend on scripts/test having run) and puts the test core's folder on
-``sys.path``, where ``register_core`` and ``register_pb2`` are then found.
+benchmarks must not depend on scripts/test having run) and puts the test shard's folder on
+``sys.path``, where ``register_shard`` and ``register_pb2`` are then found.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ def _generator():  # scripts/ is not a package: load the one proto generator by 
 
 
 _generate = _generator()
-_generate.generate_test_core()
-REGISTER_CORE_DIR: Path = _generate.TEST_CORE_DIR
-if str(REGISTER_CORE_DIR) not in sys.path:
-    sys.path.insert(0, str(REGISTER_CORE_DIR))
+_generate.generate_test_shard()
+REGISTER_SHARD_DIR: Path = _generate.TEST_SHARD_DIR
+if str(REGISTER_SHARD_DIR) not in sys.path:
+    sys.path.insert(0, str(REGISTER_SHARD_DIR))
 
 register_pb2 = importlib.import_module("register_pb2")
 register_pb2_grpc = importlib.import_module("register_pb2_grpc")
-register_core = importlib.import_module("register_core")
+register_shard = importlib.import_module("register_shard")
