@@ -1,6 +1,6 @@
 """The runtime's test shard for the runtime benchmarks (takeover, threads).
 
-The register core is test code (tests/coordinator/runtime/register_shard.py, with its
+The register test shard is test code (tests/coordinator/runtime/register_shard.py, with its
 register.proto beside it). Importing this module compiles that proto (a checkout's
 benchmarks must not depend on scripts/test having run) and puts the test shard's folder on
 ``sys.path``, where ``register_shard`` and ``register_pb2`` are then found.

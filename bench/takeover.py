@@ -111,7 +111,7 @@ async def measure(bootstrap: str, groups: int, offsets: int, tail: int) -> dict[
         "speedup_warm_vs_cold_decoding": round(cold_s / warm_s, 1),
         "target": "cold takeover of 10,000 groups + 1,000,000 offsets <= 5 s",
         "target_met_decoding_core": cold_s <= 5.0 if (groups, offsets) == (10_000, 1_000_000) else None,
-        "note": "register-core records sized like offset commits/group metadata; "
+        "note": "register test shard records sized like offset commits/group metadata; "
         "group_core_offsets: the real GroupCoordinatorShard loading real OffsetCommit records",
     }
 

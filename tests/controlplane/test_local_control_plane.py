@@ -1,4 +1,4 @@
-"""The local control plane with real shard processes (hosting the runtime's register core)
+"""The local control plane with real shard processes (hosting the runtime's register test shard)
 against a real broker: placement, failover of a killed shard, restart and rebalance back."""
 
 from __future__ import annotations
