@@ -675,8 +675,3 @@ def build_crd() -> dict[str, Any]:
             ],
         },
     }
-
-
-def openapi_schema() -> dict[str, Any]:
-    """The resource's openAPIV3Schema (what jsonschema validates a whole object against)."""
-    return build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import helm_python as helm
 import jsonschema
@@ -18,11 +19,16 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from groupcoord_operator.crd import build_crd, openapi_schema, strict
+from groupcoord_operator.crd import build_crd, strict
 from groupcoord_operator.spec import parse_spec
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
 K8S_VERSION = "1.30"
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The resource's openAPIV3Schema, what jsonschema validates a whole object against."""
+    return build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
 NON_DEFAULT = {
     "image": {"registry": "", "repository": "registry.example/gc", "tag": "1.2.3", "pullPolicy": "Always"},

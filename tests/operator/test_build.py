@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import kubernetes_validate
@@ -17,12 +18,17 @@ import yaml
 
 from groupcoord.controlplane.placement import place, placement_from_status
 from groupcoord_operator import build
-from groupcoord_operator.crd import build_crd, openapi_schema, strict
+from groupcoord_operator.crd import build_crd, strict
 from groupcoord_operator.health import FAILED, READY, STARTING, placement_candidates, shard_states
 from groupcoord_operator.reconcile import is_subset
 from groupcoord_operator.spec import SpecError, parse_spec
 
 K8S_VERSION = "1.30"
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The resource's openAPIV3Schema, what jsonschema validates a whole object against."""
+    return build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 ROOT = Path(__file__).resolve().parents[2]
 CHART_CRD = ROOT / "helm" / "groupcoord" / "crds" / "groupcoord.io_groupcoordinators.yaml"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
