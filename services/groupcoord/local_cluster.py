@@ -19,6 +19,7 @@ from typing import Any
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
+from groupcoord.authorization.upstream_acls import UpstreamAclSource
 from groupcoord.common import kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
@@ -102,7 +103,8 @@ class ClusterOptions:
     metric_samples_interval_s: float = DEFAULT_SAMPLES_INTERVAL_S
     lag_interval_s: float = DEFAULT_LAG_INTERVAL_S
     listener_security: listener_security.ListenerSecurity | None = None  # TLS/SASL of client listeners
-    acl_policy: Callable[[], Authorizer] | None = None  # Kafka ACLs on the group APIs (None: off)
+    # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
+    acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from groupcoord.authorization.upstream_acls import UpstreamAcls
+from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclSource
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway import assembly, command
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway
@@ -32,13 +32,15 @@ async def test_without_leadership_the_gateway_is_a_plain_proxy(broker: EmbeddedB
 
 async def test_with_leadership_the_group_apis_are_built_before_the_gateway(broker: EmbeddedBroker) -> None:
     table = LeadershipTable(partitions=4)
-    policy = UpstreamAcls(allow_everyone_if_no_acl_found=True)
-    options = GatewayOptions((broker.host, broker.port), port=0, acl_policy=policy, metrics=True)
+    source = UpstreamAclSource(allow_everyone_if_no_acl_found=True)
+    options = GatewayOptions((broker.host, broker.port), port=0, acl_policy=source, metrics=True)
     gateway = await build_gateway(options, table)
     handler = gateway.group_handler
     assert isinstance(handler, GroupApis)
     assert handler.leadership is table
     assert handler.authorization is not None
+    policy = handler.authorization.policy
+    assert isinstance(policy, UpstreamAcls)
     assert policy.ask == gateway.upstream.request  # the upstream was built first and asked
     assert gateway.metrics is not None
     assert _acl_refreshers() == 1

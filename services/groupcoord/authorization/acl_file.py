@@ -129,8 +129,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
     """The ACL policy the flags/environment name (an :class:`AclFile`, or an
-    :class:`~.upstream_acls.UpstreamAcls` the caller connects and starts), or None (no
-    authorization)."""
+    :class:`~.upstream_acls.UpstreamAclSource` the caller connects to its upstream and starts),
+    or None (no authorization)."""
     environ = os.environ if environ is None else environ
     users = getattr(args, "super_users", None) or environ.get(ENV_SUPER_USERS) or ""
     everyone = getattr(args, "allow_everyone_if_no_acl_found", None)
@@ -138,10 +138,10 @@ def from_arguments(args: argparse.Namespace, environ: Mapping[str, str] | None =
         everyone = environ.get(ENV_ALLOW_EVERYONE, "").strip().lower() in ("1", "true", "yes", "on")
     source = getattr(args, "acl_source", None) or environ.get(ENV_SOURCE) or "file"
     if source == "upstream":
-        from groupcoord.authorization.upstream_acls import UpstreamAcls  # noqa: PLC0415
+        from groupcoord.authorization.upstream_acls import UpstreamAclSource  # noqa: PLC0415
 
-        return UpstreamAcls(
-            super_users=[u.strip() for u in users.split(";") if u.strip()], allow_everyone_if_no_acl_found=everyone
+        return UpstreamAclSource(
+            super_users=tuple(u.strip() for u in users.split(";") if u.strip()), allow_everyone_if_no_acl_found=everyone
         )
     path = getattr(args, "acl_file", None) or environ.get(ENV_FILE)
     if not path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.authorization.acls import (
@@ -106,12 +107,25 @@ def bindings_from(response: Any) -> list[AclBinding]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamAclSource:
+    """``--acl-source upstream`` as the flags give it, before any upstream connection exists:
+    the gateway's assembly builds its Upstream first, then :meth:`connect` (no ``ask`` patched
+    into a policy afterwards)."""
+
+    super_users: tuple[str, ...] = ()
+    allow_everyone_if_no_acl_found: bool = False
+
+    def connect(self, ask: Callable[[Any], Awaitable[Any]]) -> UpstreamAcls:
+        return UpstreamAcls(ask, self.super_users, allow_everyone_if_no_acl_found=self.allow_everyone_if_no_acl_found)
+
+
 class UpstreamAcls:
     """Callable for the current :class:`Authorizer`, kept fresh by :meth:`run`."""
 
     def __init__(
         self,
-        ask: Callable[[Any], Awaitable[Any]] | None = None,
+        ask: Callable[[Any], Awaitable[Any]],
         super_users: Iterable[str] = (),
         interval_s: float = DEFAULT_INTERVAL_S,
         allow_everyone_if_no_acl_found: bool = False,
@@ -123,8 +137,6 @@ class UpstreamAcls:
         self._policy: Authorizer | None = None
 
     async def refresh(self) -> Authorizer:
-        if self.ask is None:
-            raise UpstreamAclsUnavailable("no upstream connection to ask")
         try:
             response = await self.ask(describe_all_acls_request())
         except OSError as exc:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
-from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclsUnavailable
+from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclSource, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
@@ -81,7 +81,8 @@ class GatewayOptions:
     state_topic: str = DEFAULT_STATE_TOPIC
     upstream_security: KafkaSecurity | None = None  # None: this process's environment
     listener_security: ListenerSecurity = field(default_factory=ListenerSecurity)
-    acl_policy: Callable[[], Authorizer] | None = None  # Kafka ACLs on the group APIs (None: off)
+    # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
+    acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     metrics: bool = False  # record request latencies and leadership for /metrics
 
     @classmethod
@@ -126,8 +127,9 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     group_apis = None
     if leadership is not None:
         policy = options.acl_policy
-        if isinstance(policy, UpstreamAcls):
-            refreshing = await _follow_upstream_acls(policy, upstream)
+        if isinstance(policy, UpstreamAclSource):
+            policy = policy.connect(upstream.request)
+            refreshing = await _follow_upstream_acls(policy)
             owned.callback(refreshing.cancel)
         shards = WorkerClient()
         owned.push_async_callback(shards.close)
@@ -152,10 +154,9 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     )
 
 
-async def _follow_upstream_acls(policy: UpstreamAcls, upstream: Upstream) -> asyncio.Task[None]:
+async def _follow_upstream_acls(policy: UpstreamAcls) -> asyncio.Task[None]:
     """Read the upstream cluster's ACLs now (an upstream that cannot say ends the command),
     then refresh them in the background."""
-    policy.ask = upstream.request
     try:
         await policy.refresh()
     except UpstreamAclsUnavailable as exc:
