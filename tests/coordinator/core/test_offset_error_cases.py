@@ -4,7 +4,7 @@ per API, each row run against a classic group and a consumer (KIP-848) group.
 The rows follow OffsetMetadataManagerTest (commit validation by generation / member epoch,
 admin commits, static members, API versions, fetch validation, OffsetDelete per partition,
 retention and expiry) and GroupMetadataManagerTest's DeleteGroups cases. Topic existence is
-checked before the coordinator, by the gateway (tests/gateway/test_topic_catalog.py and
+checked before the coordinator, by the gateway (tests/gateway/groups/test_topic_catalog.py and
 tests/e2e/test_offset_admin.py), as Kafka's request handler does.
 
 Each world is a group ``G`` with one member subscribed to topic ``t`` that committed offsets for
