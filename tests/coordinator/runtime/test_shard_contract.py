@@ -1,5 +1,7 @@
 """The runtime calls every hook of the CoordinatorShard Protocol directly (no probing), so the
-shards it hosts must have all of them; the transactional hooks only a TransactionalShard has."""
+shards it hosts must have all of them; the transactional hooks only a TransactionalShard has,
+which a shard declares through ``transactions()``; the topic-metadata follower's hook only a
+TopicMetadataShard has."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorShard, TransactionalShard
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.runtime.timers import LoopTimer
+from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataShard
 from groupcoord.rpc.v1 import offsets_pb2
 
 
@@ -22,7 +25,7 @@ def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
     assert hooks(CoordinatorShard) == {
         "replay",
         "on_loaded",
-        "on_metadata_update",
+        "transactions",
         "group_counts",
         "group_state_counts",
         "data",
@@ -34,17 +37,19 @@ def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
         "after_markers",
         "transaction_stats",
     }
+    assert hooks(TopicMetadataShard) - hooks(CoordinatorShard) == {"on_metadata_update"}
 
 
 def test_the_register_shard_implements_every_hook_and_is_not_transactional() -> None:
     shard = RegisterShard(0, LoopTimer(lambda _event: None))
     assert all(hasattr(shard, name) for name in hooks(CoordinatorShard))
-    assert not isinstance(shard, TransactionalShard)  # so no marker follower runs for it
+    assert shard.transactions() is None  # so no marker follower runs for it
 
 
 def test_the_group_coordinator_shard_is_transactional() -> None:
     shard = GroupCoordinatorShard(LoopTimer(lambda _event: None), GroupConfig())
-    assert isinstance(shard, TransactionalShard)
+    assert shard.transactions() is shard
+    assert all(hasattr(shard, name) for name in hooks(TransactionalShard) | hooks(TopicMetadataShard))
     assert shard.group_counts() == {"consumer": 0, "classic": 0}
     assert shard.group_state_counts() == ({}, {})
 

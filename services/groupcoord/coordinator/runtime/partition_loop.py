@@ -41,7 +41,6 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorOperation,
     CoordinatorResult,
     CoordinatorShard,
-    TransactionalShard,
     apply_timer_intents,
     serialize_record,
 )
@@ -52,7 +51,7 @@ from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
 from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
-from groupcoord.coordinator.runtime.transactions import MarkerFollower, MarkersRead
+from groupcoord.coordinator.runtime.transactions import LogTransactions, MarkerFollower, MarkersRead
 from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
 from groupcoord.observability.shard_metrics import ShardMetrics
 
@@ -269,7 +268,7 @@ class PartitionRuntime:
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
             asyncio.create_task(self._guard(self._pipeline.run), name=f"writer-{self.partition}"),
         ]
-        if isinstance(self._replicas.live, TransactionalShard):
+        if self._replicas.live.transactions() is not None:
             markers = self._markers = MarkerFollower(
                 self.partition,
                 bootstrap=self._bootstrap,
@@ -332,6 +331,8 @@ class PartitionRuntime:
         self._timer = LoopTimer(self._put)
         self._replicas = ShardReplicas(self._factory, self.partition, self._timer)
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+        if self._replicas.live.transactions() is not None:  # only its shard replays markers
+            reader.transactions = LogTransactions()
         self._loader = PartitionLoader(reader, self._replicas)
         return self._loader
 
