@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from groupcoord.cli import configure_logging
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
@@ -231,10 +232,7 @@ async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) 
 
 def worker_main(config: WorkerConfig, metrics_report: Connection | None, hosted: HostedShards) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
-    logging.basicConfig(
-        level=getattr(logging, config.log_level.upper(), logging.INFO),
-        format=f"%(asctime)s %(levelname)s w{config.worker} %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level, f"w{config.worker} ")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
