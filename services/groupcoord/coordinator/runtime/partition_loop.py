@@ -17,9 +17,10 @@ replicas (:mod:`.replicas`):
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
 
-A coordinator shard that keeps client transactions (a ``TransactionalShard``: TxnOffsetCommit)
-also gets the marker follower of :mod:`.transactions` while it leads: the upstream's
-COMMIT/ABORT markers, read from the partition, are replayed on this loop like any event.
+A coordinator shard that declares client transactions (``transactions()`` returns its
+``TransactionalShard``: TxnOffsetCommit) also gets the marker follower of :mod:`.transactions`
+while it leads: the upstream's COMMIT/ABORT markers, read from the partition, are replayed on
+this loop like any event.
 
 Every change of :attr:`PartitionRuntime.state` is checked against the one table of
 :mod:`.partition_state`.

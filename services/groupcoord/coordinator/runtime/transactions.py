@@ -296,7 +296,9 @@ class MarkerFollower:
     def _producer_sequences(self) -> dict[int, tuple[int, int]]:
         """The committed state's producer sequences (what the log holds up to our confirmed
         writes, when no transaction is open or at the load's end)."""
-        return dict(cast(TransactionalShard, self._replicas.committed).producer_sequences())
+        committed = self._replicas.committed.transactions()
+        assert committed is not None  # a follower runs only for a shard that declares them
+        return dict(committed.producer_sequences())
 
     async def follow(self, start: int) -> None:
         """Read the partition from ``start`` for the upstream's transaction markers while the
