@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+import register_pb2
 from register_shard import RegisterShard
 
+from groupcoord.common.records import FIRST_OUTSIDE_TYPE_ID, STATE_TOPIC_RECORD_TYPES, RecordTypeRegistry
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorShard, TransactionalShard
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
@@ -76,3 +79,11 @@ def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed()
     consumer, classic = shard.group_state_counts()
     assert shard.group_counts() == {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
     assert shard.group_counts() == {"consumer": 0, "classic": 2}
+
+
+def test_outside_record_types_cannot_take_the_products_ids() -> None:
+    registry = RecordTypeRegistry(STATE_TOPIC_RECORD_TYPES)
+    with pytest.raises(ValueError, match="the product's"):
+        registry.register(FIRST_OUTSIDE_TYPE_ID - 1, register_pb2.RegisterKey, register_pb2.RegisterValue)
+    registry.register(FIRST_OUTSIDE_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
+    assert registry.by_id(FIRST_OUTSIDE_TYPE_ID).key_type is register_pb2.RegisterKey
