@@ -53,10 +53,24 @@ def _help_of(name: str) -> str:
         return f"(unavailable: {exc})"
 
 
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    """The ``--log-level`` flag of every entry point (this command, and the test shard
+    process's, which runs ``groupcoord shard``'s supervisor with another shard)."""
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def configure_logging(level: str, prefix: str = "") -> None:
+    """The one log format of every process (``prefix`` names a worker process in its lines)."""
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format=f"%(asctime)s %(levelname)s {prefix}%(name)s: %(message)s",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka group coordinator service.")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_log_level(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = next((a for a in argv if a in SUBCOMMANDS), None)
     for name in SUBCOMMANDS:
@@ -68,10 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             sub.add_parser(name, help=_help_of(name) if chosen is None else None, add_help=False)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(str(args.log_level))
     try:
         return int(args._module.main(args) or 0)
     except ModuleNotFoundError as exc:  # an optional dependency imported when the command runs

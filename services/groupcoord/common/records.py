@@ -2,15 +2,16 @@
 
 A record on the state topic is a (key, value) pair of protobuf messages (schemas under
 ``proto/groupcoord/records/v1``); the serialized key starts with a 2-byte type id naming the
-message types, so the loader, the standby tail and the cores all decode a record the same
-way. The ids are part of the on-disk format, which is why they live in one table here rather
+message types, so the loader, the standby tail and the coordinator shards all decode a record
+the same way. The ids are part of the on-disk format, which is why they live in one table here rather
 than next to each model: a reader sees at once which ids are taken, and a collision is a
 failure at import, not a corrupted partition. Never reuse or renumber an id.
 
 Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
-40-59 the runtime (leadership/fencing markers). Ids from 1000 are never the product's: state
-machines outside it (the runtime's tests) register their own types there
-(``RecordTypeRegistry.register``).
+40-59 the runtime (leadership/fencing markers). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
+never the product's: state machines outside it (the runtime's tests) register their own types
+there (``RecordTypeRegistry.register``, which refuses a lower id, so an outside registration can
+never take an id the product may give out later).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class RecordType:
     value_type: type[Message]
 
 
+FIRST_OUTSIDE_TYPE_ID = 1000
 LEADER_EPOCH_TYPE_ID = 40
 PENDING_TXN_OFFSET_TYPE_ID = 27
 TXN_MARKER_TYPE_ID = 28  # synthesized by the log reader from control batches, never written
@@ -72,10 +74,17 @@ class RecordTypeRegistry:
         self._by_id: dict[int, RecordType] = {}
         self._by_key: dict[type[Message], RecordType] = {}
         for rt in types:
-            self.register(rt.type_id, rt.key_type, rt.value_type)
+            self._add(rt.type_id, rt.key_type, rt.value_type)
 
     def register(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
-        """Add a type outside the production table (ids from 1000, see the module docstring)."""
+        """Add a type outside the production table (see the module docstring)."""
+        if type_id < FIRST_OUTSIDE_TYPE_ID:
+            raise ValueError(
+                f"record type id {type_id} is the product's: outside types start at {FIRST_OUTSIDE_TYPE_ID}"
+            )
+        self._add(type_id, key_type, value_type)
+
+    def _add(self, type_id: int, key_type: type[Message], value_type: type[Message]) -> None:
         existing = self._by_id.get(type_id)
         if existing is not None and existing.key_type is not key_type:
             raise ValueError(f"record type id {type_id} already used by {existing.key_type.__name__}")

@@ -7,8 +7,9 @@ Three layers, each importing only the ones below it:
   answers each group API with a response and the records to write, and changes state only by
   replaying records. No I/O, no clock, no threads.
 * :mod:`.runtime` — hosts shards: one single-writer loop per partition, the state-topic writer
-  and loader, epoch fencing, timers. Knows the core only through its contract
-  (:mod:`.core.contract`), so it could host any core.
+  and loader, epoch fencing, timers. Knows the shard only through its contract
+  (:mod:`.core.contract`), so it could host any shard; client transactions only through
+  :mod:`.runtime.transactions`, for a shard that declares them (``transactions()``).
 * :mod:`.server` — the processes: ``groupcoord shard`` (a supervisor and its worker
   processes; "shard" in the command and the custom resource's ``shards`` name a coordinator
   *process*, kept for compatibility) and the gRPC services the gateway and control planes call.

@@ -36,10 +36,10 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     CoordinatorResult,
     apply_timer_intents,
+    marker_record,
 )
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
-from groupcoord.coordinator.core.txn_offsets import marker_record
 from groupcoord.coordinator.runtime.replicas import ShardReplicas
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb

@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
-from groupcoord.coordinator.core.contract import CoordinatorResult, deserialize_record
-from groupcoord.coordinator.core.txn_offsets import marker_record
+from groupcoord.coordinator.core.contract import CoordinatorResult, deserialize_record, marker_record
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 G = "group"

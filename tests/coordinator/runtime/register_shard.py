@@ -20,7 +20,7 @@ import grpc
 import register_pb2
 import register_pb2_grpc
 
-from groupcoord.common.records import RECORD_TYPES
+from groupcoord.common.records import FIRST_OUTSIDE_TYPE_ID, RECORD_TYPES
 from groupcoord.coordinator.core.contract import (
     PENDING,
     ArmedTimers,
@@ -32,12 +32,11 @@ from groupcoord.coordinator.core.contract import (
     read_operation,
     write_operation,
 )
-from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.coordinator.server.hosted_shards import HostedShards
 
-REGISTER_TYPE_ID = 1000  # outside the product's ranges (groupcoord.common.records)
+REGISTER_TYPE_ID = FIRST_OUTSIDE_TYPE_ID  # the first id outside the product's (groupcoord.common.records)
 RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
 
 
@@ -104,15 +103,15 @@ class RegisterShard:
         self.loaded_at_ms = now_ms
         return CoordinatorResult()
 
+    def transactions(self) -> None:
+        """Registers are written outside any client transaction."""
+        return None
+
     def _expire(self, name: str, value: int) -> CoordinatorResult[None]:
         # Re-validate: the register may have been overwritten since the timer was armed.
         if self.values.get(name) != value:
             return CoordinatorResult()
         return CoordinatorResult([CoordinatorRecord(register_pb2.RegisterKey(name=name), None)])
-
-    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
-        """Registers name no topics: the cluster's topics change nothing here."""
-        return CoordinatorResult()
 
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
@@ -126,6 +125,7 @@ class RegisterShard:
 
     def restore(self, data: dict[str, int]) -> None:
         self.values = dict(data)
+        self._waiting = {}  # PENDING requests die with a revert (the runtime failed them)
 
 
 def _busy(iterations: int) -> int:

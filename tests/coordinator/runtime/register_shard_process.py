@@ -10,12 +10,12 @@ arguments and runs the same supervisor and workers, which host
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from register_shard import REGISTER_SHARDS
 
+from groupcoord.cli import add_log_level, configure_logging
 from groupcoord.coordinator.server import supervisor
 
 PATH = Path(__file__).resolve()
@@ -23,13 +23,10 @@ PATH = Path(__file__).resolve()
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=PATH.name, description=supervisor.HELP)
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_log_level(parser)
     supervisor.add_arguments(parser)
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level)
     return supervisor.main(args, REGISTER_SHARDS)
 
 

@@ -468,7 +468,7 @@ async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(b
         await rt.close()
 
 
-async def test_the_group_cores_revert_a_failed_offset_commit(broker, topic) -> None:
+async def test_the_group_coordinator_shard_reverts_a_failed_offset_commit(broker, topic) -> None:
     """The revert is generic: the real GroupCoordinatorShard is copied too."""
     from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
         OPERATIONS as GROUP_OPERATIONS,
@@ -531,6 +531,126 @@ async def test_the_group_cores_revert_a_failed_offset_commit(broker, topic) -> N
         assert rt.partition(P).writes_reverted == 1 and rt.partition(P).state is PartitionState.ACTIVE
         await rt.submit(P, commit(44))
         assert await fetched() == 44
+    finally:
+        await rt.close()
+
+
+async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partition_serves_on(
+    broker, topic
+) -> None:
+    """A client can make the upstream refuse a write (a TxnOffsetCommit of a fenced producer):
+    its caller learns the upstream's error, the write queued behind it NOT_COORDINATOR, and the
+    partition reverts to the committed state and serves on, with no reload."""
+    import datetime  # noqa: PLC0415
+
+    from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: PLC0415
+    from kio.schema.init_producer_id.v4.request import InitProducerIdRequest  # noqa: PLC0415
+    from kio.schema.types import ProducerId, TransactionalId  # noqa: PLC0415
+    from kio.static.primitive import i16, i32Timedelta  # noqa: PLC0415
+
+    from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+    from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
+        OPERATIONS as GROUP_OPERATIONS,
+    )
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
+    from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
+
+    transactional_id = f"txn-{uuid.uuid4().hex[:6]}"
+
+    async def init_producer_id() -> tuple[int, int]:
+        """InitProducerId on the upstream: a second one bumps the epoch, fencing the first."""
+        r = await exchange(
+            (broker.host, broker.port),
+            InitProducerIdRequest(
+                transactional_id=TransactionalId(transactional_id),
+                transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                producer_id=ProducerId(-1),
+                producer_epoch=i16(-1),
+            ),
+            "txn-client",
+            10,
+        )
+        assert r.error_code == KioErrorCode.none
+        return int(r.producer_id), int(r.producer_epoch)
+
+    def commit(offset: int) -> object:
+        return GROUP_OPERATIONS["offset_commit"](
+            offsets_pb2.OffsetCommitRequest(
+                api_version=8,
+                group_id="app",
+                generation_id_or_member_epoch=-1,
+                retention_time_ms=-1,
+                topics=[
+                    offsets_pb2.OffsetCommitRequestTopic(
+                        name="orders",
+                        partitions=[
+                            offsets_pb2.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=offset
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+
+    def txn_commit(producer_id: int, producer_epoch: int, offset: int) -> object:
+        return GROUP_OPERATIONS["txn_offset_commit"](
+            offsets_pb2.TxnOffsetCommitRequest(
+                api_version=3,
+                transactional_id=transactional_id,
+                group_id="app",
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                generation_id=-1,
+                topics=[
+                    offsets_pb2.TxnOffsetCommitRequestTopic(
+                        name="orders",
+                        partitions=[
+                            offsets_pb2.TxnOffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=offset, committed_leader_epoch=-1
+                            )
+                        ],
+                    )
+                ],
+            )
+        )
+
+    async def fetched() -> int:
+        request = offsets_pb2.OffsetFetchRequest(
+            api_version=8,
+            groups=[
+                offsets_pb2.OffsetFetchRequestGroup(
+                    group_id="app",
+                    member_epoch=-1,
+                    topics=[offsets_pb2.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])],
+                )
+            ],
+        )
+        response = await rt.submit(P, GROUP_OPERATIONS["offset_fetch"](request))
+        return response.groups[0].topics[0].partitions[0].committed_offset
+
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=group_shard_factory
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        await rt.submit(P, commit(42))
+        producer_id, fenced_epoch = await init_producer_id()
+        assert await init_producer_id() == (producer_id, fenced_epoch + 1)  # the client restarted
+
+        refused = rt.submit(P, txn_commit(producer_id, fenced_epoch, 50))  # a write of its own
+        behind = rt.submit(P, commit(43))  # queued behind it, in the same loop turn
+        outcomes = await asyncio.gather(refused, behind, return_exceptions=True)
+        assert isinstance(outcomes[0], CoordinatorError) and outcomes[0].code == ErrorCode.producer_fenced
+        assert isinstance(outcomes[1], CoordinatorError) and outcomes[1].code == ErrorCode.not_coordinator
+
+        part = rt.partition(P)
+        assert part.state is PartitionState.ACTIVE and part.writes_reverted == 1
+        assert await fetched() == 42  # reverted, not reloaded
+        await rt.submit(P, commit(44))
+        assert await fetched() == 44
+        assert rt.partition(P) is part and part.writes_reverted == 1
     finally:
         await rt.close()
 

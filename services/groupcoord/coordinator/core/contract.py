@@ -1,4 +1,4 @@
-"""The contract between the sans-IO coordinator cores and the runtime that hosts them.
+"""The contract between the sans-IO coordinator shards and the runtime that hosts them.
 
 Modelled on Apache Kafka's group-coordinator: a request handler reads state and returns a
 :class:`CoordinatorResult` — the response plus the records that must be written — and never
@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
 from groupcoord.common.records import RECORD_TYPES
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.records.v1 import offsets_pb2
 
 R = TypeVar("R")
 S = TypeVar("S")
@@ -53,7 +53,9 @@ class CoordinatorResult(Generic[R]):
       like ``response``: after this result's records are acknowledged. A token may appear in
       at most one completion; tokens nobody waits for any more are simply ignored.
     * Waiting requests are not group state: they die with the partition's leadership (the
-      runtime answers them NOT_COORDINATOR) and clients retry, as with Kafka.
+      runtime answers them NOT_COORDINATOR) and clients retry, as with Kafka. They die with a
+      revert too: the runtime has already failed their callers, so ``restore`` drops every
+      token the shard keeps (see :class:`CoordinatorShard`).
     """
 
     records: list[CoordinatorRecord] = field(default_factory=list)
@@ -219,7 +221,10 @@ class CoordinatorShard(Protocol):
     Every hook the runtime calls is declared here and called directly: a shard implements the
     whole protocol (a hook with nothing to do returns an empty result), so no reader has to
     find out by probing which hooks a shard happens to have. The API handlers are not part of
-    it: each is reached through a :class:`CoordinatorOperation` bound by the service."""
+    it: each is reached through a :class:`CoordinatorOperation` bound by the service.
+
+    Requests a handler parked as :data:`PENDING` are not state: ``restore`` drops every token
+    the shard keeps (the runtime has already failed their callers when it reverts)."""
 
     def replay(self, record: CoordinatorRecord) -> None:
         """Apply one record of the log (the only mutation of the state; see the module
@@ -229,9 +234,10 @@ class CoordinatorShard(Protocol):
         """Once the partition is loaded (and again after a revert): what replay does not do,
         such as arming the timers of the state it rebuilt (Kafka's ``onLoaded``)."""
 
-    def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
-        """The cluster's topics changed (Kafka's ``onNewMetadataImage``): the image is input,
-        not state, so it reaches both replicas (see ``PartitionRuntime.submit``)."""
+    def transactions(self) -> TransactionalShard | None:
+        """The shard's transactional hooks (itself, typically), or None for a shard that keeps
+        no client transactions. The shard's opt-in to the marker follower, asked once per load:
+        a shard that returns None never sees a marker record."""
 
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by kind (bounded: no group names), for the control plane's
@@ -250,13 +256,15 @@ class CoordinatorShard(Protocol):
         reverts the live replica to the committed one after a failed write."""
 
 
-@runtime_checkable
 class TransactionalShard(Protocol):
     """The hooks of a :class:`CoordinatorShard` that keeps client transactions' records
     (TxnOffsetCommit) pending until the upstream's COMMIT/ABORT marker decides them.
 
-    Optional: the runtime checks for it once per load (``isinstance``) and runs the marker
-    follower (:mod:`groupcoord.coordinator.runtime.transactions`) only for a shard that has it."""
+    Optional, and declared: a shard opts in by returning them from
+    :meth:`CoordinatorShard.transactions` (a type checker then holds it to every hook here).
+    The runtime asks once per load and runs the marker follower
+    (:mod:`groupcoord.coordinator.runtime.transactions`) only for a shard that opted in; only
+    such a shard replays marker records (:func:`marker_record`)."""
 
     def open_transactions(self) -> int:
         """Producers with pending records here: while any are open, the runtime follows the
@@ -273,3 +281,15 @@ class TransactionalShard(Protocol):
     def transaction_stats(self) -> tuple[int, int, int]:
         """(pending transactional records, commits applied, aborts applied), for the metrics;
         the counts grow with replay and the runtime exports their changes."""
+
+
+def marker_record(
+    offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None = None
+) -> CoordinatorRecord:
+    """The record the runtime makes of the upstream's COMMIT/ABORT marker (a control batch) at
+    ``offset``, which a :class:`TransactionalShard` replays like any other record (see
+    ``TxnMarkerValue.sequence_bound`` for the bound)."""
+    value = offsets_pb2.TxnMarkerValue(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit)
+    if sequence_bound is not None:
+        value.sequence_bound = sequence_bound
+    return CoordinatorRecord(offsets_pb2.TxnMarkerKey(offset=offset), value)

@@ -227,6 +227,10 @@ class GroupCoordinatorShard(ActsOnState):
         pending = sum(len(p) for p in txn.by_producer.values())
         return pending, txn.commits_applied, txn.aborts_applied
 
+    def transactions(self) -> GroupCoordinatorShard:
+        """TxnOffsetCommit keeps offsets pending until the upstream's markers decide them."""
+        return self
+
     def producer_sequences(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (epoch, next sequence) of transactional writes here (the runtime's
         marker follower starts from these; see TxnMarkerValue.sequence_bound)."""

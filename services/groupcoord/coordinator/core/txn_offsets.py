@@ -266,13 +266,3 @@ def pending_record(
             batch_records=batch_records,
         ),
     )
-
-
-def marker_record(
-    offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None = None
-) -> CoordinatorRecord:
-    """The record the log reader makes of a control batch at ``offset``."""
-    value = rpb.TxnMarkerValue(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit)
-    if sequence_bound is not None:
-        value.sequence_bound = sequence_bound
-    return CoordinatorRecord(rpb.TxnMarkerKey(offset=offset), value)

@@ -67,7 +67,7 @@ class PartitionLoader:
         last record is a fenced writer's (their valid value, or a tombstone), and the seconds
         spent replaying (the loop's busy time, for metrics).
 
-        The state topic is compacted, so the cores' records are compaction-safe by design:
+        The state topic is compacted, so the shards' records are compaction-safe by design:
         replaying only each key's last valid record, in the order of those last occurrences,
         gives the state a fully compacted log gives. A log that was never compacted (tansu
         never compacts) then costs a dict update per superseded record instead of a protobuf

@@ -17,9 +17,10 @@ replicas (:mod:`.replicas`):
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
 
-A coordinator shard that keeps client transactions (a ``TransactionalShard``: TxnOffsetCommit)
-also gets the marker follower of :mod:`.transactions` while it leads: the upstream's
-COMMIT/ABORT markers, read from the partition, are replayed on this loop like any event.
+A coordinator shard that declares client transactions (``transactions()`` returns its
+``TransactionalShard``: TxnOffsetCommit) also gets the marker follower of :mod:`.transactions`
+while it leads: the upstream's COMMIT/ABORT markers, read from the partition, are replayed on
+this loop like any event.
 
 Every change of :attr:`PartitionRuntime.state` is checked against the one table of
 :mod:`.partition_state`.
@@ -41,7 +42,6 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorOperation,
     CoordinatorResult,
     CoordinatorShard,
-    TransactionalShard,
     apply_timer_intents,
     serialize_record,
 )
@@ -52,7 +52,7 @@ from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
 from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
-from groupcoord.coordinator.runtime.transactions import MarkerFollower, MarkersRead
+from groupcoord.coordinator.runtime.transactions import LogTransactions, MarkerFollower, MarkersRead
 from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
 from groupcoord.observability.shard_metrics import ShardMetrics
 
@@ -269,7 +269,7 @@ class PartitionRuntime:
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),
             asyncio.create_task(self._guard(self._pipeline.run), name=f"writer-{self.partition}"),
         ]
-        if isinstance(self._replicas.live, TransactionalShard):
+        if self._replicas.live.transactions() is not None:
             markers = self._markers = MarkerFollower(
                 self.partition,
                 bootstrap=self._bootstrap,
@@ -332,6 +332,8 @@ class PartitionRuntime:
         self._timer = LoopTimer(self._put)
         self._replicas = ShardReplicas(self._factory, self.partition, self._timer)
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
+        if self._replicas.live.transactions() is not None:  # only its shard replays markers
+            reader.transactions = LogTransactions()
         self._loader = PartitionLoader(reader, self._replicas)
         return self._loader
 

@@ -15,9 +15,11 @@ request in flight per broker and mutes a partition while its batch is in flight,
 of one partition land in the order they were sent.
 
 Transactional offsets (TxnOffsetCommit) are the exception: they are written as a batch of the
-client's producer (:mod:`.transactions`, through :attr:`StateLogWriter.client`). Readers turn
-the upstream's control batches (its COMMIT/ABORT markers) into marker records
-(:class:`ControlRecord`), which coordinator shards replay like any other record.
+client's producer (:mod:`.transactions`, through :attr:`StateLogWriter.client`). What a reader
+makes of client transactions in the log (the upstream's COMMIT/ABORT markers, the producers'
+sequences) is :mod:`.transactions`' business too: a reader given its
+:class:`~.transactions.LogTransactions` hands it every control and transactional batch; a
+reader without one (the partition of a shard that keeps no transactions) skips control batches.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka import errors as Errors
@@ -38,49 +40,16 @@ from aiokafka.record.memory_records import MemoryRecords
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.topic_replication import Replication, fit_replication
-from groupcoord.coordinator.core.contract import serialize_record
-from groupcoord.coordinator.core.txn_offsets import marker_record
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
+
+if TYPE_CHECKING:  # transactions.py writes through this module
+    from groupcoord.coordinator.runtime.transactions import LogTransactions
 
 log = logging.getLogger(__name__)
 
 MAX_BATCH_BYTES = 1 << 20
 FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
-_CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
-
-
-class ControlRecord:
-    """A transaction marker (control batch) of the log, as a marker record: ``key`` and
-    ``value`` are the serialized TxnMarkerKey/Value (see core/txn_offsets.py)."""
-
-    __slots__ = ("offset", "key", "value", "headers")
-
-    def __init__(
-        self, offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None
-    ) -> None:
-        self.offset = offset
-        self.key, self.value = serialize_record(
-            marker_record(offset, producer_id, producer_epoch, commit, sequence_bound)
-        )
-        self.headers: tuple[()] = ()
-
-
-def control_record(batch: Any, sequence: tuple[int, int] | None) -> ControlRecord | None:
-    """The marker record of a control batch (None for control records other than markers);
-    ``sequence`` is the producer's (epoch, next sequence) in the log before it, if known."""
-    bound = sequence[1] if sequence is not None and sequence[0] == batch.producer_epoch else None
-    for record in batch:
-        key = record.key
-        if key is None or len(key) < 4:
-            return None
-        kind = int.from_bytes(key[2:4], "big")
-        if kind not in (_CONTROL_ABORT, _CONTROL_COMMIT):
-            return None
-        return ControlRecord(
-            record.offset, batch.producer_id, batch.producer_epoch, kind == _CONTROL_COMMIT, bound
-        )
-    return None
 
 
 async def ensure_topic(
@@ -218,10 +187,8 @@ class PartitionReader:
         self._started = False
         self._node: int | None = None
         self._prefetch: asyncio.Task[tuple[int, list[Any]]] | None = None
-        # Producer id -> (epoch, next sequence) of the transactional batches read so far (or
-        # given by the caller for the log before ``start``): marker records carry it, see
-        # TxnMarkerValue.sequence_bound. Only a leader's marker follower sets a baseline.
-        self.producer_sequences: dict[int, tuple[int, int]] | None = None
+        # Set for the partition of a TransactionalShard: what to make of its control batches.
+        self.transactions: LogTransactions | None = None
 
     async def start(self) -> None:
         if not self._started:
@@ -285,19 +252,16 @@ class PartitionReader:
                         raise Errors.CorruptRecordException(
                             f"{self.tp}: bad CRC in batch at {batch.base_offset}"
                         )
-                    sequences = self.producer_sequences
-                    if batch.is_control_batch:  # a transaction marker: the upstream's
-                        known = sequences.get(batch.producer_id) if sequences is not None else None
-                        marker = control_record(batch, known)
-                        if marker is not None and marker.offset >= position:
-                            out.append(marker)
+                    transactions = self.transactions
+                    if batch.is_control_batch:  # the upstream's (a transaction marker)
+                        if transactions is not None:
+                            marker = transactions.marker(batch)
+                            if marker is not None and marker.offset >= position:
+                                out.append(marker)
                         position = max(position, batch.next_offset)
                         continue
-                    if sequences is not None and batch.is_transactional:
-                        end = batch.base_sequence + batch.next_offset - batch.base_offset
-                        known = sequences.get(batch.producer_id)
-                        if known is None or (batch.producer_epoch, end) > known:
-                            sequences[batch.producer_id] = (batch.producer_epoch, end)
+                    if transactions is not None and batch.is_transactional:
+                        transactions.written(batch)
                     for record in batch:
                         if record.offset >= position:
                             out.append(record)

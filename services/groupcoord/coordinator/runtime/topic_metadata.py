@@ -1,11 +1,12 @@
-"""Topic metadata for the group cores, read from the upstream Kafka cluster.
+"""Topic metadata for the group coordinator's shards, read from the upstream Kafka cluster.
 
 KIP-848 assignment needs each subscribed topic's id, partition count and partition racks, and
 rebalances when any of them change (partitions added, topic deleted or recreated with a new
 id). Each worker process polls the cluster's Metadata (v12, which carries topic ids) every few
 seconds and hands every partition it leads the new image through the partition's loop
 (``on_metadata_update``, a write operation), so the change is processed like any request:
-records first.
+records first. Only shards that need the cluster's topics get it (a
+:class:`TopicMetadataShard`, the group coordinator's); the runtime itself never calls the hook.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.coordinator.core.contract import CoordinatorResult, CoordinatorShard, write_operation
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ class TopicDescription:
 
 
 async def fetch_topics(bootstrap: str, timeout_s: float = 10.0) -> list[TopicDescription]:
-    """All topics of the cluster (internal ones too; the cores filter by subscription)."""
+    """All topics of the cluster (internal ones too; the shards filter by subscription)."""
     from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
 
     host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
@@ -61,7 +63,7 @@ async def fetch_topics(bootstrap: str, timeout_s: float = 10.0) -> list[TopicDes
 class TopicMetadataRefresher:
     """Keeps every active partition of a worker on the latest topic image.
 
-    ``build_image`` turns the descriptions into the cores' image type; ``active`` lists the
+    ``build_image`` turns the descriptions into the shards' image type; ``active`` lists the
     partitions to feed and ``deliver(partition, image)`` submits the update to a partition's
     loop. A partition that starts leading later gets the current image on the next tick.
     """
@@ -129,17 +131,31 @@ class TopicMetadataRefresher:
             await asyncio.sleep(self.tick_s)
 
 
+ImageT = TypeVar("ImageT")
+
+
+class TopicMetadataShard(CoordinatorShard, Protocol[ImageT]):
+    """A coordinator shard that follows the cluster's topics (the group coordinator's, for
+    KIP-848 assignment): what :func:`follow_topics` feeds. Not part of the runtime's contract,
+    which hosts shards that know nothing of topics."""
+
+    def on_metadata_update(self, image: ImageT, now_ms: int) -> CoordinatorResult[None]:
+        """The cluster's topics changed (Kafka's ``onNewMetadataImage``): the image is input,
+        not state, so it reaches both replicas (see ``PartitionRuntime.submit``)."""
+
+
 def follow_topics(
-    runtime: Any, build_image: Callable[[list[TopicDescription]], Any]
+    runtime: Any, build_image: Callable[[list[TopicDescription]], ImageT]
 ) -> TopicMetadataRefresher:
     """A refresher feeding ``on_metadata_update`` to every partition ``runtime`` leads (a
-    :class:`~groupcoord.coordinator.runtime.worker_runtime.WorkerRuntime`); call ``start()`` on it."""
-    from groupcoord.coordinator.core.contract import write_operation  # noqa: PLC0415
+    :class:`~groupcoord.coordinator.runtime.worker_runtime.WorkerRuntime` whose shards are
+    :class:`TopicMetadataShard` of ``build_image``'s type); call ``start()`` on it."""
 
-    def deliver(partition: int, image: Any) -> None:
-        update = write_operation(
-            "on_metadata_update", lambda shard, now_ms, _: shard.on_metadata_update(image, now_ms)
-        )
+    def update_of(image: ImageT) -> Callable[[TopicMetadataShard[ImageT], int, Any], CoordinatorResult[None]]:
+        return lambda shard, now_ms, _: shard.on_metadata_update(image, now_ms)
+
+    def deliver(partition: int, image: ImageT) -> None:
+        update = write_operation("on_metadata_update", update_of(image))
         fut = runtime.submit(partition, update, every_replica=True)  # reads use the image too
         fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors: retried on the next change
 

@@ -1,6 +1,9 @@
-"""Client transactions on the state topic: the transactional write, the marker follower, the
-marker barrier. Only a :class:`~groupcoord.coordinator.core.contract.TransactionalShard`
-(the group coordinator's, for TxnOffsetCommit) brings them into a partition's runtime.
+"""Client transactions on the state topic: the transactional write, reading the upstream's
+markers, the marker follower, the marker barrier. The rest of the runtime (the reader, the
+loader, the write pipeline) knows transactions only through this module, and only a shard that
+opts in (``CoordinatorShard.transactions()`` returns its
+:class:`~groupcoord.coordinator.core.contract.TransactionalShard`: the group coordinator's,
+for TxnOffsetCommit) brings them into a partition's runtime.
 
 Why the upstream decides: a TxnOffsetCommit's offsets stay pending until the client's
 transaction ends, and only the upstream transaction coordinator knows how it ended. So, as in
@@ -10,8 +13,10 @@ request (:func:`append_transactional`), and the upstream then writes its COMMIT/
 into our partition, after them. Measured on tansu 0.6.0: it writes markers only into
 partitions that hold a transactional batch of the producer (AddPartitionsToTxn alone is not
 enough), validates sequences (DUPLICATE/OUT_OF_ORDER_SEQUENCE_NUMBER) and refuses a fenced
-epoch (PRODUCER_FENCED). Readers turn control batches into marker records
-(:class:`~.statelog.ControlRecord`), which the shard replays like any other record.
+epoch (PRODUCER_FENCED). A reader of such a shard's partition hands its control batches to
+:class:`LogTransactions`, which makes marker records of them
+(:func:`~groupcoord.coordinator.core.contract.marker_record`) that the shard replays like any
+other record; a shard that keeps no transactions never sees one.
 
 The leader learns the outcome by reading its own partition (:class:`MarkerFollower`) while
 the shard has open transactions, and replays each marker into both replicas (into the
@@ -42,6 +47,8 @@ from groupcoord.coordinator.core.contract import (
     TransactionalShard,
     TransactionalWrite,
     deserialize_record,
+    marker_record,
+    serialize_record,
 )
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER, TXN_MARKER_PREFIX
 from groupcoord.coordinator.runtime.replicas import ShardReplicas
@@ -69,6 +76,69 @@ REFUSED_TRANSACTIONAL_WRITE = frozenset(
         ErrorCode.topic_authorization_failed,
     )
 )
+
+
+_CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
+
+
+class ControlRecord:
+    """A transaction marker (control batch) of the log, as a marker record: ``key`` and
+    ``value`` are the serialized TxnMarkerKey/Value (see :func:`marker_record`), so the
+    reader's callers handle it like the log's other records."""
+
+    __slots__ = ("offset", "key", "value", "headers")
+
+    def __init__(
+        self, offset: int, producer_id: int, producer_epoch: int, commit: bool, sequence_bound: int | None
+    ) -> None:
+        self.offset = offset
+        self.key, self.value = serialize_record(
+            marker_record(offset, producer_id, producer_epoch, commit, sequence_bound)
+        )
+        self.headers: tuple[()] = ()
+
+
+class LogTransactions:
+    """What a :class:`~.statelog.PartitionReader` of a transactional shard's partition makes of
+    the client transactions it reads: each COMMIT/ABORT marker becomes a marker record.
+
+    With ``producer_sequences`` (producer id -> (epoch, next sequence) of the log before the
+    reader's start; the marker follower's), it also follows the producers' sequences through
+    the transactional batches it reads, so each marker carries its producer's sequence at its
+    place in the log (``TxnMarkerValue.sequence_bound``). A load needs no bound (it replays
+    the log in order), so the loader's has none."""
+
+    __slots__ = ("producer_sequences",)
+
+    def __init__(self, producer_sequences: dict[int, tuple[int, int]] | None = None) -> None:
+        self.producer_sequences = producer_sequences
+
+    def marker(self, batch: Any) -> ControlRecord | None:
+        """The marker record of a control batch (None for control records other than markers)."""
+        sequences = self.producer_sequences
+        known = sequences.get(batch.producer_id) if sequences is not None else None
+        bound = known[1] if known is not None and known[0] == batch.producer_epoch else None
+        for record in batch:
+            key = record.key
+            if key is None or len(key) < 4:
+                return None
+            kind = int.from_bytes(key[2:4], "big")
+            if kind not in (_CONTROL_ABORT, _CONTROL_COMMIT):
+                return None
+            return ControlRecord(
+                record.offset, batch.producer_id, batch.producer_epoch, kind == _CONTROL_COMMIT, bound
+            )
+        return None
+
+    def written(self, batch: Any) -> None:
+        """A transactional (non-control) batch was read: its producer's sequence moves on."""
+        sequences = self.producer_sequences
+        if sequences is None:
+            return
+        end = batch.base_sequence + batch.next_offset - batch.base_offset
+        known = sequences.get(batch.producer_id)
+        if known is None or (batch.producer_epoch, end) > known:
+            sequences[batch.producer_id] = (batch.producer_epoch, end)
 
 
 class TransactionalWriteRefused(Exception):
@@ -226,7 +296,9 @@ class MarkerFollower:
     def _producer_sequences(self) -> dict[int, tuple[int, int]]:
         """The committed state's producer sequences (what the log holds up to our confirmed
         writes, when no transaction is open or at the load's end)."""
-        return dict(cast(TransactionalShard, self._replicas.committed).producer_sequences())
+        committed = self._replicas.committed.transactions()
+        assert committed is not None  # a follower runs only for a shard that declares them
+        return dict(committed.producer_sequences())
 
     async def follow(self, start: int) -> None:
         """Read the partition from ``start`` for the upstream's transaction markers while the
@@ -239,7 +311,7 @@ class MarkerFollower:
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, start)
         # Markers it reads carry the producer's sequence at their place in the log, so that a
         # marker replayed after our later writes decides only what was written before it.
-        reader.producer_sequences = self._producer_sequences()
+        reader.transactions = LogTransactions(self._producer_sequences())
         written = self._written
         try:
             while True:
@@ -249,7 +321,7 @@ class MarkerFollower:
                     self._barriers = []
                     if self._pipeline.confirmed_end > reader.position:
                         reader.seek(self._pipeline.confirmed_end)
-                        reader.producer_sequences = self._producer_sequences()
+                        reader.transactions = LogTransactions(self._producer_sequences())
                     written.clear()
                     if not self.live.open_transactions() and not self._barriers:
                         await written.wait()  # checked after clear: no lost wake-up

@@ -21,7 +21,7 @@ from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.partitioning import worker_for
-from groupcoord.coordinator.core.contract import CoordinatorOperation, TransactionalShard
+from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
 from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.replicas import ShardFactory
@@ -206,8 +206,9 @@ class WorkerRuntime:
                 continue
             consumer, classic = shard.group_state_counts()
             m.set_group_counts(p, consumer, classic)
-            if isinstance(shard, TransactionalShard):
-                m.set_pending_transactional_offsets(p, shard.transaction_stats()[0])
+            transactions = shard.transactions()
+            if transactions is not None:
+                m.set_pending_transactional_offsets(p, transactions.transaction_stats()[0])
         m.set_partition_states(states)
 
     def active_partitions(self) -> list[tuple[int, int]]:

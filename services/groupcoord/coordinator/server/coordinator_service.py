@@ -56,6 +56,8 @@ def _operation(api: GroupApi, handler: ShardHandler) -> tuple[str, Operation]:
         raise ValueError(f"{api.key.name} is declared without a shard operation")
     name, run, needs_markers = api.operation.name, handler.run, handler.needs_markers
     if api.operation.read_only:
+        if needs_markers is not None:  # a read never waits on the log: the declaration is wrong
+            raise ValueError(f"{api.key.name} is declared read-only but its handler needs markers")
         return name, lambda r: read_operation(name, lambda s, now, token: run(s, r, now, token))
     if needs_markers is None:
         return name, lambda r: write_operation(name, lambda s, now, token: run(s, r, now, token))

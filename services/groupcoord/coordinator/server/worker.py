@@ -15,17 +15,16 @@ import asyncio
 import importlib
 import logging
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 import grpc
 
+from groupcoord.cli import configure_logging
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
-from groupcoord.coordinator.server.coordinator_service import GROUP_COORDINATOR
 from groupcoord.coordinator.server.health import ShardHealth
 from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
@@ -133,7 +132,6 @@ async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricS
 async def serve(
     config: WorkerConfig,
     hosted: HostedShards,
-    ready: Callable[[], None] | None = None,
     metrics_report: Connection | None = None,
 ) -> None:
     """Run one worker hosting ``hosted`` until SIGTERM/SIGINT (or cancellation). With
@@ -205,8 +203,6 @@ async def serve(
         config.workers,
         port,
     )
-    if ready is not None:
-        ready()
     try:
         await stop.wait()
         await health.drain()
@@ -234,14 +230,9 @@ async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) 
         log.info("drain timeout: stopping while still leading %s", runtime.led_partitions())
 
 
-def worker_main(
-    config: WorkerConfig, metrics_report: Connection | None = None, hosted: HostedShards = GROUP_COORDINATOR
-) -> None:
+def worker_main(config: WorkerConfig, metrics_report: Connection | None, hosted: HostedShards) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
-    logging.basicConfig(
-        level=getattr(logging, config.log_level.upper(), logging.INFO),
-        format=f"%(asctime)s %(levelname)s w{config.worker} %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level, f"w{config.worker} ")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
