@@ -81,7 +81,11 @@ def _deep_copy(data: GroupCoordinatorState) -> GroupCoordinatorState:
     return copy.deepcopy(data, {id(data.image): data.image})
 
 
-def _time_ms(copy_of: Callable[[GroupCoordinatorState], GroupCoordinatorState], data: GroupCoordinatorState, repeat: int) -> float:
+def _time_ms(
+    copy_of: Callable[[GroupCoordinatorState], GroupCoordinatorState],
+    data: GroupCoordinatorState,
+    repeat: int,
+) -> float:
     samples = []
     for _ in range(repeat):
         gc.collect()
@@ -95,7 +99,11 @@ def _time_ms(copy_of: Callable[[GroupCoordinatorState], GroupCoordinatorState], 
 def _figures(data: GroupCoordinatorState, repeat: int) -> dict[str, object]:
     baseline = _time_ms(_deep_copy, data, repeat)
     copied = _time_ms(GroupCoordinatorState.copy, data, repeat)
-    return {"copy_ms": copied, "baseline_deepcopy_ms": baseline, "speedup": round(baseline / max(copied, 1e-3), 1)}
+    return {
+        "copy_ms": copied,
+        "baseline_deepcopy_ms": baseline,
+        "speedup": round(baseline / max(copied, 1e-3), 1),
+    }
 
 
 def run(args: list[str]) -> dict[str, object]:
