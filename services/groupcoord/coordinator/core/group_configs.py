@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
@@ -78,7 +75,7 @@ def replay_group_config(
         data.group_configs[key.group_id] = {k: int(v) for k, v in value.configs.items()}
 
 
-class GroupConfigManager:
+class GroupConfigManager(ActsOnState):
     """The dynamic configs of the partition's groups: their data is the partition state's
     ``group_configs`` (group id -> name -> value)."""
 

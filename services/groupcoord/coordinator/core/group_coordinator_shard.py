@@ -109,8 +109,11 @@ class GroupCoordinatorShard(ActsOnState):
     def restore(self, data: GroupCoordinatorState) -> None:
         """Make this shard's state a copy of ``data`` (the runtime's revert of a failed write:
         the committed replica's data into the live one). Only data is copied; the wiring stays.
-        Parked JoinGroup/SyncGroup requests are dropped: the runtime failed their callers."""
-        self.data.assign(data.copy())
+        All or nothing: the copy is made before anything here changes, so if it raises this
+        shard is untouched (the runtime then reloads the partition). Parked JoinGroup/SyncGroup
+        requests are dropped: the runtime failed their callers (the only place they are)."""
+        copied = data.copy()
+        self.data.assign(copied)
         self.classic.waiters.clear()
 
     # --- replay and loading ------------------------------------------------------------------
