@@ -48,7 +48,8 @@ _NO_RETENTION = -1
 
 @dataclass(slots=True)
 class CommittedOffset:
-    """One committed offset: a value, never mutated once built. Not ``frozen``: a takeover
+    """One committed offset: a value, never mutated once built (a revert's copy of the state
+    shares it, core/state.py: replace it, never assign its fields). Not ``frozen``: a takeover
     builds one per offset record for each of the runtime's two replicas (a million and more),
     and a frozen dataclass is built ~3.5x slower (its ``__init__`` goes through
     ``object.__setattr__``); a named tuple would be built fast but read slower, and OffsetFetch
@@ -88,7 +89,9 @@ def offset_record(
 
 
 # --- replay: the partition state is the only argument (the replay switch binds it) -------------
-def replay_offset(data: GroupCoordinatorState, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
+def replay_offset(
+    data: GroupCoordinatorState, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None
+) -> None:
     transactions = data.transactions
     if transactions.open_by_key or transactions.unrestated:  # cheap without transactions (usual)
         key = (k.group_id, k.topic, k.partition)
