@@ -233,9 +233,9 @@ class GroupCoordinatorShard(ActsOnState):
     def transaction_stats(self) -> tuple[int, int, int]:
         """(pending transactional offsets, commit markers applied, abort outcomes applied),
         for the metrics; the counts grow with replay, the runtime exports their changes."""
-        txn = self.data.transactions
-        pending = sum(len(p) for p in txn.by_producer.values())
-        return pending, txn.commits_applied, txn.aborts_applied
+        transactions = self.data.transactions
+        pending = sum(len(p) for p in transactions.by_producer.values())
+        return pending, transactions.commits_applied, transactions.aborts_applied
 
     def producer_sequences(self) -> dict[int, tuple[int, int]]:
         """Producer id -> (epoch, next sequence) of transactional writes here (the runtime's
