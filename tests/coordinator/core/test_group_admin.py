@@ -88,7 +88,7 @@ def test_group_configs_are_validated_against_broker_bounds() -> None:
     assert _configs(ctx, "g")["consumer.session.timeout.ms"] == ("45000", 5)
     assert _alter(ctx, "g", ("consumer.session.timeout.ms", 0, "50000")).error_code == 0
     assert _configs(ctx, "g")["consumer.session.timeout.ms"] == ("50000", 8)
-    assert ctx.shard.group_configs.session_timeout_ms("g") == 50_000
+    assert ctx.shard.config_manager.session_timeout_ms("g") == 50_000
     bad = _alter(ctx, "g", ("consumer.heartbeat.interval.ms", 0, "100"))
     assert bad.error_code == E.invalid_config.value and "range" in bad.error_message
     assert _alter(ctx, "g", ("unknown.config", 0, "1")).error_code == E.invalid_config.value
@@ -96,7 +96,7 @@ def test_group_configs_are_validated_against_broker_bounds() -> None:
     assert (
         _alter(ctx, "g", ("consumer.assignment.interval.ms", 0, "1000"), validate_only=True).error_code == 0
     )
-    assert ctx.shard.group_configs.assignment_interval_ms("g") == 0
+    assert ctx.shard.config_manager.assignment_interval_ms("g") == 0
     assert _alter(ctx, "g", ("consumer.session.timeout.ms", 1, None)).error_code == 0
     assert _configs(ctx, "g")["consumer.session.timeout.ms"] == ("45000", 5)
     ctx.assert_replay_equals_live()

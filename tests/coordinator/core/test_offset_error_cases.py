@@ -187,7 +187,7 @@ def test_offset_commit(
 def test_offset_metadata_larger_than_the_limit_is_refused_per_partition() -> None:
     for kind in KINDS:
         world = running(kind)
-        world.ctx.shard.offsets.config = GroupConfig(offset_metadata_max_bytes=4)
+        world.ctx.shard.offset_manager.config = GroupConfig(offset_metadata_max_bytes=4)
         answer = world.ctx.commit(
             G, {T0: 1, T1: 1}, member_id=world.member, generation=world.epoch, metadata="12345"
         )

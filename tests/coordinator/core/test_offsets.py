@@ -155,7 +155,7 @@ def test_a_group_expiring_whole_tombstones_each_offset_once() -> None:
     config = GroupConfig(offsets_retention_ms=60_000, offsets_retention_check_interval_ms=10**9)
     ctx = ShardContext(config)
     ctx.commit(G, {T0: 1, ("t", 1): 2})  # a simple group: empty, offsets only
-    expiry = ctx.shard.offsets.expire_offsets(ctx.clock.now_ms + 60_000)
+    expiry = ctx.shard.offset_manager.expire_offsets(ctx.clock.now_ms + 60_000)
     keys = [r.key.SerializeToString(deterministic=True) for r in expiry.records if r.value is None]
     assert len(keys) == len(set(keys))
     offsets = [r for r in expiry.records if type(r.key).__name__ == "OffsetCommitKey"]

@@ -83,8 +83,8 @@ def fetch_stable(ctx: ShardContext, partitions: list[tuple[str, int]] | None = N
 def assert_replay_equals_live(ctx: ShardContext) -> None:
     ctx.assert_replay_equals_live()
     fresh = ctx.replayed()
-    assert fresh.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
-    assert fresh.offsets.txn.sequences == ctx.shard.offsets.txn.sequences
+    assert fresh.data.transactions.open_by_key == ctx.shard.data.transactions.open_by_key
+    assert fresh.data.transactions.sequences == ctx.shard.data.transactions.sequences
 
 
 def test_pending_offsets_are_invisible_until_the_commit_marker() -> None:
@@ -103,7 +103,7 @@ def test_pending_offsets_are_invisible_until_the_commit_marker() -> None:
     marker(ctx, 7, commit=True)
     assert ctx.fetch(G, [T0, T1]) == {T0: 10, T1: 3}
     assert fetch_stable(ctx, [T0, T1]) == {T0: (10, 0), T1: (3, 0)}
-    assert ctx.shard.offsets.txn.commits_applied == 1
+    assert ctx.shard.data.transactions.commits_applied == 1
     assert_replay_equals_live(ctx)
 
 
@@ -114,7 +114,7 @@ def test_abort_marker_discards_pending_offsets() -> None:
     marker(ctx, 7, commit=False)
     assert ctx.fetch(G, [T0]) == {T0: 5}
     assert fetch_stable(ctx, [T0]) == {T0: (5, 0)}
-    assert ctx.shard.offsets.txn.aborts_applied == 1
+    assert ctx.shard.data.transactions.aborts_applied == 1
     assert_replay_equals_live(ctx)
 
 
@@ -325,8 +325,8 @@ def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]
     assert_replay_equals_live(ctx)
     compacted = _compacted_replay(ctx)
     assert compacted.data.offsets == ctx.shard.data.offsets
-    assert compacted.offsets.txn.open_by_key == ctx.shard.offsets.txn.open_by_key
-    assert compacted.offsets.txn.sequences == ctx.shard.offsets.txn.sequences
+    assert compacted.data.transactions.open_by_key == ctx.shard.data.transactions.open_by_key
+    assert compacted.data.transactions.sequences == ctx.shard.data.transactions.sequences
 
 
 # --- TxnOffsetCommit member validation, both group types (Kafka's validateTransactionalOffsetCommit)

@@ -2,8 +2,10 @@
 in Kafka's meaning) and the group types it holds.
 
 A handler takes ``(request, now_ms)`` and returns a :class:`~.contract.CoordinatorResult` (the
-response and the records to write) without mutating anything; state changes only in
-``replay(record)``, the path live writes and the loader after a takeover share. Timers are
+response and the records to write) without mutating the state; state changes only in
+``replay(record)``, the path live writes and the loader after a takeover share. The one thing a
+handler changes is outside the state: a classic JoinGroup/SyncGroup handler parks its request
+(``waiters``, answered by a later handler or timer), which a revert or a takeover drops. Timers are
 intents returned as values, not callbacks. :mod:`.contract` is what the runtime may rely on.
 
 Layout: :mod:`.group_coordinator_shard` (one partition's groups and offsets, one method per

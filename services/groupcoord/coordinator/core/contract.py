@@ -253,7 +253,8 @@ class CoordinatorShard(Protocol):
 
     def restore(self, data: Any) -> None:
         """Make the state a copy of ``data`` (another replica's :attr:`data`): how the runtime
-        reverts the live replica to the committed one after a failed write."""
+        reverts the live replica to the committed one after a failed write. All or nothing: if
+        it raises, the state is unchanged (the runtime then reloads the partition instead)."""
 
 
 class TransactionalShard(Protocol):

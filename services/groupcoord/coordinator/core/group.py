@@ -30,6 +30,11 @@ class Group(Protocol):
 
     def is_empty(self) -> bool: ...
 
+    def copy(self) -> Group:
+        """A copy sharing nothing a replay or a handler changes: its containers are copied, its
+        members (immutable values) shared. A handler's scratch copy and a revert's copy."""
+        ...
+
     def tombstone_records(self) -> list[CoordinatorRecord]:
         """Records deleting the group itself (Kafka's createGroupTombstoneRecords); its
         committed offsets are the offset manager's, since they outlive a change of type."""

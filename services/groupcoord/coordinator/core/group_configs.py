@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
@@ -69,7 +66,16 @@ _KEYS: dict[str, _Key] = {
 }
 
 
-class GroupConfigManager:
+def replay_group_config(
+    data: GroupCoordinatorState, key: rpb.GroupConfigKey, value: rpb.GroupConfigValue | None
+) -> None:
+    if value is None:
+        data.group_configs.pop(key.group_id, None)
+    else:
+        data.group_configs[key.group_id] = {k: int(v) for k, v in value.configs.items()}
+
+
+class GroupConfigManager(ActsOnState):
     """The dynamic configs of the partition's groups: their data is the partition state's
     ``group_configs`` (group id -> name -> value)."""
 
@@ -77,19 +83,9 @@ class GroupConfigManager:
         self.data = data
         self.config = config
 
-    @property
-    def dynamic(self) -> dict[str, dict[str, int]]:
-        return self.data.group_configs
-
-    def replay(self, key: rpb.GroupConfigKey, value: rpb.GroupConfigValue | None) -> None:
-        if value is None:
-            self.dynamic.pop(key.group_id, None)
-        else:
-            self.dynamic[key.group_id] = {k: int(v) for k, v in value.configs.items()}
-
     def value(self, group_id: str, name: str) -> int:
         """The effective value of a config for a group (its override, else the default)."""
-        return self.dynamic.get(group_id, {}).get(name, _KEYS[name].default(self.config))
+        return self.data.group_configs.get(group_id, {}).get(name, _KEYS[name].default(self.config))
 
     def session_timeout_ms(self, group_id: str) -> int:
         return self.value(group_id, CONSUMER_SESSION_TIMEOUT_MS)
@@ -108,7 +104,7 @@ class GroupConfigManager:
             response.error_code = ErrorCode.invalid_group_id.value
             return CoordinatorResult(response=response)
         names = list(request.configuration_keys) or list(_KEYS)
-        overrides = self.dynamic.get(request.group_id, {})
+        overrides = self.data.group_configs.get(request.group_id, {})
         for name in names:
             key = _KEYS.get(name)
             if key is None:
@@ -133,7 +129,7 @@ class GroupConfigManager:
         if not request.group_id:
             response.error_code = ErrorCode.invalid_group_id.value
             return CoordinatorResult(response=response)
-        new = dict(self.dynamic.get(request.group_id, {}))
+        new = dict(self.data.group_configs.get(request.group_id, {}))
         error = None
         for change in request.configs:
             key = _KEYS.get(change.name)
@@ -167,7 +163,7 @@ class GroupConfigManager:
             response.error_code = ErrorCode.invalid_config.value
             response.error_message = error
             return CoordinatorResult(response=response)
-        if request.validate_only or new == self.dynamic.get(request.group_id, {}):
+        if request.validate_only or new == self.data.group_configs.get(request.group_id, {}):
             return CoordinatorResult(response=response)
         key_msg = rpb.GroupConfigKey(group_id=request.group_id)
         value = rpb.GroupConfigValue(configs={k: str(v) for k, v in new.items()}) if new else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.protobuf.message import Message
@@ -32,17 +33,22 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer import heartbeat as consumer_heartbeat
 from groupcoord.coordinator.core.consumer import membership as consumer_membership
 from groupcoord.coordinator.core.consumer import metadata as consumer_metadata
+from groupcoord.coordinator.core.consumer import replay as consumer_replay
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
-from groupcoord.coordinator.core.consumer.replay import replayer
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
-from groupcoord.coordinator.core.group_configs import GroupConfigManager
+from groupcoord.coordinator.core.group_configs import GroupConfigManager, replay_group_config
 from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
-from groupcoord.coordinator.core.offsets import OffsetMetadataManager
+from groupcoord.coordinator.core.offsets import (
+    OffsetMetadataManager,
+    replay_marker,
+    replay_offset,
+    replay_pending,
+)
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
@@ -76,22 +82,22 @@ class GroupCoordinatorShard(ActsOnState):
             join_other_group=self._join_consumer_group,
             new_uuid=new_uuid,
         )
-        self.offsets = OffsetMetadataManager(
+        self.offset_manager = OffsetMetadataManager(
             self.data,
             self.config,
             create_simple_group=simple_group_records,
             delete_group=self.delete_group_records,
         )
-        self.group_configs = GroupConfigManager(self.data, self.config)
+        self.config_manager = GroupConfigManager(self.data, self.config)
         # KIP-848 online migration: conversions both ways, and classic members of consumer groups.
         self.migration = OnlineMigration(self.classic, self.config)
         self.consumer = ConsumerContext(
             self.data,
             armed,
             self.config,
-            session_timeout_ms=self.group_configs.session_timeout_ms,
-            heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms,
-            assignment_interval_ms=self.group_configs.assignment_interval_ms,
+            session_timeout_ms=self.config_manager.session_timeout_ms,
+            heartbeat_interval_ms=self.config_manager.heartbeat_interval_ms,
+            assignment_interval_ms=self.config_manager.assignment_interval_ms,
             upgrade_classic_group=self.migration.upgrade,
             downgrade_to_classic=self.migration.downgrade,
             new_uuid=new_uuid,
@@ -103,28 +109,32 @@ class GroupCoordinatorShard(ActsOnState):
     def restore(self, data: GroupCoordinatorState) -> None:
         """Make this shard's state a copy of ``data`` (the runtime's revert of a failed write:
         the committed replica's data into the live one). Only data is copied; the wiring stays.
-        Parked JoinGroup/SyncGroup requests are dropped: the runtime failed their callers."""
-        self.data.assign(data.copy())
+        All or nothing: the copy is made before anything here changes, so if it raises this
+        shard is untouched (the runtime then reloads the partition). Parked JoinGroup/SyncGroup
+        requests are dropped: the runtime failed their callers (the only place they are)."""
+        copied = data.copy()
+        self.data.assign(copied)
         self.classic.waiters.clear()
 
     # --- replay and loading ------------------------------------------------------------------
     def _replay_switch(self) -> dict[type[Message], Callable[[Any, Any], None]]:
-        """Record key type → the replay function of the group type that owns it (Kafka's
-        GroupCoordinatorShard.replay switch). Every type of the production table in
-        groupcoord.common.records except the runtime's own (leadership markers)."""
+        """Record key type → its replay function bound to the state root (Kafka's
+        GroupCoordinatorShard.replay switch). Replay needs nothing but the state: the root stays
+        (restore refills its fields), so every function reads the containers per record. Every
+        type of the production table in groupcoord.common.records except the runtime's own
+        (leadership markers)."""
+        data = self.data
         switch: dict[type[Message], Callable[[Any, Any], None]] = {
-            key_type: replayer(self.consumer, method) for key_type, method in CONSUMER_GROUP_REPLAY.items()
+            key_type: partial(consumer_replay.replay, data, method)
+            for key_type, method in CONSUMER_GROUP_REPLAY.items()
         }
-        data = self.data  # the root stays; restore replaces its fields, so read them per record
-        switch[classic_rpb.ClassicGroupMetadataKey] = lambda k, v: classic_replay.replay_metadata(data.groups, k, v)
-        switch[classic_rpb.ClassicGroupMemberKey] = lambda k, v: classic_replay.replay_member(data.groups, k, v)
-        switch[classic_rpb.ClassicGroupPendingMemberKey] = lambda k, v: classic_replay.replay_pending_member(
-            data.groups, k, v
-        )
-        switch[offsets_rpb.OffsetCommitKey] = self.offsets.replay
-        switch[offsets_rpb.PendingTxnOffsetKey] = self.offsets.replay_pending
-        switch[offsets_rpb.TxnMarkerKey] = self.offsets.replay_marker
-        switch[offsets_rpb.GroupConfigKey] = self.group_configs.replay
+        switch[classic_rpb.ClassicGroupMetadataKey] = partial(classic_replay.replay_metadata, data)
+        switch[classic_rpb.ClassicGroupMemberKey] = partial(classic_replay.replay_member, data)
+        switch[classic_rpb.ClassicGroupPendingMemberKey] = partial(classic_replay.replay_pending_member, data)
+        switch[offsets_rpb.OffsetCommitKey] = partial(replay_offset, data)
+        switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data)
+        switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data)
+        switch[offsets_rpb.GroupConfigKey] = partial(replay_group_config, data)
         return switch
 
     def replay(self, record: CoordinatorRecord) -> None:
@@ -135,7 +145,7 @@ class GroupCoordinatorShard(ActsOnState):
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: the timers replay does not arm."""
-        timers = [self.offsets.expiry_timer(now_ms)]
+        timers = [self.offset_manager.expiry_timer(now_ms)]
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
@@ -148,7 +158,7 @@ class GroupCoordinatorShard(ActsOnState):
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
-        return self.offsets.delete_all_records(group.group_id) + group.tombstone_records()
+        return self.offset_manager.delete_all_records(group.group_id) + group.tombstone_records()
 
     # --- KIP-848 consumer groups -------------------------------------------------------------
     def consumer_group_heartbeat(
@@ -218,14 +228,14 @@ class GroupCoordinatorShard(ActsOnState):
     def offset_commit(
         self, request: offsets_pb.OffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.OffsetCommitResponse]:
-        return self.offsets.offset_commit(request, now_ms)
+        return self.offset_manager.offset_commit(request, now_ms)
 
     def transaction_stats(self) -> tuple[int, int, int]:
         """(pending transactional offsets, commit markers applied, abort outcomes applied),
         for the metrics; the counts grow with replay, the runtime exports their changes."""
-        txn = self.data.transactions
-        pending = sum(len(p) for p in txn.by_producer.values())
-        return pending, txn.commits_applied, txn.aborts_applied
+        transactions = self.data.transactions
+        pending = sum(len(p) for p in transactions.by_producer.values())
+        return pending, transactions.commits_applied, transactions.aborts_applied
 
     def transactions(self) -> GroupCoordinatorShard:
         """TxnOffsetCommit keeps offsets pending until the upstream's markers decide them."""
@@ -247,17 +257,17 @@ class GroupCoordinatorShard(ActsOnState):
     def txn_offset_commit(
         self, request: offsets_pb.TxnOffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.TxnOffsetCommitResponse]:
-        return self.offsets.txn_offset_commit(request, now_ms)
+        return self.offset_manager.txn_offset_commit(request, now_ms)
 
     def offset_fetch(
         self, request: offsets_pb.OffsetFetchRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.OffsetFetchResponse]:
-        return self.offsets.offset_fetch(request, now_ms)
+        return self.offset_manager.offset_fetch(request, now_ms)
 
     def offset_delete(
         self, request: offsets_pb.OffsetDeleteRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.OffsetDeleteResponse]:
-        return self.offsets.offset_delete(request, now_ms)
+        return self.offset_manager.offset_delete(request, now_ms)
 
     # --- group admin -------------------------------------------------------------------------
     def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -273,13 +283,8 @@ class GroupCoordinatorShard(ActsOnState):
 
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by protocol (the control plane's partition status)."""
-        consumer = classic = 0
-        for group in self.groups.values():
-            if group.group_type is GroupType.CONSUMER:
-                consumer += 1
-            else:
-                classic += 1
-        return {"consumer": consumer, "classic": classic}
+        consumer, classic = self.group_state_counts()
+        return {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
 
     def list_groups(
         self, request: admin_pb.ListGroupsRequest, now_ms: int
@@ -299,9 +304,9 @@ class GroupCoordinatorShard(ActsOnState):
     def describe_group_configs(
         self, request: admin_pb.DescribeGroupConfigsRequest, now_ms: int
     ) -> CoordinatorResult[admin_pb.DescribeGroupConfigsResponse]:
-        return self.group_configs.describe_group_configs(request, now_ms)
+        return self.config_manager.describe_group_configs(request, now_ms)
 
     def alter_group_configs(
         self, request: admin_pb.AlterGroupConfigsRequest, now_ms: int
     ) -> CoordinatorResult[admin_pb.AlterGroupConfigsResponse]:
-        return self.group_configs.alter_group_configs(request, now_ms)
+        return self.config_manager.alter_group_configs(request, now_ms)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.group import ClassicGroup
@@ -34,12 +34,9 @@ from groupcoord.coordinator.core.contract import (
 )
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
-from groupcoord.coordinator.core.txn_offsets import OffsetKey, PendingTransactions, pending_record
+from groupcoord.coordinator.core.txn_offsets import OffsetKey, pending_record
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord.rpc.v1 import offsets_pb2 as pb
-
-if TYPE_CHECKING:
-    from groupcoord.coordinator.core.state import OffsetsByGroup
 
 EXPIRY_TIMER_KEY = "offsets-expiry"
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
@@ -51,7 +48,8 @@ _NO_RETENTION = -1
 
 @dataclass(slots=True)
 class CommittedOffset:
-    """One committed offset: a value, never mutated once built. Not ``frozen``: a takeover
+    """One committed offset: a value, never mutated once built (a revert's copy of the state
+    shares it, core/state.py: replace it, never assign its fields). Not ``frozen``: a takeover
     builds one per offset record for each of the runtime's two replicas (a million and more),
     and a frozen dataclass is built ~3.5x slower (its ``__init__`` goes through
     ``object.__setattr__``); a named tuple would be built fast but read slower, and OffsetFetch
@@ -90,6 +88,54 @@ def offset_record(
     )
 
 
+# --- replay: the partition state is the only argument (the replay switch binds it) -------------
+def replay_offset(
+    data: GroupCoordinatorState, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None
+) -> None:
+    transactions = data.transactions
+    if transactions.open_by_key or transactions.unrestated:  # cheap without transactions (usual)
+        key = (k.group_id, k.topic, k.partition)
+        if key in transactions.open_by_key or key in transactions.unrestated:
+            transactions.on_committed_offset(key, value)
+    offsets = data.offsets
+    if value is None:
+        topics = offsets.get(k.group_id)
+        if topics is not None:
+            parts = topics.get(k.topic)
+            if parts is not None:
+                parts.pop(k.partition, None)
+                if not parts:
+                    del topics[k.topic]
+            if not topics:
+                del offsets[k.group_id]
+        return
+    group_id = k.group_id
+    topics = offsets.get(group_id)
+    if topics is None:
+        topics = offsets[group_id] = {}
+    topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
+    # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
+    groups = data.groups
+    if group_id not in groups:
+        groups[group_id] = ClassicGroup(group_id)
+
+def replay_pending(
+    data: GroupCoordinatorState, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None
+) -> None:
+    data.transactions.replay_pending(k, value)
+    groups = data.groups
+    if value is not None and k.group_id not in groups:
+        groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
+
+def replay_marker(data: GroupCoordinatorState, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
+    for (group_id, topic, partition), committed in data.transactions.replay_marker(k, value):
+        data.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
+            CommittedOffset.from_value(committed)
+        )
+        if group_id not in data.groups:
+            data.groups[group_id] = ClassicGroup(group_id)
+
+
 class OffsetMetadataManager(ActsOnState):
     """Offsets of every group of one state-topic partition: their data is the partition's
     :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState` (``offsets``,
@@ -112,59 +158,6 @@ class OffsetMetadataManager(ActsOnState):
         self.config = config
         self._create_simple_group = create_simple_group
         self._delete_group = delete_group
-
-    @property
-    def offsets(self) -> OffsetsByGroup:
-        return self.data.offsets
-
-    @property
-    def txn(self) -> PendingTransactions:
-        return self.data.transactions
-
-    # ------------------------------------------------------------------------------ replay
-    def replay(self, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None) -> None:
-        data = self.data
-        txn = data.transactions
-        if txn.open_by_key or txn.unrestated:  # cheap when no transaction is around (usual)
-            key = (k.group_id, k.topic, k.partition)
-            if key in txn.open_by_key or key in txn.unrestated:
-                txn.on_committed_offset(key, value)
-        offsets = data.offsets
-        if value is None:
-            topics = offsets.get(k.group_id)
-            if topics is not None:
-                parts = topics.get(k.topic)
-                if parts is not None:
-                    parts.pop(k.partition, None)
-                    if not parts:
-                        del topics[k.topic]
-                if not topics:
-                    del offsets[k.group_id]
-            return
-        group_id = k.group_id
-        topics = offsets.get(group_id)
-        if topics is None:
-            topics = offsets[group_id] = {}
-        topics.setdefault(k.topic, {})[k.partition] = CommittedOffset.from_value(value)
-        # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
-        groups = data.groups
-        if group_id not in groups:
-            groups[group_id] = ClassicGroup(group_id)
-
-    def replay_pending(self, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None) -> None:
-        self.data.transactions.replay_pending(k, value)
-        groups = self.data.groups
-        if value is not None and k.group_id not in groups:
-            groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
-
-    def replay_marker(self, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
-        data = self.data
-        for (group_id, topic, partition), committed in data.transactions.replay_marker(k, value):
-            data.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
-                CommittedOffset.from_value(committed)
-            )
-            if group_id not in data.groups:
-                data.groups[group_id] = ClassicGroup(group_id)
 
     # ------------------------------------------------------------------------------ commit
     def offset_commit(
@@ -243,7 +236,7 @@ class OffsetMetadataManager(ActsOnState):
         group = self.groups.get(request.group_id)
         instance_id = request.group_instance_id if request.HasField("group_instance_id") else None
         group_error: ErrorCode | None = None
-        base_sequence = self.txn.next_sequence(request.producer_id, request.producer_epoch)
+        base_sequence = self.data.transactions.next_sequence(request.producer_id, request.producer_epoch)
         if not request.group_id:
             group_error = ErrorCode.invalid_group_id
         elif request.producer_id < 0 or request.producer_epoch < 0:
@@ -320,7 +313,7 @@ class OffsetMetadataManager(ActsOnState):
                 except CoordinatorError as e:
                     rg.error_code = e.code.value
                     continue
-            committed = self.offsets.get(g.group_id, {}) if group is not None else {}
+            committed = self.data.offsets.get(g.group_id, {}) if group is not None else {}
             unstable = self._unstable(g.group_id) if request.require_stable else None
             if g.all_topics:
                 for name, parts in committed.items():
@@ -349,9 +342,9 @@ class OffsetMetadataManager(ActsOnState):
 
     def _unstable(self, group_id: str) -> Callable[[str, int], bool] | None:
         """Whether a partition of the group has pending transactional offsets (None: none has)."""
-        if not self.txn.open_by_key:
+        if not self.data.transactions.open_by_key:
             return None
-        return lambda topic, partition: self.txn.has_pending(group_id, topic, partition)
+        return lambda topic, partition: self.data.transactions.has_pending(group_id, topic, partition)
 
     def _topic_name(self, name: str, topic_id: bytes) -> str:
         if name or not topic_id:
@@ -374,7 +367,7 @@ class OffsetMetadataManager(ActsOnState):
             return CoordinatorResult(response=pb.OffsetDeleteResponse(error_code=e.code.value))
         records: list[CoordinatorRecord] = []
         response = pb.OffsetDeleteResponse()
-        committed = self.offsets.get(request.group_id, {})
+        committed = self.data.offsets.get(request.group_id, {})
         for t in request.topics:
             rt = response.topics.add(name=t.name)
             subscribed = group.is_subscribed_to_topic(t.name)
@@ -383,7 +376,7 @@ class OffsetMetadataManager(ActsOnState):
                 if not subscribed and index in committed.get(t.name, {}):
                     records.append(offset_record(request.group_id, t.name, index, None))
                 if not subscribed:
-                    records += self.txn.tombstones(request.group_id, t.name, index)
+                    records += self.data.transactions.tombstones(request.group_id, t.name, index)
                 rt.partitions.add(partition_index=index, error_code=code.value)
         return CoordinatorResult(records=records, response=response)
 
@@ -391,12 +384,12 @@ class OffsetMetadataManager(ActsOnState):
         """Tombstones for every offset of a group (DeleteGroups)."""
         records = [
             offset_record(group_id, topic, index, None)
-            for topic, parts in self.offsets.get(group_id, {}).items()
+            for topic, parts in self.data.offsets.get(group_id, {}).items()
             for index in parts
         ]
-        for g, topic, index in list(self.txn.open_by_key):
+        for g, topic, index in list(self.data.transactions.open_by_key):
             if g == group_id:
-                records += self.txn.tombstones(group_id, topic, index)
+                records += self.data.transactions.tombstones(group_id, topic, index)
         return records
 
     # ------------------------------------------------------------------------------ expiry
@@ -420,13 +413,13 @@ class OffsetMetadataManager(ActsOnState):
         retention = self.config.offsets_retention_ms
         records: list[CoordinatorRecord] = []
         for group_id, group in list(self.groups.items()):
-            topics = self.offsets.get(group_id, {})
+            topics = self.data.offsets.get(group_id, {})
             expired_all = True
             tombstones: list[CoordinatorRecord] = []
             for topic, parts in topics.items():
                 subscribed = group.is_subscribed_to_topic(topic)
                 for index, committed in parts.items():
-                    if subscribed or self.txn.has_pending(group_id, topic, index):
+                    if subscribed or self.data.transactions.has_pending(group_id, topic, index):
                         expired_all = False
                         continue
                     if committed.expire_timestamp_ms != _NO_RETENTION:
@@ -440,7 +433,7 @@ class OffsetMetadataManager(ActsOnState):
                         expired_all = False
             # An empty group without offsets (all expired, or none ever) is deleted, as in
             # Kafka; deleting it tombstones its offsets, so they are not tombstoned twice.
-            if expired_all and self.txn.group_has_pending(group_id):
+            if expired_all and self.data.transactions.group_has_pending(group_id):
                 expired_all = False  # never delete a group with an open transaction's offsets
             records += self._delete_group(group) if expired_all and group.is_empty() else tombstones
         return CoordinatorResult(records=records)

@@ -47,6 +47,14 @@ class TopicsImage:
     by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
 
+    def __copy__(self) -> TopicsImage:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, object]) -> TopicsImage:
+        """Immutable: every copy is this image (a ``MappingProxyType`` cannot be deep-copied,
+        so no path to an image may make a copy of the state raise)."""
+        return self
+
     @classmethod
     def of(cls, topics: Iterable[TopicImage]) -> TopicsImage:
         by_id: dict[bytes, TopicImage] = {}

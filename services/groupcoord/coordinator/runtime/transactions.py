@@ -242,7 +242,8 @@ class MarkerFollower:
 
     @property
     def live(self) -> TransactionalShard:
-        """The live replica (replaced by a revert: always read it here)."""
+        """The live replica: read through the replicas, which own it (a revert copies the
+        committed data into the same object)."""
         return cast(TransactionalShard, self._replicas.live)
 
     def transaction_written(self) -> None:

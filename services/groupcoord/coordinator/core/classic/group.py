@@ -150,7 +150,8 @@ class ClassicGroup:
         return GroupType.CLASSIC
 
     def copy(self) -> ClassicGroup:
-        """A scratch copy for a handler: members are immutable, so copying the dicts suffices."""
+        """A copy for a handler's scratch work or a revert: members are immutable, so copying
+        the dicts and counters suffices."""
         g = ClassicGroup.__new__(ClassicGroup)
         g.group_id = self.group_id
         g.protocol_type = self.protocol_type
@@ -168,7 +169,7 @@ class ClassicGroup:
         return g
 
     def snapshot(self) -> tuple[object, ...]:
-        """Everything that defines the group, for replay == live comparisons."""
+        """Everything the group holds (its derived counts too), for replay == live comparisons."""
         return (
             self.group_id,
             self.protocol_type,
@@ -181,6 +182,8 @@ class ClassicGroup:
             list(self.members.items()),
             sorted(self.static_members.items()),
             sorted(self.pending_members.items()),
+            self._supported,
+            self._joined,
         )
 
     def __eq__(self, other: object) -> bool:

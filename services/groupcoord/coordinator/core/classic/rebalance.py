@@ -318,10 +318,10 @@ def _expire_initial_join(
 def timers_after_load(ctx: ClassicContext, now_ms: int) -> CoordinatorResult[None]:
     """After a takeover: arm the timers replay cannot (sessions, rebalances in progress).
 
-    Waiting requests were lost with the old leader; their clients retry, so a group caught
-    mid-rebalance just gets a full rebalance timeout (or session timeout) to settle again.
+    Waiting requests were lost with the old leader (or, after a revert, dropped by
+    ``GroupCoordinatorShard.restore``); their clients retry, so a group caught mid-rebalance
+    just gets a full rebalance timeout (or session timeout) to settle again.
     """
-    ctx.waiters.clear()
     timers: list[TimerIntent] = []
     for group in list(ctx.groups.values()):
         if not isinstance(group, ClassicGroup):

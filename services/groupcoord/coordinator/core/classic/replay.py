@@ -1,19 +1,22 @@
 """Replay of the classic group records: the only place a classic group changes.
 
-The shard's replay switch (GroupCoordinatorShard) sends each classic record here; live
-processing and loading after a failover run the same code.
+The shard's replay switch (GroupCoordinatorShard) sends each classic record here, with the
+partition's state root (``data``); live processing and loading after a failover run the same
+code.
 """
 
 from __future__ import annotations
 
 from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.records.v1 import classic_group_pb2 as rpb
 
 
 def replay_metadata(
-    groups: dict[str, Group], key: rpb.ClassicGroupMetadataKey, value: rpb.ClassicGroupMetadataValue | None
+    data: GroupCoordinatorState, key: rpb.ClassicGroupMetadataKey, value: rpb.ClassicGroupMetadataValue | None
 ) -> None:
+    groups = data.groups
     if value is None:
         groups.pop(key.group_id, None)
     else:
@@ -21,8 +24,9 @@ def replay_metadata(
 
 
 def replay_member(
-    groups: dict[str, Group], key: rpb.ClassicGroupMemberKey, value: rpb.ClassicGroupMemberValue | None
+    data: GroupCoordinatorState, key: rpb.ClassicGroupMemberKey, value: rpb.ClassicGroupMemberValue | None
 ) -> None:
+    groups = data.groups
     if value is None:
         group = groups.get(key.group_id)
         if isinstance(group, ClassicGroup):
@@ -32,10 +36,11 @@ def replay_member(
 
 
 def replay_pending_member(
-    groups: dict[str, Group],
+    data: GroupCoordinatorState,
     key: rpb.ClassicGroupPendingMemberKey,
     value: rpb.ClassicGroupPendingMemberValue | None,
 ) -> None:
+    groups = data.groups
     if value is None:
         group = groups.get(key.group_id)
         if isinstance(group, ClassicGroup):

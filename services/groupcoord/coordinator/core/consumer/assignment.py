@@ -230,9 +230,11 @@ def assignment_timer(ctx: ConsumerContext, group: ConsumerGroup, now_ms: int) ->
 
 
 def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> CoordinatorResult[None]:
-    """The batched assignment: compute the target for the group as it is now."""
+    """The batched assignment: compute the target for the group as it is now. Not for a group
+    the last member left meanwhile: nobody would receive it (Kafka computes a target only for
+    a member's heartbeat), and the next member's join computes one."""
     group = ctx.consumer_group(group_id)
-    if group is None or group.group_epoch <= group.assignment_epoch:
+    if group is None or group.group_epoch <= group.assignment_epoch or not group.members:
         return CoordinatorResult()
     resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
     target = compute_target_assignment(

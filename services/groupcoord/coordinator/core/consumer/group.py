@@ -281,6 +281,26 @@ class ConsumerGroup:
         self.regex_count: Counter[str] = Counter()
         self.assignor_count: Counter[str] = Counter()
 
+    def copy(self) -> ConsumerGroup:
+        """A copy for a revert: the containers are copied, the members and resolved regexes
+        (immutable values) and the target's partition sets (frozen) shared. Handlers never
+        copy a consumer group: they copy the member they change (see core/state.py)."""
+        g = ConsumerGroup.__new__(ConsumerGroup)
+        g.group_id = self.group_id
+        g.group_epoch = self.group_epoch
+        g.metadata_hash = self.metadata_hash
+        g.assignment_epoch = self.assignment_epoch
+        g.assignment_timestamp_ms = self.assignment_timestamp_ms
+        g.members = dict(self.members)
+        g.target = {member_id: dict(target) for member_id, target in self.target.items()}
+        g.resolved_regexes = dict(self.resolved_regexes)
+        g.static_members = dict(self.static_members)
+        g.partition_owner = {topic_id: dict(owners) for topic_id, owners in self.partition_owner.items()}
+        g.subscribed_names = self.subscribed_names.copy()
+        g.regex_count = self.regex_count.copy()
+        g.assignor_count = self.assignor_count.copy()
+        return g
+
     # --- Group protocol ----------------------------------------------------------------------
     @property
     def group_type(self) -> GroupType:

@@ -1,31 +1,24 @@
 """Replay of the consumer group records: the only place a consumer group changes.
 
 The shard's replay switch (GroupCoordinatorShard) holds one entry per record type of
-``CONSUMER_GROUP_REPLAY`` (consumer/group.py), each built by :func:`replayer`.
+``CONSUMER_GROUP_REPLAY`` (consumer/group.py), each :func:`replay` with that type's method.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupReplay
+from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 
-def replayer(ctx: ConsumerContext, method: ConsumerGroupReplay) -> Callable[[Any, Any], None]:
-    """The coordinator shard's replay entry for one consumer group record type: find (or
-    create) the group, then let ``method`` apply the record; the group metadata's tombstone
-    drops the group."""
-    return partial(_replay, ctx, method, method is ConsumerGroup.replay_group_metadata)
-
-
-def _replay(ctx: ConsumerContext, method: ConsumerGroupReplay, deletes_group: bool, key: Any, value: Any) -> None:
-    groups = ctx.data.groups
+def replay(data: GroupCoordinatorState, method: ConsumerGroupReplay, key: Any, value: Any) -> None:
+    """One consumer group record: find (or create) the group, then let ``method`` apply the
+    record; the group metadata's tombstone drops the group."""
+    groups = data.groups
     group_id = key.group_id
     group = groups.get(group_id)
-    if deletes_group and value is None:
+    if value is None and method is ConsumerGroup.replay_group_metadata:
         if isinstance(group, ConsumerGroup):
             del groups[group_id]
         return
