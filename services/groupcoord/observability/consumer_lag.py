@@ -186,14 +186,12 @@ def positions_of(committed: Committed) -> dict[TopicPartition, int]:
     return out
 
 
-def committed_offsets(shards: Iterable[object]) -> dict[str, dict[str, dict[int, int]]]:
-    """A snapshot of the committed offsets of coordinator shards (their acknowledged replicas),
-    as plain ints: the lag loop awaits the upstream afterwards, while the shards move on."""
+def committed_offsets(offsets_by_shard: Iterable[Mapping[str, Mapping[str, Mapping[int, Any]]]]) -> Committed:
+    """A snapshot of the committed offsets of coordinator shards (their acknowledged replicas'
+    ``data.offsets``: group -> topic -> partition -> committed offset), as plain ints: the lag
+    loop awaits the upstream afterwards, while the shards move on."""
     out: dict[str, dict[str, dict[int, int]]] = {}
-    for shard in shards:
-        offsets = getattr(getattr(shard, "offsets", None), "offsets", None)
-        if not offsets:
-            continue
+    for offsets in offsets_by_shard:
         for group, topics in offsets.items():
             mine = out.setdefault(group, {})
             for topic, parts in topics.items():

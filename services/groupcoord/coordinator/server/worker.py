@@ -23,6 +23,7 @@ import grpc
 
 from groupcoord.cli import configure_logging
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
 from groupcoord.coordinator.server.health import ShardHealth
@@ -107,7 +108,10 @@ async def _track_consumer_lag(
             await asyncio.sleep(interval_s)
             try:
                 parts = (runtime.partition(p) for p, _epoch in runtime.active_partitions())
-                committed = committed_offsets(part.committed_shard for part in parts if part is not None)
+                shards = (part.committed_shard for part in parts if part is not None)
+                states = (shard.data for shard in shards if shard is not None)
+                # Only the group coordinator's state has committed offsets (not a test shard's).
+                committed = committed_offsets(d.offsets for d in states if isinstance(d, GroupCoordinatorState))
                 collector.update(committed, await log_end.fetch(positions_of(committed)))
             except Exception:
                 log.exception("consumer lag round failed")
