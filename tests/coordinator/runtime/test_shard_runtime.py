@@ -468,47 +468,49 @@ async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(b
         await rt.close()
 
 
-async def test_the_group_coordinator_shard_reverts_a_failed_offset_commit(broker, topic) -> None:
-    """The revert is generic: the real GroupCoordinatorShard is copied too."""
-    from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
-        OPERATIONS as GROUP_OPERATIONS,
-    )
-    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
+def _admin_commit(offset: int) -> object:
+    """An admin OffsetCommit (no member) of orders-0 for group "app", as a shard operation."""
+    from groupcoord.coordinator.server.coordinator_service import OPERATIONS  # noqa: PLC0415
     from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
 
-    def commit(offset: int) -> object:
-        return GROUP_OPERATIONS["offset_commit"](
-            offsets_pb2.OffsetCommitRequest(
-                api_version=8,
-                group_id="app",
-                generation_id_or_member_epoch=-1,
-                retention_time_ms=-1,
-                topics=[
-                    offsets_pb2.OffsetCommitRequestTopic(
-                        name="orders",
-                        partitions=[
-                            offsets_pb2.OffsetCommitRequestPartition(
-                                partition_index=0, committed_offset=offset
-                            )
-                        ],
-                    )
-                ],
-            )
-        )
-
-    async def fetched() -> int:
-        request = offsets_pb2.OffsetFetchRequest(
+    return OPERATIONS["offset_commit"](
+        offsets_pb2.OffsetCommitRequest(
             api_version=8,
-            groups=[
-                offsets_pb2.OffsetFetchRequestGroup(
-                    group_id="app",
-                    member_epoch=-1,
-                    topics=[offsets_pb2.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])],
+            group_id="app",
+            generation_id_or_member_epoch=-1,
+            retention_time_ms=-1,
+            topics=[
+                offsets_pb2.OffsetCommitRequestTopic(
+                    name="orders",
+                    partitions=[offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)],
                 )
             ],
         )
-        response = await rt.submit(P, GROUP_OPERATIONS["offset_fetch"](request))
-        return response.groups[0].topics[0].partitions[0].committed_offset
+    )
+
+
+async def _fetched(rt: WorkerRuntime) -> int:
+    """The committed offset of orders-0 for group "app", read through the partition's runtime."""
+    from groupcoord.coordinator.server.coordinator_service import OPERATIONS  # noqa: PLC0415
+    from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
+
+    request = offsets_pb2.OffsetFetchRequest(
+        api_version=8,
+        groups=[
+            offsets_pb2.OffsetFetchRequestGroup(
+                group_id="app",
+                member_epoch=-1,
+                topics=[offsets_pb2.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])],
+            )
+        ],
+    )
+    response = await rt.submit(P, OPERATIONS["offset_fetch"](request))
+    return response.groups[0].topics[0].partitions[0].committed_offset
+
+
+async def test_the_group_coordinator_shard_reverts_a_failed_offset_commit(broker, topic) -> None:
+    """The revert is generic: the real GroupCoordinatorShard is copied too."""
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
 
     writer = FailingWriter(broker.bootstrap, topic)
     rt = WorkerRuntime(
@@ -521,16 +523,16 @@ async def test_the_group_coordinator_shard_reverts_a_failed_offset_commit(broker
     await rt.start()
     try:
         await rt.become_leader(P, 1)
-        await rt.submit(P, commit(42))
+        await rt.submit(P, _admin_commit(42))
         writer.fail = True
-        pending = rt.submit(P, commit(43))
-        assert await fetched() == 42  # the commit in flight is not visible to a fetch
+        pending = rt.submit(P, _admin_commit(43))
+        assert await _fetched(rt) == 42  # the commit in flight is not visible to a fetch
         with pytest.raises(CoordinatorError):
             await pending
-        assert await fetched() == 42  # reverted, not reloaded
+        assert await _fetched(rt) == 42  # reverted, not reloaded
         assert rt.partition(P).writes_reverted == 1 and rt.partition(P).state is PartitionState.ACTIVE
-        await rt.submit(P, commit(44))
-        assert await fetched() == 44
+        await rt.submit(P, _admin_commit(44))
+        assert await _fetched(rt) == 44
     finally:
         await rt.close()
 
@@ -573,26 +575,6 @@ async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partit
         assert r.error_code == KioErrorCode.none
         return int(r.producer_id), int(r.producer_epoch)
 
-    def commit(offset: int) -> object:
-        return GROUP_OPERATIONS["offset_commit"](
-            offsets_pb2.OffsetCommitRequest(
-                api_version=8,
-                group_id="app",
-                generation_id_or_member_epoch=-1,
-                retention_time_ms=-1,
-                topics=[
-                    offsets_pb2.OffsetCommitRequestTopic(
-                        name="orders",
-                        partitions=[
-                            offsets_pb2.OffsetCommitRequestPartition(
-                                partition_index=0, committed_offset=offset
-                            )
-                        ],
-                    )
-                ],
-            )
-        )
-
     def txn_commit(producer_id: int, producer_epoch: int, offset: int) -> object:
         return GROUP_OPERATIONS["txn_offset_commit"](
             offsets_pb2.TxnOffsetCommitRequest(
@@ -615,41 +597,27 @@ async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partit
             )
         )
 
-    async def fetched() -> int:
-        request = offsets_pb2.OffsetFetchRequest(
-            api_version=8,
-            groups=[
-                offsets_pb2.OffsetFetchRequestGroup(
-                    group_id="app",
-                    member_epoch=-1,
-                    topics=[offsets_pb2.OffsetFetchRequestTopic(name="orders", partition_indexes=[0])],
-                )
-            ],
-        )
-        response = await rt.submit(P, GROUP_OPERATIONS["offset_fetch"](request))
-        return response.groups[0].topics[0].partitions[0].committed_offset
-
     rt = WorkerRuntime(
         bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=group_shard_factory
     )
     await rt.start()
     try:
         await rt.become_leader(P, 1)
-        await rt.submit(P, commit(42))
+        await rt.submit(P, _admin_commit(42))
         producer_id, fenced_epoch = await init_producer_id()
         assert await init_producer_id() == (producer_id, fenced_epoch + 1)  # the client restarted
 
         refused = rt.submit(P, txn_commit(producer_id, fenced_epoch, 50))  # a write of its own
-        behind = rt.submit(P, commit(43))  # queued behind it, in the same loop turn
+        behind = rt.submit(P, _admin_commit(43))  # queued behind it, in the same loop turn
         outcomes = await asyncio.gather(refused, behind, return_exceptions=True)
         assert isinstance(outcomes[0], CoordinatorError) and outcomes[0].code == ErrorCode.producer_fenced
         assert isinstance(outcomes[1], CoordinatorError) and outcomes[1].code == ErrorCode.not_coordinator
 
         part = rt.partition(P)
         assert part.state is PartitionState.ACTIVE and part.writes_reverted == 1
-        assert await fetched() == 42  # reverted, not reloaded
-        await rt.submit(P, commit(44))
-        assert await fetched() == 44
+        assert await _fetched(rt) == 42  # reverted, not reloaded
+        await rt.submit(P, _admin_commit(44))
+        assert await _fetched(rt) == 44
         assert rt.partition(P) is part and part.writes_reverted == 1
     finally:
         await rt.close()
