@@ -7,13 +7,10 @@ import json
 from dataclasses import fields
 
 import pytest
+from pyspark.sql import SparkSession  # the test extra installs pyspark: a missing one fails, never skips
 
-pyspark = pytest.importorskip("pyspark")
-
-from pyspark.sql import SparkSession  # noqa: E402
-
-from groupcoord.observability.metric_samples import MetricSample, TopGroup  # noqa: E402
-from groupcoord_spark.sources import SAMPLE_SCHEMA, parse_samples  # noqa: E402
+from groupcoord.observability.metric_samples import MetricSample, TopGroup
+from groupcoord_spark.sources import SAMPLE_SCHEMA, parse_samples
 
 pytestmark = pytest.mark.slow
 
