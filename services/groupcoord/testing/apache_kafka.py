@@ -1,5 +1,5 @@
 """Apache Kafka itself as an upstream, for tests and benchmarks: real KRaft brokers from the
-jars Maven resolved (``tests/kafka/pom.xml``, fetched by ``scripts/test``).
+jars Maven resolved (``tests/apache_kafka/pom.xml``, fetched by ``scripts/test``).
 
 Each node runs in combined mode (broker and controller in one JVM) on loopback ports with a
 generated ``server.properties``; one node by default, three (a real controller quorum, replication
@@ -66,7 +66,7 @@ def classpath(version: str) -> str:
     jars = jars_dir(version)
     if not (jars / ".complete").exists():
         raise KafkaUnavailable(
-            f"Kafka {version} jars are not in {jars} (scripts/test resolves tests/kafka/pom.xml with Maven)"
+            f"Kafka {version} jars are not in {jars} (scripts/test resolves tests/apache_kafka/pom.xml with Maven)"
         )
     return f"{jars}/*"
 
