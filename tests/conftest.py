@@ -19,7 +19,7 @@ import pytest
 # goes on to use gRPC (shard processes are spawned), so the handlers are not needed.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from real_parts import unavailable
+from real_parts import require_binary, unavailable
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
@@ -78,8 +78,14 @@ def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
 
 
 @pytest.fixture(scope="session")
+def prometheus_installed() -> str:
+    """Prometheus itself (Debian's package): the observability tests scrape us with it."""
+    return require_binary("prometheus", "prometheus")
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    sql = pytest.importorskip("pyspark.sql")
+    from pyspark import sql  # noqa: PLC0415 - the test extra installs it; starting the JVM is the slow part
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     s = (
         sql.SparkSession.builder.master("local[2]")

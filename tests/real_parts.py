@@ -18,3 +18,15 @@ def unavailable(reason: str) -> None:
     if on_ci():
         pytest.fail(f"a real part the suite needs is missing under CI=true: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def require_binary(name: str, package: str) -> str:
+    """The path of ``name`` on PATH, or the test skipped (failed under CI): ``scripts/test``
+    installs Debian's ``package`` for it."""
+    import shutil  # noqa: PLC0415
+
+    found = shutil.which(name)
+    if found is None:
+        unavailable(f"{name} is not installed (Debian package {package}; scripts/test installs it)")
+    assert found is not None
+    return found
