@@ -128,6 +128,28 @@ async def test_a_write_larger_than_one_batch_is_split_and_confirmed(runtimes) ->
     assert registers(b) == {f"big{i}": i for i in range(30)}
 
 
+async def test_a_record_over_the_batch_size_fails_only_its_own_request(runtimes) -> None:
+    """Kafka's runtime refuses an operation whose records exceed one batch
+    (RecordTooLargeException, answered UNKNOWN_SERVER_ERROR) before it is appended; the writes
+    queued with it on the partition are untouched (they all got NOT_COORDINATOR before)."""
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    before = [submit(a, "put", put(f"ok{i}", i)) for i in range(10)]
+    huge = submit(a, "put", put("huge", 1, padding=b"x" * (1 << 20)))
+    after = [submit(a, "put", put(f"late{i}", i)) for i in range(10)]
+    results = await asyncio.gather(*before, huge, *after, return_exceptions=True)
+    error = results[10]
+    assert isinstance(error, CoordinatorError) and error.code is ErrorCode.unknown_server_error
+    assert not any(isinstance(r, BaseException) for r in results[:10] + results[11:])
+    part = a.partition(P)
+    assert part.writes_reverted == 0 and part.state is PartitionState.ACTIVE
+    expected = {**{f"ok{i}": i for i in range(10)}, **{f"late{i}": i for i in range(10)}}
+    assert registers(a) == expected
+    b = await started(runtimes, "b")
+    await b.become_leader(P, 2)
+    assert registers(b) == expected
+
+
 async def test_read_only_requests_do_not_wait_for_writes_and_see_the_committed_state(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)

@@ -13,6 +13,10 @@ replicas (:mod:`.replicas`):
   the state as of the last committed write, never a record whose write is still in flight.
 * A write that fails reverts the live replica to the committed one without a reload; its
   callers and those of every later unconfirmed write get NOT_COORDINATOR (clients retry).
+* An operation's records must fit one record batch of the state topic, as in Kafka's
+  coordinator runtime: larger ones are refused before they are replayed or queued, so only
+  that request fails (UNKNOWN_SERVER_ERROR, Kafka's answer to RecordTooLargeException) and the
+  other writes of the partition go on.
 
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
@@ -50,7 +54,12 @@ from groupcoord.coordinator.runtime.loader import PartitionLoader
 from groupcoord.coordinator.runtime.partition_state import PartitionState, check_transition
 from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
-from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
+from groupcoord.coordinator.runtime.statelog import (
+    MAX_BATCH_BYTES,
+    PartitionReader,
+    StateLogWriter,
+    estimated_batch_bytes,
+)
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
 from groupcoord.coordinator.runtime.transactions import LogTransactions, MarkerFollower, MarkersRead
 from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
@@ -505,9 +514,13 @@ class PartitionRuntime:
     def _apply(
         self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, *, by_timer: bool = False
     ) -> None:
+        records = result.records
+        entries = [serialize_record(r) for r in records]
+        if entries and (size := estimated_batch_bytes(entries)) > MAX_BATCH_BYTES:
+            self._refuse_too_large(result, fut, size)
+            return
         if result.timers:
             apply_timer_intents(self._timer, result.timers)
-        records = result.records
         pipeline = self._pipeline
         assert pipeline is not None and self._replicas is not None
         if fut is not None and result.response is PENDING:
@@ -527,7 +540,6 @@ class PartitionRuntime:
             else:
                 w.waiters.extend(waiters)
             return
-        entries = [serialize_record(r) for r in records]
         if self._metrics is not None:
             self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
@@ -541,6 +553,29 @@ class PartitionRuntime:
         pipeline.add(records, entries, waiters, result.transaction)
         if result.transaction is not None and self._markers is not None:
             self._markers.transaction_written()
+
+
+    def _refuse_too_large(self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, size: int) -> None:
+        """Kafka's runtime throws RecordTooLargeException for an operation whose records exceed
+        a batch, and answers it UNKNOWN_SERVER_ERROR; nothing of it was replayed, so the state
+        is unchanged. The requests its write would have answered fail with it."""
+        log.error(
+            "partition %d: refused a write of %d record(s), %d bytes: over the %d bytes of one batch",
+            self.partition,
+            len(result.records),
+            size,
+            MAX_BATCH_BYTES,
+        )
+        error = _error(
+            ErrorCode.unknown_server_error,
+            f"the records of this request ({size} bytes) exceed the state topic's batch of {MAX_BATCH_BYTES} bytes",
+        )
+        waiters = _completion_pairs(result.completions)
+        if fut is not None:
+            waiters.append((fut, None))
+        for f, _ in waiters:
+            if not f.done():
+                f.set_exception(error)
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:
