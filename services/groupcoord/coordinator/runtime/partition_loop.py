@@ -269,6 +269,7 @@ class PartitionRuntime:
             fence=fence,
             next_offset=marker_offset + 1,
             commit=self._commit,
+            replay_live=self._replay_live,
             on_failed=self._write_failed,
             metrics=self._metrics,
         )
@@ -416,6 +417,10 @@ class PartitionRuntime:
         assert self._replicas is not None
         self._replicas.commit(records)
 
+    def _replay_live(self, records: list[Any]) -> None:
+        assert self._replicas is not None
+        self._replicas.replay_live(records)
+
     def _write_failed(self, exc: BaseException, waiters: list[Waiter]) -> None:
         """A write failed: back to the committed state, without a reload (see .replicas)."""
         assert self._replicas is not None
@@ -519,10 +524,17 @@ class PartitionRuntime:
         if entries and (size := estimated_batch_bytes(entries)) > MAX_BATCH_BYTES:
             self._refuse_too_large(result, fut, size)
             return
-        if result.timers:
-            apply_timer_intents(self._timer, result.timers)
         pipeline = self._pipeline
         assert pipeline is not None and self._replicas is not None
+        transaction = result.transaction
+        if transaction is not None and pipeline.writing_for(transaction.producer_id):
+            if fut is not None:  # its sequence would follow a batch not yet accepted: retry
+                fut.set_exception(
+                    _error(ErrorCode.concurrent_transactions, "the producer's previous batch is being written")
+                )
+            return
+        if result.timers:
+            apply_timer_intents(self._timer, result.timers)
         if fut is not None and result.response is PENDING:
             # Answered later by a completion in some other result; until then it waits here.
             self._waiting.add(fut)
@@ -543,15 +555,16 @@ class PartitionRuntime:
         if self._metrics is not None:
             self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
-            self._replicas.replay_live(records)
+            if transaction is None:  # a transactional write's, once the upstream accepted them
+                self._replicas.replay_live(records)
         except Exception as exc:  # a shard bug; the live replica may be half-applied
             log.exception("partition %d: replay of live records failed", self.partition)
             if fut is not None:
                 fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
-        pipeline.add(records, entries, waiters, result.transaction)
-        if result.transaction is not None and self._markers is not None:
+        pipeline.add(records, entries, waiters, transaction)
+        if transaction is not None and self._markers is not None:
             self._markers.transaction_written()
 
 
