@@ -269,7 +269,7 @@ class PartitionRuntime:
             fence=fence,
             next_offset=marker_offset + 1,
             commit=self._commit,
-            replay_live=self._replay_live,
+            replay_live=self._replay_accepted_transaction,
             on_failed=self._write_failed,
             metrics=self._metrics,
         )
@@ -417,9 +417,14 @@ class PartitionRuntime:
         assert self._replicas is not None
         self._replicas.commit(records)
 
-    def _replay_live(self, records: list[Any]) -> None:
+    def _replay_accepted_transaction(self, records: list[Any]) -> None:
+        """The upstream accepted a transactional write: its records reach the live replica
+        now, and the marker follower (asleep while no transaction is open) reads on for the
+        marker that will follow them."""
         assert self._replicas is not None
         self._replicas.replay_live(records)
+        if self._markers is not None:
+            self._markers.transaction_written()
 
     def _write_failed(self, exc: BaseException, waiters: list[Waiter]) -> None:
         """A write failed: back to the committed state, without a reload (see .replicas)."""
@@ -564,8 +569,6 @@ class PartitionRuntime:
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
         pipeline.add(records, entries, waiters, transaction)
-        if transaction is not None and self._markers is not None:
-            self._markers.transaction_written()
 
 
     def _refuse_too_large(self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, size: int) -> None:
