@@ -262,3 +262,14 @@ def test_options_reach_the_gateway(tmp_path: Path) -> None:
     options = ClusterOptions(connection_limits=limits).gateway_options(("h", 1))
     assert options.connection_limits is limits
     assert isinstance(options, assembly.GatewayOptions)
+
+
+@pytest.mark.broker
+def test_an_acks_0_produce_does_not_hold_back_the_answers_after_it(gateway: BackgroundCluster) -> None:
+    """Kafka never answers Produce with acks=0; the requests after it on the connection are
+    still answered (they waited for an answer that never comes, and counted in flight)."""
+    produce_v3_acks_0 = struct.pack(">hhii", -1, 0, 1000, 0)  # no transactional id, acks 0, no topics
+    with socket.create_connection(_address(gateway), timeout=10) as sock:
+        sock.sendall(request(0, 3, 1, produce_v3_acks_0) + request(*API_VERSIONS_V0, 2))
+        answer = _read_frame(sock)
+        assert answer is not None and struct.unpack(">i", answer[:4]) == (2,)
