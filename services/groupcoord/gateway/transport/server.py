@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,11 +23,14 @@ from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.security.sasl_server import CredentialStore
 from groupcoord.gateway.transport.api_versions import ServedApi, advertised_versions
 from groupcoord.gateway.transport.client_session import ClientSession
+from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
 
 if TYPE_CHECKING:
     from groupcoord.observability.gateway_metrics import GatewayMetrics
 
 Address = tuple[str, int]
+
+log = logging.getLogger(__name__)
 
 
 class GroupApiHandler(Protocol):
@@ -60,6 +64,7 @@ class Gateway:
         listener_security: ListenerSecurity | None = None,
         metrics: GatewayMetrics | None = None,
         owned: contextlib.AsyncExitStack | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.upstream = upstream
         self.group_handler = group_handler
@@ -68,6 +73,9 @@ class Gateway:
         self.metrics = metrics  # request latencies, when exported
         self.credentials: CredentialStore | None = self.listener_security.credential_store()
         self.sessions: set[ClientSession] = set()
+        #: what one client connection may cost (Kafka's socket and connection configs)
+        self.limits = limits or ConnectionLimits()
+        self.connections = ConnectionCounter(self.limits)
         self._owned = owned or contextlib.AsyncExitStack()
 
     @property
@@ -104,12 +112,21 @@ class Gateway:
     async def _serve_client(
         self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        session = ClientSession(self, listener, reader, writer)
-        self.sessions.add(session)
+        ip = writer.get_extra_info("peername")[0]
+        refused = self.connections.admit(ip)
+        if refused is not None:
+            log.warning("closing new connection from %s: %s", ip, refused)
+            writer.close()
+            return
         try:
-            await session.run()
+            session = ClientSession(self, listener, reader, writer)
+            self.sessions.add(session)
+            try:
+                await session.run()
+            finally:
+                self.sessions.discard(session)
         finally:
-            self.sessions.discard(session)
+            self.connections.release(ip)
 
     async def advertised(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: the upstream's versions, and ours for the served APIs."""
