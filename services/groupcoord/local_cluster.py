@@ -105,14 +105,16 @@ class ClusterOptions:
     listener_security: listener_security.ListenerSecurity | None = None  # TLS/SASL of client listeners
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
+    allow_shared_upstream_identity: bool = False  # see GatewayOptions
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
-        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy"}
+        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy", "allow_shared_upstream_identity"}
         return cls(
             **{k: v for k, v in vars(args).items() if k in names},
             listener_security=listener_security.from_arguments(args),
             acl_policy=acl_file.from_arguments(args),
+            allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
         )
 
     def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
@@ -126,6 +128,7 @@ class ClusterOptions:
             listener_security=self.listener_security or listener_security.ListenerSecurity(),
             acl_policy=self.acl_policy,
             metrics=self.metrics,
+            allow_shared_upstream_identity=self.allow_shared_upstream_identity,
         )
 
 
