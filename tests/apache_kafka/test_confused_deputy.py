@@ -11,6 +11,7 @@ AdminClient; every refusal is compared with what Kafka answers the same client d
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import subprocess
@@ -33,6 +34,9 @@ from kio.static.primitive import i8, i16
 from groupcoord.common.kafka_security import ENV, KafkaSecurity
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.embedded_broker import stop_process_group
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway
+from groupcoord.gateway.groups.group_apis import GroupApis
+from groupcoord.gateway.groups.leadership import LeadershipTable
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster
@@ -381,3 +385,23 @@ def test_a_gateway_without_sasl_relay_refuses_to_start_in_front_of_kafkas_acls_u
         assert re.search(r"gateway ready: bootstrap \S+:\d+", allowed.stdout.readline())
     finally:
         stop_process_group(allowed)
+
+
+async def test_passthrough_in_front_of_kafka_without_an_authorizer_authorizes_no_group_api(
+    kafka: ApacheKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka without ``authorizer.class.name`` answers DescribeAcls SECURITY_DISABLED: the
+    default policy of a passthrough gateway is then none, as Kafka's own."""
+    options = GatewayOptions(
+        (kafka.host, kafka.port),
+        port=0,
+        upstream_security=KafkaSecurity(),
+        listener_security=ListenerSecurity(sasl="passthrough"),
+    )
+    with caplog.at_level(logging.INFO, logger="groupcoord.gateway.assembly"):
+        gateway = await build_gateway(options, LeadershipTable(partitions=4))
+    try:
+        assert isinstance(gateway.group_handler, GroupApis) and gateway.group_handler.authorization is None
+        assert "the upstream has no authorizer" in caplog.text
+    finally:
+        await gateway.stop()
