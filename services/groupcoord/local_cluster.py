@@ -108,15 +108,22 @@ class ClusterOptions:
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # Kafka's socket configs
+    allow_shared_upstream_identity: bool = False  # see GatewayOptions
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
-        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy", "connection_limits"}
+        names = {f.name for f in fields(cls)} - {
+            "listener_security",
+            "acl_policy",
+            "connection_limits",
+            "allow_shared_upstream_identity",
+        }
         return cls(
             **{k: v for k, v in vars(args).items() if k in names},
             listener_security=listener_security.from_arguments(args),
             acl_policy=acl_file.from_arguments(args),
             connection_limits=connection_limits.from_arguments(args),
+            allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
         )
 
     def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
@@ -131,6 +138,7 @@ class ClusterOptions:
             acl_policy=self.acl_policy,
             metrics=self.metrics,
             connection_limits=self.connection_limits,
+            allow_shared_upstream_identity=self.allow_shared_upstream_identity,
         )
 
 

@@ -2,9 +2,11 @@
 
 A client connection forwards what the gateway does not serve itself to the upstream broker
 behind its listener over an :class:`UpstreamLink` of its own, which keeps Kafka's
-per-connection ordering and correlation ids intact. The few requests the gateway itself sends
-upstream (ApiVersions, Metadata, DescribeAcls, the upstream's share of group-API requests) each
-go on a connection of their own through :class:`Upstream`.
+per-connection ordering and correlation ids intact; the upstream's share of that client's
+group-API requests (transaction coordinators, non-group config resources) goes on the same link
+(:meth:`UpstreamLink.ask`), so Kafka judges it under the client's identity, never the
+coordinator's. The few requests the gateway sends upstream for its own work (ApiVersions,
+Metadata, DescribeAcls) each go on a connection of their own through :class:`Upstream`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
+from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
@@ -86,9 +89,9 @@ class Upstream:
         return self._versions
 
     async def request(self, body: Any) -> Any:
-        """The bootstrap broker's response to ``body``, broker addresses rewritten. For the
-        parts of group-API requests that belong to the upstream cluster (transaction
-        coordinators, non-group config resources) and the gateway's own questions."""
+        """The bootstrap broker's response to ``body``, broker addresses rewritten: the
+        gateway's own questions, under the coordinator's identity (a client's requests go on
+        its own link: :meth:`UpstreamLink.ask`)."""
         response = await ask_upstream(self.bootstrap, body, security=self.security)
         api_key = int(body.__api_key__)
         if api_key in broker_addresses.REWRITTEN_APIS:
@@ -97,7 +100,8 @@ class Upstream:
 
     async def request_at(self, listener: Address, body: Any) -> Any:
         """The response to ``body`` of the upstream broker the client listener ``listener``
-        stands for (e.g. a client's transaction coordinator)."""
+        stands for, under the coordinator's identity: for the coordinator's own share of a
+        client's transaction (adding its state partition, once Kafka accepted the client)."""
         upstream = next(
             (lst.upstream for lst in self.listeners.listeners.values() if lst.address == listener),
             self.bootstrap,
@@ -126,10 +130,12 @@ class Upstream:
 
 @dataclass
 class _Pending:
-    seq: int
     api_key: int
     api_version: int
     correlation_id: int
+    seq: int = -1  # a forwarded client request: its place in the client's response order
+    #: a request of the gateway's own on this link (:meth:`UpstreamLink.ask`): its payload
+    answer: asyncio.Future[bytes] | None = None
 
 
 Deliver = Callable[[int, bytes], None]
@@ -144,6 +150,9 @@ class UpstreamLink:
     the client connection through ``fail(reason)``. The connection is secured as ``security``
     says (TLS, and SASL with the gateway's credentials unless the client's own SASL exchange is
     relayed on it).
+
+    :meth:`ask` sends a request of the gateway's own on the same connection, answered in the
+    same FIFO, so the upstream judges it under the same identity as the client's own requests.
     """
 
     def __init__(
@@ -165,8 +174,9 @@ class UpstreamLink:
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task[None] | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        self._next_correlation_id = 0
 
-    async def send(self, request: Request, expects_response: bool) -> None:
+    async def _connected(self) -> asyncio.StreamWriter:
         if self.writer is None:
             async with self._connecting:
                 if self.writer is None:
@@ -180,12 +190,39 @@ class UpstreamLink:
                         ) from exc
                     self.writer = writer
                     self.reader_task = asyncio.create_task(self._read_loop(reader))
+        return self.writer
+
+    async def send(self, request: Request, expects_response: bool) -> None:
+        writer = await self._connected()
         if expects_response:
             self.pending.append(
-                _Pending(request.seq, request.api_key, request.api_version, request.correlation_id)
+                _Pending(request.api_key, request.api_version, request.correlation_id, seq=request.seq)
             )
-        self.writer.write(frame_bytes(request.frame))
-        await self.writer.drain()
+        writer.write(frame_bytes(request.frame))
+        await writer.drain()
+
+    async def ask(self, body: Any, timeout_s: float = TIMEOUT_S) -> Any:
+        """The upstream's response to the kio request ``body`` sent on this link (broker
+        addresses rewritten as for the client's own requests). Its correlation id is the
+        link's own: responses are matched in order, so it never meets the client's."""
+        writer = await self._connected()
+        api_key, version = int(body.__api_key__), int(body.__version__)
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        pending = _Pending(
+            api_key, version, self._next_correlation_id, answer=asyncio.get_running_loop().create_future()
+        )
+        self.pending.append(pending)
+        writer.write(frame_bytes(codec.encode_request(pending.correlation_id, CLIENT_ID, body)))
+        await writer.drain()
+        assert pending.answer is not None
+        try:
+            async with asyncio.timeout(timeout_s):
+                payload = await pending.answer
+        except TimeoutError:
+            raise UpstreamUnavailable(
+                f"upstream {self.address[0]}:{self.address[1]} did not answer in {timeout_s} s"
+            ) from None
+        return codec.decode_response(api_key, version, payload)[1]
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         conn = ClientConnection()
@@ -204,14 +241,27 @@ class UpstreamLink:
                         )
                     if p.api_key in self.rewritten:
                         payload = await self.rewrite(p.api_key, p.api_version, payload)
-                    self.deliver(p.seq, payload)
+                    if p.answer is None:
+                        self.deliver(p.seq, payload)
+                    elif not p.answer.done():  # not given up on (timed out)
+                        p.answer.set_result(payload)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any upstream failure ends this client connection
-            self.fail(f"upstream {self.address[0]}:{self.address[1]}: {exc}")
+            reason = f"upstream {self.address[0]}:{self.address[1]}: {exc}"
+            self._abandon(reason)
+            self.fail(reason)
+
+    def _abandon(self, reason: str) -> None:
+        """Requests of the gateway's own still waiting fail: no answer will come."""
+        for p in self.pending:
+            if p.answer is not None and not p.answer.done():
+                p.answer.set_exception(UpstreamUnavailable(reason))
+        self.pending.clear()
 
     def close(self) -> None:
         if self.reader_task is not None:
             self.reader_task.cancel()
         if self.writer is not None:
             self.writer.close()
+        self._abandon("the client connection closed")
