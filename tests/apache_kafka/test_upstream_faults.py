@@ -14,6 +14,7 @@ bootstrap broker leaves them the others, as a Kafka client's ``bootstrap.servers
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections import Counter
@@ -112,6 +113,7 @@ def test_killing_the_broker_leading_most_state_partitions_loses_no_acknowledged_
             led_by = Counter(leaders.values())
             victim = max(led_by, key=lambda node: (led_by[node], node == 1))
             led = led_by[victim]
+            print(f"killing broker {victim}, leader of {led} of {STATE_PARTITIONS} state partitions", file=sys.stderr)
             # when the broker leading the most state partitions crashes
             kafka3.kill_node(victim)
             killed_at = time.monotonic()
