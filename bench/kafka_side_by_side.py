@@ -212,10 +212,6 @@ class ClassicMember(threading.Thread):
             self.consumer.poll(0.02)
         self.consumer.close()  # leaves the group
 
-    def leave(self) -> None:
-        self.stop.set()
-        self.join(60)
-
 
 def classic_rebalance(bootstrap: str, topic: str, partitions: int, members: int, timeout_s: float) -> dict[str, Any]:
     group_id = f"sbs-classic-{uuid.uuid4().hex[:8]}"
@@ -344,6 +340,10 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--size", type=int, default=100, help="record bytes")
     parser.add_argument("--rounds", type=int, default=300, help="single produce/fetch round trips")
     opts = parser.parse_args(args)
+    if opts.classic_sizes and opts.rebalance_partitions <= max(opts.classic_sizes) + 1:
+        # a classic group is stable when balanced: with no more partitions than members, a
+        # newcomer without any would already look balanced
+        parser.error("--rebalance-partitions must exceed the largest classic group plus one")
 
     load_before = os.getloadavg()
     begun = time.monotonic()
