@@ -68,8 +68,12 @@ def test_gateway_and_up_read_the_shared_flags_alike(add, host: str) -> None:
     assert (args.host, args.port, args.advertised_host, args.state_topic) == (host, 19092, "gw.example", "st")
     options = GatewayOptions.from_arguments(args, args.kafka)
     assert (options.upstream, options.host, options.port) == (("kafka", 9092), host, 19092)
+    assert options.bootstrap_servers == (("kafka", 9092),)
     assert options.state_topic == "st"
     assert assembly.parse_address("a:1,b:2") == ("a", 1)
+    assert assembly.parse_bootstrap("a:1, b:2,") == (("a", 1), ("b", 2))
+    several = parser.parse_args(["--kafka", "k1:9092,k2:9093"])
+    assert GatewayOptions.from_arguments(several, several.kafka).bootstrap_servers == (("k1", 9092), ("k2", 9093))
 
 
 async def test_passthrough_without_a_policy_follows_the_upstreams_acls(

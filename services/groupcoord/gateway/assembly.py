@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groupcoord.authorization import acl_file
@@ -68,6 +68,12 @@ def parse_address(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def parse_bootstrap(value: str) -> tuple[Address, ...]:
+    """HOST:PORT[,HOST:PORT...]: every address of a bootstrap list, as Kafka's
+    ``bootstrap.servers`` (a dead first broker leaves the others)."""
+    return tuple(parse_address(entry) for entry in value.split(",") if entry.strip())
+
+
 def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
     """The flags of every command that runs a gateway (``up`` and ``gateway``): where it
     listens (``--host`` defaults to ``host``), what it tells clients, the state topic, and the
@@ -105,6 +111,8 @@ class GatewayOptions:
     """What a gateway is built from (the flags of :func:`add_arguments`, and the command's own)."""
 
     upstream: Address
+    #: the upstream's other bootstrap addresses, tried when ``upstream`` does not answer
+    bootstrap_servers: tuple[Address, ...] = ()
     host: str = "127.0.0.1"
     port: int = 9092  # 0: any free port
     advertised_host: str | None = None  # None: --host, or the machine's host name for 0.0.0.0
@@ -122,12 +130,19 @@ class GatewayOptions:
 
     @classmethod
     def from_arguments(
-        cls, args: argparse.Namespace, upstream: Address, *, broker_ports: int = 0, metrics: bool = False
+        cls,
+        args: argparse.Namespace,
+        bootstrap: Sequence[Address],
+        *,
+        broker_ports: int = 0,
+        metrics: bool = False,
     ) -> GatewayOptions:
-        """The options :func:`add_arguments`' flags (over the environment) name; bad settings
+        """The options :func:`add_arguments`' flags (over the environment) name, in front of the
+        upstream at ``bootstrap`` (its first address: the bootstrap listener's); bad settings
         end the command with one line."""
         return cls(
-            upstream,
+            bootstrap[0],
+            bootstrap_servers=tuple(bootstrap),
             host=args.host,
             port=args.port,
             advertised_host=args.advertised_host,
@@ -169,6 +184,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
             options.listener_security.ssl_context(),
         ),
         options.upstream_security,
+        options.bootstrap_servers,
     )
     await _refuse_shared_identity(options, upstream)
     owned = contextlib.AsyncExitStack()

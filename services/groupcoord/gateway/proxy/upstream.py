@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,34 +65,67 @@ async def fetch_upstream_versions(
 
 
 class Upstream:
-    """The upstream cluster as the gateway itself asks it: its bootstrap broker, how to connect
+    """The upstream cluster as the gateway itself asks it: its bootstrap brokers, how to connect
     (TLS, SASL with the gateway's credentials), and the gateway listeners standing in for its
     brokers, through which every answer naming brokers is rewritten.
 
     Built first, and handed to everything that asks the upstream (the ACL refresher, the group
     APIs, the gateway), so none of them needs another to exist before it.
+
+    Like a Kafka client's ``bootstrap.servers``, the gateway's own requests are not tied to one
+    broker: when the one that answered last is down they go to the next bootstrap address, then
+    to every broker learnt from Metadata since, so a crashed bootstrap broker strands nothing.
     """
 
     def __init__(
-        self, bootstrap: Address, listeners: BrokerListeners, security: KafkaSecurity | None = None
+        self,
+        bootstrap: Address,
+        listeners: BrokerListeners,
+        security: KafkaSecurity | None = None,
+        bootstrap_servers: Sequence[Address] = (),
     ) -> None:
         self.bootstrap = bootstrap
+        #: every bootstrap address the gateway was given, ``bootstrap`` (its bootstrap listener's) first
+        self.bootstrap_servers = tuple(dict.fromkeys((bootstrap, *bootstrap_servers)))
         self.listeners = listeners
         #: default: this process's environment (what ``kafka_security.configure`` exported)
         self.security = upstream_security(security)
         self._versions: dict[int, tuple[int, int]] | None = None
+        self._answering = bootstrap
+
+    def addresses(self) -> list[Address]:
+        """Where the gateway's own requests go, in order: the broker that answered last, the
+        bootstrap addresses, then the brokers the gateway's listeners stand for."""
+        return list(dict.fromkeys((self._answering, *self.bootstrap_servers, *self.listeners.listeners)))
+
+    async def _first_answer(self, ask: Callable[[Address], Awaitable[Any]]) -> Any:
+        failure: UpstreamUnavailable | None = None
+        for address in self.addresses():
+            try:
+                answer = await ask(address)
+            except UpstreamUnavailable as exc:
+                failure = exc
+                continue
+            self._answering = address
+            return answer
+        assert failure is not None
+        raise failure
 
     async def versions(self) -> dict[int, tuple[int, int]]:
-        """The API versions the bootstrap broker supports (asked once)."""
+        """The API versions the upstream brokers support (asked once)."""
         if self._versions is None:
-            self._versions = await fetch_upstream_versions(self.bootstrap, security=self.security)
+            self._versions = await self._first_answer(
+                lambda address: fetch_upstream_versions(address, security=self.security)
+            )
         return self._versions
 
     async def request(self, body: Any) -> Any:
-        """The bootstrap broker's response to ``body``, broker addresses rewritten: the
+        """A live upstream broker's response to ``body``, broker addresses rewritten: the
         gateway's own questions, under the coordinator's identity (a client's requests go on
         its own link: :meth:`UpstreamLink.ask`)."""
-        response = await ask_upstream(self.bootstrap, body, security=self.security)
+        response = await self._first_answer(
+            lambda address: ask_upstream(address, body, security=self.security)
+        )
         api_key = int(body.__api_key__)
         if api_key in broker_addresses.REWRITTEN_APIS:
             response = await self.listeners.rewrite(api_key, response)
@@ -111,7 +144,10 @@ class Upstream:
     async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
         """(node id, host, port) to name as group coordinator for a client on ``listener``:
         the gateway itself, under the node id of the upstream broker that listener stands for,
-        so clients reuse the connection they already have."""
+        so clients reuse the connection they already have; unless that broker is down (absent
+        from the latest Metadata), then under a live broker's id, as Kafka would only name a
+        live broker: clients drop brokers their metadata no longer lists, and would wait
+        forever for a coordinator named after one."""
         node_ids = self.listeners.node_ids
         if not node_ids:
             from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
@@ -121,10 +157,12 @@ class Upstream:
                     topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
                 )
             )
+        live = self.listeners.live_nodes
         node = node_ids.get(listener)
-        if node is not None:
+        if node is not None and (live is None or node in live):
             return node, *listener
-        address, node = next(iter(node_ids.items()))
+        candidates = [(a, n) for a, n in node_ids.items() if live is None or n in live]
+        address, node = (candidates or list(node_ids.items()))[0]
         return node, *address
 
 
