@@ -105,10 +105,11 @@ class CommittedReader(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, count: int, **config: object) -> None:
         super().__init__(daemon=True)
+        self.group = config_group = f"reader-{uuid.uuid4().hex[:6]}"
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                "group.id": config_group,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
                 **config,
@@ -166,7 +167,7 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
     input_values = [str(i) for i in range(RECORDS)]
     assert sorted(int(a["value"]) for a in acked) == list(range(RECORDS))
 
-    concurrent = CommittedReader(gateway, sink, RECORDS, **{"group.protocol": "consumer"})
+    concurrent = CommittedReader(gateway, sink, RECORDS)
     concurrent.start()
     copier = start_tool(
         TRANSACTIONAL_MESSAGE_COPIER,
