@@ -229,3 +229,29 @@ def test_v10_topic_ids_resolve_through_the_metadata_image() -> None:
     fetch.groups.add(group_id=G).topics.add(topic_id=known, partition_indexes=[3])
     answer = ctx.answer(ctx.call("offset_fetch", fetch)[0])
     assert answer.groups[0].topics[0].partitions[0].committed_offset == 11
+
+
+def test_a_deleted_topic_takes_every_groups_offsets_with_it() -> None:
+    """Kafka's onPartitionsDeleted, as Kafka 4.4 answers after an AdminClient deleteTopics
+    (tests/apache_kafka/test_deleted_topics.py): the deleted topic's offsets are tombstoned in
+    every group, the other topics' stay; a topic recreated under its name (a new id) too."""
+    ctx = ShardContext()
+    doomed, kept = TopicImage(b"\x01" * 16, "doomed", 2), TopicImage(b"\x02" * 16, "kept", 1)
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([doomed, kept]), 0))
+    for group in (G, "other"):
+        ctx.commit(group, {("doomed", 0): 10, ("doomed", 1): 11, ("kept", 0): 3})
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([kept]), 0))
+    for group in (G, "other"):
+        assert ctx.fetch(group) == {("kept", 0): 3}
+        assert ctx.fetch(group, [("doomed", 0)]) == {("doomed", 0): -1}
+    ctx.assert_replay_equals_live()
+
+    ctx.commit(G, {("kept", 0): 4})
+    recreated = TopicImage(b"\x03" * 16, "kept", 1)
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([recreated]), 0))
+    assert ctx.fetch(G) == {}
+    # an unchanged image deletes nothing
+    ctx.commit(G, {("kept", 0): 5})
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([recreated]), 0))
+    assert ctx.fetch(G) == {("kept", 0): 5}
+    ctx.assert_replay_equals_live()

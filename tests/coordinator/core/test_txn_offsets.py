@@ -18,6 +18,7 @@ from shard_test_context import ShardContext
 
 from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.contract import CoordinatorResult, deserialize_record, marker_record
+from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import offsets_pb2 as opb
 
 G = "group"
@@ -384,4 +385,18 @@ def test_txn_offset_commit_member_validation(
     )
     assert codes == {T0: expected.value}, case
     assert bool(result.records) == (expected is E.none)
+    assert_replay_equals_live(ctx)
+
+
+def test_a_deleted_topic_clears_its_pending_offsets() -> None:
+    """Kafka's onPartitionsDeleted drops pending transactional offsets with the committed ones:
+    a COMMIT arriving after the deletion commits nothing for the deleted topic."""
+    doomed = TopicImage(b"\x01" * 16, "t", 2)
+    kept = TopicImage(b"\x02" * 16, "u", 1)
+    ctx = ShardContext()
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([doomed, kept]), 0))
+    assert txn_commit(ctx, {T0: 5, ("u", 0): 6})[0] == {T0: 0, ("u", 0): 0}
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([kept]), 0))
+    marker(ctx, 7, commit=True)
+    assert fetch_stable(ctx) == {("u", 0): (6, 0)}
     assert_replay_equals_live(ctx)

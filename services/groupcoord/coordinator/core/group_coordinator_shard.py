@@ -176,10 +176,14 @@ class GroupCoordinatorShard(ActsOnState):
         )
 
     def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
-        """The runtime's new view of the cluster's topics: records bumping the epochs of the
-        groups whose subscribed topics changed (and re-resolved regexes)."""
+        """The runtime's new view of the cluster's topics: tombstones for the offsets of the
+        topics it no longer has (Kafka's ``onPartitionsDeleted``), and records bumping the
+        epochs of the groups whose subscribed topics changed (and re-resolved regexes)."""
+        deleted = self.data.image.deleted_in(image)
         self.data.image = image
-        return consumer_metadata.on_metadata_update(self.groups, image, now_ms)
+        records = self.offset_manager.delete_topics_records(deleted) if deleted else []
+        consumer = consumer_metadata.on_metadata_update(self.groups, image, now_ms)
+        return CoordinatorResult(records=records + consumer.records)
 
     # --- classic group protocol -------------------------------------------------------------
     # A classic request to a consumer group comes from a classic member inside it (online

@@ -18,7 +18,7 @@ offset (nor deletes a group) with pending transactional offsets, as in Kafka.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,6 +389,22 @@ class OffsetMetadataManager(ActsOnState):
         ]
         for g, topic, index in list(self.data.transactions.open_by_key):
             if g == group_id:
+                records += self.data.transactions.tombstones(group_id, topic, index)
+        return records
+
+    def delete_topics_records(self, topics: Collection[str]) -> list[CoordinatorRecord]:
+        """Kafka's ``onPartitionsDeleted``: tombstones for every group's committed offsets of
+        the deleted ``topics``, and the clearing of their pending transactional offsets. Kafka
+        4.4 then answers OffsetFetch for them with no offset (-1), and a topic recreated under
+        the same name starts from ``auto.offset.reset`` instead of an offset of another log."""
+        records = [
+            offset_record(group_id, topic, index, None)
+            for group_id, by_topic in self.data.offsets.items()
+            for topic in sorted(topics)
+            for index in by_topic.get(topic, {})
+        ]
+        for group_id, topic, index in sorted(self.data.transactions.open_by_key):
+            if topic in topics:
                 records += self.data.transactions.tombstones(group_id, topic, index)
         return records
 

@@ -107,6 +107,11 @@ class TopicsImage:
     def names(self) -> Iterable[str]:
         return self.by_name.keys()
 
+    def deleted_in(self, newer: TopicsImage) -> frozenset[str]:
+        """Names of this image's topics whose id ``newer`` no longer has: deleted, or deleted
+        and recreated under the same name (a new topic, whose partitions are new partitions)."""
+        return frozenset(t.name for topic_id, t in self.by_id.items() if topic_id not in newer.by_id)
+
     def metadata_hash(self, topic_names: Iterable[str]) -> int:
         """A stable 63-bit hash of the named topics' ids, partition counts and racks (topics
         that do not exist contribute nothing): equal hashes = nothing an assignor sees changed.
