@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import re
 import threading
 import time
 import uuid
@@ -35,10 +34,6 @@ from .conftest import CONSUMER_GROUP_COMMAND, run_tool
 RECORDS = 10  # per partition, one an hour, the first 10 hours ago (for --to-datetime, --by-duration)
 HOUR_MS = 3_600_000
 ORDERS_PARTITIONS = 3
-# The KIP-848 group's epochs: Kafka 4.4 answers librdkafka's first heartbeat of a new group with
-# group epoch 2 where groupcoord answers 1 (both then stay put): the one known difference, named
-# in the report, so these columns are compared as "some epoch", equal across the member's columns.
-EPOCH_COLUMNS = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "CURRENT-EPOCH", "TARGET-EPOCH")
 
 
 @dataclass
@@ -185,32 +180,6 @@ def _normalised(side: Side, stdout: str, stderr: str) -> str:
     return "\n".join(line.rstrip() for line in text.splitlines()).strip()
 
 
-def _without_epochs(text: str) -> str:
-    """``text`` with the numbers in the KIP-848 epoch columns (EPOCH_COLUMNS) replaced by
-    "<epoch>", whitespace kept, after checking that a row's epochs agree with each other."""
-    out: list[str] = []
-    header: list[str] = []
-    for line in text.splitlines():
-        # "COORDINATOR (ID)" is one column of two words, its values ("host:port  (1)") two tokens
-        tokens = list(re.finditer(r"\S+", line))
-        words = [t.group() for t in tokens]
-        if words[:1] == ["GROUP"]:
-            header = line.replace("COORDINATOR (ID)", "COORDINATOR-(ID)").split()
-        elif header and len(words) == len(header) + ("COORDINATOR-(ID)" in header):
-            shift = int("COORDINATOR-(ID)" in header)
-            columns = [header.index(c) for c in EPOCH_COLUMNS if c in header]
-            at = [i + shift if i > 1 else i for i in columns]
-            epochs = {words[i] for i in at} - {"-"}
-            assert len(epochs) <= 1, f"a stable member's epochs differ: {line}"
-            for i in sorted(at, reverse=True):
-                if words[i] != "-":
-                    line = line[: tokens[i].start()] + "<epoch>" + line[tokens[i].end() :]
-        elif not words:
-            header = []
-        out.append(line)
-    return "\n".join(out)
-
-
 def _ours(shape: Shape, text: str) -> list[str]:
     """The lines of a listing that name this module's groups (the shared Kafka and gateway hold
     other modules' groups too), sorted: Kafka lists groups in no particular order."""
@@ -238,6 +207,5 @@ def assert_same(shape: Shape, *args: str, listing: bool = False) -> str:
         kafka_lines, our_lines = _ours(shape, kafka), _ours(shape, ours)
         assert our_lines == kafka_lines, f"{' '.join(args)}\n--- Kafka 4.4:\n{kafka}\n--- groupcoord:\n{ours}"
         return kafka
-    kafka, ours = _without_epochs(kafka), _without_epochs(ours)
     assert ours == kafka, f"{' '.join(args)}\n--- Kafka 4.4:\n{kafka}\n--- groupcoord:\n{ours}"
     return kafka
