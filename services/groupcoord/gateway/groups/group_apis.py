@@ -84,6 +84,16 @@ class CallContext:
         return codec.response_type(int(self.header.request_api_key), self.version)
 
 
+Upstream = Callable[[Any], Awaitable[Any]]
+UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
+CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
+
+
+def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
+    """The element type of a tuple field of a kio entity."""
+    return entity_type.__dataclass_fields__[field_name].type.__args__[0]
+
+
 def java_inet_address(host: str) -> str:
     """``InetAddress.toString()`` of a numeric address without a host name: "/" and Java's
     ``getHostAddress()`` — an IPv4-mapped IPv6 address as IPv4 (Java makes it an Inet4Address),
@@ -96,16 +106,6 @@ def java_inet_address(host: str) -> str:
         text = ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
         return f"/{text}{percent}{scope}"
     return f"/{ip}"
-
-
-Upstream = Callable[[Any], Awaitable[Any]]
-UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
-CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
-
-
-def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
-    """The element type of a tuple field of a kio entity."""
-    return entity_type.__dataclass_fields__[field_name].type.__args__[0]
 
 
 class GroupApis:
