@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import dataclasses
 import datetime
+import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -83,6 +84,14 @@ class CallContext:
     ask: Ask = _no_client_link
 
     @property
+    def member_host(self) -> str:
+        """The client's address as Kafka's coordinator records a member's host: Java's
+        ``InetAddress.toString()`` of the connection's peer, "/127.0.0.1" (no reverse lookup),
+        which DescribeGroups and ConsumerGroupDescribe return and kafka-consumer-groups.sh
+        prints in its HOST column."""
+        return java_inet_address(self.client_host) if self.client_host else ""
+
+    @property
     def response_type(self) -> Any:
         """The kio response class of this request's API and version (the handler never names
         its api key: the key is declared once, with the handler registered against it)."""
@@ -92,6 +101,20 @@ class CallContext:
 def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
     """The element type of a tuple field of a kio entity."""
     return entity_type.__dataclass_fields__[field_name].type.__args__[0]
+
+
+def java_inet_address(host: str) -> str:
+    """``InetAddress.toString()`` of a numeric address without a host name: "/" and Java's
+    ``getHostAddress()`` — an IPv4-mapped IPv6 address as IPv4 (Java makes it an Inet4Address),
+    IPv6 as eight uncompressed lower-case hex groups ("/0:0:0:0:0:0:0:1"), its scope kept."""
+    address, percent, scope = host.partition("%")
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return f"/{ip.ipv4_mapped}"
+        text = ":".join(f"{int(group, 16):x}" for group in ip.exploded.split(":"))
+        return f"/{text}{percent}{scope}"
+    return f"/{ip}"
 
 
 class GroupApis:
@@ -239,7 +262,7 @@ class GroupApis:
     async def join_group(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cg.JoinGroupRequest(api_version=ctx.version))
         msg.client_id = ctx.header.client_id or ""
-        msg.client_host = ctx.client_host
+        msg.client_host = ctx.member_host
         if ctx.version == 0:  # v0 has no rebalance timeout: Kafka uses the session timeout
             msg.rebalance_timeout_ms = msg.session_timeout_ms
         reply = await self.call(req.group_id, Envelope(join_group=msg))
@@ -411,31 +434,43 @@ class GroupApis:
         return self.response(ctx, op.OffsetFetchResponse(groups=ordered))
 
     async def offset_delete(self, ctx: CallContext, req: Any) -> Any:
-        """Topics that do not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION for each
-        of their partitions, as Kafka's request handler does; the shard answers the rest (and
-        the group-level error), and every requested partition is echoed with its own error."""
-        absent = await self.topics.unknown_topics(t.name for t in req.topics)
-        known = tuple(t for t in req.topics if t.name not in absent)
+        """Partitions that do not exist upstream (a topic that does not exist, or a partition
+        index beyond its count) are answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka's request
+        handler answers them from its metadata cache; the shard answers the rest (and the
+        group-level error), and every requested partition is echoed with its own error in
+        request order."""
+        absent = await self.topics.unknown_partitions(
+            (t.name, p.partition_index) for t in req.topics for p in t.partitions
+        )
+        known = tuple(
+            dataclasses.replace(
+                t, partitions=tuple(p for p in t.partitions if (t.name, p.partition_index) not in absent)
+            )
+            for t in req.topics
+        )
         msg = to_proto(
-            dataclasses.replace(req, topics=known), op.OffsetDeleteRequest(api_version=ctx.version)
+            dataclasses.replace(req, topics=tuple(t for t in known if t.partitions)),
+            op.OffsetDeleteRequest(api_version=ctx.version),
         )
         reply = await self.call(req.group_id, Envelope(offset_delete=msg))
         resp = reply.response or op.OffsetDeleteResponse(error_code=reply.error_code)
         if absent and resp.error_code == ErrorCode.none.value:
-            answered = {t.name: t for t in resp.topics}
-            del resp.topics[:]
-            for t in req.topics:
-                if t.name in answered:
-                    resp.topics.append(answered[t.name])
-                    continue
-                code = ErrorCode.unknown_topic_or_partition.value
-                resp.topics.add(
+            answered = {(t.name, p.partition_index): p for t in resp.topics for p in t.partitions}
+            unknown = ErrorCode.unknown_topic_or_partition.value
+            topics = [
+                op.OffsetDeleteResponseTopic(
                     name=t.name,
                     partitions=[
-                        op.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
+                        answered[t.name, p.partition_index]
+                        if (t.name, p.partition_index) in answered
+                        else op.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown)
                         for p in t.partitions
                     ],
                 )
+                for t in req.topics
+            ]
+            del resp.topics[:]
+            resp.topics.extend(topics)
         return self.response(ctx, resp)
 
     # --- KIP-848 consumer groups ------------------------------------------------------------
@@ -443,7 +478,7 @@ class GroupApis:
     async def consumer_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
         msg = to_proto(req, cgh.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
         msg.client_id = ctx.header.client_id or ""
-        msg.client_host = ctx.client_host
+        msg.client_host = ctx.member_host
         reply = await self.call(req.group_id, Envelope(consumer_group_heartbeat=msg))
         resp = reply.response or cgh.ConsumerGroupHeartbeatResponse(
             error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1

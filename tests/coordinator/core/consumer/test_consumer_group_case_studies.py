@@ -2,7 +2,8 @@
 
 The KIP's "pending-partitions" of a member that waits for a partition (B after the second
 join) is Kafka 4.x's UNRELEASED_PARTITIONS state: the member is at the target epoch and gets
-the partition once its previous owner has released it.
+the partition once its previous owner has released it. A new group starts at epoch 1, as in
+Kafka 4.4 (KAFKA-20268), so every epoch here is one above the KIP's.
 """
 
 from __future__ import annotations
@@ -31,59 +32,59 @@ def test_basic() -> None:
     ctx = ConsumerGroupContext()
     ctx.set_topics(foo=3)
 
-    # Member A joins: group epoch 1, target epoch 1 with all partitions; A reconciles at once.
+    # Member A joins: group epoch 2, target epoch 2 with all partitions; A reconciles at once.
     resp = ctx.join("A")
     group = ctx.group()
-    assert (group.group_epoch, group.assignment_epoch) == (1, 1)
+    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
     assert ctx.target("A") == {"foo": [0, 1, 2]}
-    assert resp.member_epoch == 1 and ctx.assignment(resp) == {"foo": [0, 1, 2]}
+    assert resp.member_epoch == 2 and ctx.assignment(resp) == {"foo": [0, 1, 2]}
     assert ctx.partitions("A") == ["foo-0", "foo-1", "foo-2"]
 
-    # Member B joins: epoch 2, target A=[0,1] B=[2]; B moves to epoch 2 without foo-2 (unreleased).
+    # Member B joins: epoch 3, target A=[0,1] B=[2]; B moves to epoch 3 without foo-2 (unreleased).
     resp = ctx.join("B")
-    assert (group.group_epoch, group.assignment_epoch) == (2, 2)
+    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
     assert ctx.target("A") == {"foo": [0, 1]} and ctx.target("B") == {"foo": [2]}
-    assert resp.member_epoch == 2 and ctx.assignment(resp) == {}
+    assert resp.member_epoch == 3 and ctx.assignment(resp) == {}
     assert ctx.member("B").state is MemberState.UNRELEASED_PARTITIONS
-    assert ctx.member("A").member_epoch == 1
+    assert ctx.member("A").member_epoch == 2
 
-    # A heartbeats: asked to revoke foo-2 (assignment without it), still epoch 1.
-    resp = ctx.heartbeat("A", 1, owned={"foo": [0, 1, 2]})
-    assert resp.member_epoch == 1 and ctx.assignment(resp) == {"foo": [0, 1]}
+    # A heartbeats: asked to revoke foo-2 (assignment without it), still epoch 2.
+    resp = ctx.heartbeat("A", 2, owned={"foo": [0, 1, 2]})
+    assert resp.member_epoch == 2 and ctx.assignment(resp) == {"foo": [0, 1]}
     assert ctx.pending("A") == {"foo": [2]}
     assert ctx.member("A").state is MemberState.UNREVOKED_PARTITIONS
 
-    # A acknowledges: epoch 2, foo-2 released.
-    resp = ctx.heartbeat("A", 1, owned={"foo": [0, 1]})
-    assert resp.member_epoch == 2 and ctx.partitions("A") == ["foo-0", "foo-1"] and ctx.pending("A") == {}
+    # A acknowledges: epoch 3, foo-2 released.
+    resp = ctx.heartbeat("A", 2, owned={"foo": [0, 1]})
+    assert resp.member_epoch == 3 and ctx.partitions("A") == ["foo-0", "foo-1"] and ctx.pending("A") == {}
 
     # B heartbeats and gets foo-2.
-    resp = ctx.heartbeat("B", 2, owned={})
-    assert resp.member_epoch == 2 and ctx.assignment(resp) == {"foo": [2]}
+    resp = ctx.heartbeat("B", 3, owned={})
+    assert resp.member_epoch == 3 and ctx.assignment(resp) == {"foo": [2]}
     assert group.state_name() == "Stable"
 
-    # Member C joins: epoch 3, target A=[0] B=[2] C=[1].
+    # Member C joins: epoch 4, target A=[0] B=[2] C=[1].
     resp = ctx.join("C")
-    assert (group.group_epoch, group.assignment_epoch) == (3, 3)
+    assert (group.group_epoch, group.assignment_epoch) == (4, 4)
     assert (ctx.target("A"), ctx.target("B"), ctx.target("C")) == ({"foo": [0]}, {"foo": [2]}, {"foo": [1]})
-    # C transitions to epoch 3 but cannot get foo-1 yet.
-    assert resp.member_epoch == 3 and ctx.assignment(resp) == {}
+    # C transitions to epoch 4 but cannot get foo-1 yet.
+    assert resp.member_epoch == 4 and ctx.assignment(resp) == {}
 
-    # B heartbeats: nothing to revoke, straight to epoch 3.
-    resp = ctx.heartbeat("B", 2, owned={"foo": [2]})
-    assert resp.member_epoch == 3 and ctx.partitions("B") == ["foo-2"]
+    # B heartbeats: nothing to revoke, straight to epoch 4.
+    resp = ctx.heartbeat("B", 3, owned={"foo": [2]})
+    assert resp.member_epoch == 4 and ctx.partitions("B") == ["foo-2"]
 
-    # A revokes foo-1, then acknowledges and moves to epoch 3.
-    resp = ctx.heartbeat("A", 2, owned={"foo": [0, 1]})
-    assert resp.member_epoch == 2 and ctx.assignment(resp) == {"foo": [0]}
-    resp = ctx.heartbeat("A", 2, owned={"foo": [0]})
-    assert resp.member_epoch == 3 and ctx.partitions("A") == ["foo-0"]
+    # A revokes foo-1, then acknowledges and moves to epoch 4.
+    resp = ctx.heartbeat("A", 3, owned={"foo": [0, 1]})
+    assert resp.member_epoch == 3 and ctx.assignment(resp) == {"foo": [0]}
+    resp = ctx.heartbeat("A", 3, owned={"foo": [0]})
+    assert resp.member_epoch == 4 and ctx.partitions("A") == ["foo-0"]
 
     # C gets foo-1: every member at the group epoch.
-    resp = ctx.heartbeat("C", 3, owned={})
-    assert resp.member_epoch == 3 and ctx.assignment(resp) == {"foo": [1]}
+    resp = ctx.heartbeat("C", 4, owned={})
+    assert resp.member_epoch == 4 and ctx.assignment(resp) == {"foo": [1]}
     assert group.state_name() == "Stable"
-    assert {m.member_epoch for m in group.members.values()} == {3}
+    assert {m.member_epoch for m in group.members.values()} == {4}
     ctx.assert_replay_equals_live()
 
 

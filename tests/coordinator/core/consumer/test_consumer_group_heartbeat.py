@@ -82,9 +82,9 @@ def test_v0_member_id_is_generated_by_the_coordinator_and_required_afterwards() 
     ctx = ConsumerGroupContext()
     ctx.set_topics(foo=2)
     resp = ctx.join("", version=0)
-    assert resp.error_code == 0 and len(resp.member_id) == 22 and resp.member_epoch == 1
-    assert ctx.heartbeat("", 1, version=0).error_code == E.invalid_request.value
-    assert ctx.heartbeat(resp.member_id, 1, version=0).error_code == 0
+    assert resp.error_code == 0 and len(resp.member_id) == 22 and resp.member_epoch == 2
+    assert ctx.heartbeat("", 2, version=0).error_code == E.invalid_request.value
+    assert ctx.heartbeat(resp.member_id, 2, version=0).error_code == 0
 
 
 def test_unsupported_assignor_and_invalid_regex() -> None:
@@ -137,7 +137,7 @@ def test_an_empty_simple_group_holding_offsets_becomes_a_consumer_group() -> Non
     ctx = ConsumerGroupContext()
     ctx.set_topics(foo=1)
     assert ctx.commit(G, {("foo", 0): 5}) == {("foo", 0): 0}
-    assert ctx.join("m").member_epoch == 1
+    assert ctx.join("m").member_epoch == 2
     assert ctx.group().group_type.value == "consumer"
     assert ctx.fetch(G) == {("foo", 0): 5}
     ctx.assert_replay_equals_live()
@@ -178,8 +178,8 @@ def test_duplicated_full_heartbeats_and_joins_are_idempotent() -> None:
     assert len(ctx.log.entries) == records
     assert (again.member_epoch, ctx.assignment(again)) == (first.member_epoch, ctx.assignment(first))
     full = {"names": ["foo"], "rebalance_ms": 300_000, "owned": {"foo": [0, 1, 2, 3]}}
-    r1 = ctx.heartbeat("a", 1, **full)  # type: ignore[arg-type]
-    r2 = ctx.heartbeat("a", 1, **full)  # type: ignore[arg-type]
+    r1 = ctx.heartbeat("a", 2, **full)  # type: ignore[arg-type]
+    r2 = ctx.heartbeat("a", 2, **full)  # type: ignore[arg-type]
     assert r1 == r2 and r1.error_code == 0 and ctx.assignment(r1) == {"foo": [0, 1, 2, 3]}
     assert len(ctx.log.entries) == records
 
@@ -189,10 +189,10 @@ def test_heartbeat_fields_are_optional_and_only_changes_bump_the_epoch() -> None
     ctx.set_topics(foo=2, bar=2)
     ctx.join("a")
     e = ctx.group().group_epoch
-    resp = ctx.heartbeat("a", 1)  # nothing changed: no field, no record
+    resp = ctx.heartbeat("a", 2)  # nothing changed: no field, no record
     assert resp.error_code == 0 and ctx.assignment(resp) is None
     assert ctx.group().group_epoch == e
-    resp = ctx.heartbeat("a", 1, names=["foo", "bar"])
+    resp = ctx.heartbeat("a", 2, names=["foo", "bar"])
     assert ctx.group().group_epoch == e + 1
     assert ctx.assignment(resp) == {"bar": [0, 1], "foo": [0, 1]}
     ctx.heartbeat("a", resp.member_epoch, rack="r1")  # rack-aware assignors see racks
@@ -277,7 +277,7 @@ def test_rebalance_timeout_removes_a_member_that_does_not_revoke() -> None:
     ctx.set_topics(foo=2)
     ctx.join("a", rebalance_ms=10_000)
     ctx.join("b")
-    ctx.heartbeat("a", 1, owned={"foo": [0, 1]})  # told to revoke foo-1
+    ctx.heartbeat("a", 2, owned={"foo": [0, 1]})  # told to revoke foo-1
     assert ctx.member("a").state is MemberState.UNREVOKED_PARTITIONS
     ctx.advance(9_000)
     ctx.heartbeat("a", 1, owned={"foo": [0, 1]})  # still holding it
@@ -295,7 +295,7 @@ def test_session_timeout_is_rearmed_by_every_heartbeat() -> None:
     ctx.join("a")
     assert ctx.timer.deadline("consumer-session:group:a") == 45_000
     ctx.advance(40_000)
-    ctx.heartbeat("a", 1)
+    ctx.heartbeat("a", 2)
     assert ctx.timer.deadline("consumer-session:group:a") == 85_000
 
 
@@ -349,16 +349,16 @@ def test_assignment_is_computed_at_most_once_per_interval() -> None:
     ctx = ConsumerGroupContext(GroupConfig(consumer_group_assignment_interval_ms=1_000))
     ctx.set_topics(foo=4)
     ctx.join("a")  # first assignment: immediately
-    assert ctx.group().assignment_epoch == 1
+    assert ctx.group().assignment_epoch == 2
     ctx.advance(100)
     resp = ctx.join("b")
-    assert ctx.group().group_epoch == 2 and ctx.group().assignment_epoch == 1
-    assert resp.member_epoch == 1 and ctx.assignment(resp) == {}
+    assert ctx.group().group_epoch == 3 and ctx.group().assignment_epoch == 2
+    assert resp.member_epoch == 2 and ctx.assignment(resp) == {}
     ctx.join("c")
     ctx.advance(899)
-    assert ctx.group().assignment_epoch == 1
+    assert ctx.group().assignment_epoch == 2
     ctx.advance(1)  # the batched assignment runs once for both joins
-    assert ctx.group().assignment_epoch == 3
+    assert ctx.group().assignment_epoch == 4
     assert sorted(len(ctx.target(m).get("foo", [])) for m in "abc") == [1, 1, 2]
     ctx.assert_replay_equals_live()
 
@@ -371,9 +371,9 @@ def test_describe() -> None:
     ctx.set_topics(foo=2)
     ctx.join("a", instance_id="i", rack="r1")
     d = ctx.describe(G, "missing").groups
-    assert d[0].group_state == "Stable" and d[0].group_epoch == 1 and d[0].assignor_name == "uniform"
+    assert d[0].group_state == "Stable" and d[0].group_epoch == 2 and d[0].assignor_name == "uniform"
     (m,) = d[0].members
-    assert (m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.member_type) == ("a", "i", "r1", 1, 1)
+    assert (m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.member_type) == ("a", "i", "r1", 2, 1)
     assert [(t.topic_name, list(t.partitions)) for t in m.assignment.topic_partitions] == [("foo", [0, 1])]
     assert [(t.topic_name, list(t.partitions)) for t in m.target_assignment.topic_partitions] == [
         ("foo", [0, 1])
@@ -443,7 +443,7 @@ def test_a_new_leader_replays_the_group_and_rearms_its_timers() -> None:
     ctx.set_topics(foo=2)
     ctx.join("a")
     ctx.join("b", rebalance_ms=20_000)
-    ctx.heartbeat("a", 1, owned={"foo": [0, 1]})  # a must revoke foo-1
+    ctx.heartbeat("a", 2, owned={"foo": [0, 1]})  # a must revoke foo-1
     fresh = ctx.replayed()
     assert fresh.groups == ctx.shard.groups
     fresh.data.image = ctx.shard.image
@@ -454,11 +454,11 @@ def test_a_new_leader_replays_the_group_and_rearms_its_timers() -> None:
     # the new leader serves the members where the old one left off
     resp = fresh.consumer_group_heartbeat(
         pb.ConsumerGroupHeartbeatRequest(
-            api_version=1, group_id=G, member_id="b", member_epoch=2, rebalance_timeout_ms=-1
+            api_version=1, group_id=G, member_id="b", member_epoch=3, rebalance_timeout_ms=-1
         ),
         0,
     ).response
-    assert resp.error_code == 0 and resp.member_epoch == 2
+    assert resp.error_code == 0 and resp.member_epoch == 3
 
 
 def test_rack_changes_of_partitions_bump_the_epoch() -> None:
@@ -476,9 +476,9 @@ def test_switching_from_names_to_a_regex() -> None:
     ctx = ConsumerGroupContext()
     ctx.set_topics(foo=1, bar=1)
     ctx.join("a", names=["foo"])
-    resp = ctx.heartbeat("a", 1, names=[], regex="b.*", owned={"foo": [0]})
+    resp = ctx.heartbeat("a", 2, names=[], regex="b.*", owned={"foo": [0]})
     assert ctx.assignment(resp) == {}  # revoke foo first
-    resp = ctx.heartbeat("a", 1, owned={})
+    resp = ctx.heartbeat("a", 2, owned={})
     assert ctx.assignment(resp) == {"bar": [0]}
     assert set(ctx.group().resolved_regexes) == {"b.*"}
     ctx.assert_replay_equals_live()

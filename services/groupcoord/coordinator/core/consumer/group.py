@@ -262,14 +262,21 @@ def _decrement(counter: Counter[str], key: str) -> None:
         del counter[key]
 
 
+# A new group's epoch and target assignment epoch, as Kafka 4.4 starts them (KAFKA-20268): epoch
+# 1 holds the empty assignment, so the first computed assignment is epoch 2 and a member's epoch
+# is never 0 (which means "joining") once it is in the group. kafka-consumer-groups.sh and the
+# clients see the same epochs from us as from Kafka's own coordinator.
+INITIAL_GROUP_EPOCH = 1
+
+
 class ConsumerGroup:
     """One consumer group. Mutated only by replay."""
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
-        self.group_epoch = 0
+        self.group_epoch = INITIAL_GROUP_EPOCH
         self.metadata_hash = 0
-        self.assignment_epoch = 0
+        self.assignment_epoch = INITIAL_GROUP_EPOCH
         self.assignment_timestamp_ms = -1
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target: dict[str, dict[bytes, frozenset[int]]] = {}
@@ -505,7 +512,7 @@ class ConsumerGroup:
         v: pb.ConsumerGroupTargetAssignmentMetadataValue | None,
     ) -> None:
         if v is None:
-            self.assignment_epoch, self.assignment_timestamp_ms = 0, -1
+            self.assignment_epoch, self.assignment_timestamp_ms = INITIAL_GROUP_EPOCH, -1
             return
         self.assignment_epoch = v.assignment_epoch
         self.assignment_timestamp_ms = v.assignment_timestamp_ms
