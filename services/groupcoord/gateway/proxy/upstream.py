@@ -130,6 +130,7 @@ class _Pending:
     api_key: int
     api_version: int
     correlation_id: int
+    patch: Callable[[bytes], bytes] | None = None  # a change of this one response (internal topics)
 
 
 Deliver = Callable[[int, bytes], None]
@@ -166,7 +167,11 @@ class UpstreamLink:
         self.reader_task: asyncio.Task[None] | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
 
-    async def send(self, request: Request, expects_response: bool) -> None:
+    async def send(
+        self, request: Request, expects_response: bool, patch: Callable[[bytes], bytes] | None = None
+    ) -> None:
+        """Forward ``request``; its response, if one is expected, goes through ``patch`` (if
+        given) after the broker-address rewrite."""
         if self.writer is None:
             async with self._connecting:
                 if self.writer is None:
@@ -182,7 +187,7 @@ class UpstreamLink:
                     self.reader_task = asyncio.create_task(self._read_loop(reader))
         if expects_response:
             self.pending.append(
-                _Pending(request.seq, request.api_key, request.api_version, request.correlation_id)
+                _Pending(request.seq, request.api_key, request.api_version, request.correlation_id, patch)
             )
         self.writer.write(frame_bytes(request.frame))
         await self.writer.drain()
@@ -204,6 +209,8 @@ class UpstreamLink:
                         )
                     if p.api_key in self.rewritten:
                         payload = await self.rewrite(p.api_key, p.api_version, payload)
+                    if p.patch is not None:
+                        payload = p.patch(payload)
                     self.deliver(p.seq, payload)
         except asyncio.CancelledError:
             raise
