@@ -82,12 +82,16 @@ def test_produce_refuses_internal_partitions_and_forwards_the_rest() -> None:
         throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
     )
     patch = merge_payload(request.api_key, request.api_version, refusal.merge)
-    _, merged = codec.decode_response(request.api_key, request.api_version, patch(codec.encode_response(7, upstream)))
+    _, merged = codec.decode_response(
+        request.api_key, request.api_version, patch(codec.encode_response(7, upstream))
+    )
     errors = {t.name: [p.error_code for p in t.partition_responses] for t in merged.responses}
     assert errors == {"orders": [ErrorCode.none], STATE: [ErrorCode.invalid_topic_exception]}
     # acks=0: Kafka closes the connection instead of answering
     silent = framed(
-        produce.ProduceRequest(transactional_id=None, acks=i16(0), timeout=TIMEOUT, topic_data=(topic(METRICS),))
+        produce.ProduceRequest(
+            transactional_id=None, acks=i16(0), timeout=TIMEOUT, topic_data=(topic(METRICS),)
+        )
     )
     quiet = g.check(silent, expects_response=False)
     assert quiet is not None and quiet.forward is None and quiet.answer is None and quiet.close
@@ -101,7 +105,9 @@ def test_delete_records_and_create_partitions_answered_without_forwarding() -> N
                 topics=(
                     delete_records.DeleteRecordsTopic(
                         name=STATE,
-                        partitions=(delete_records.DeleteRecordsPartition(partition_index=i32(1), offset=i64(-1)),),
+                        partitions=(
+                            delete_records.DeleteRecordsPartition(partition_index=i32(1), offset=i64(-1)),
+                        ),
                     ),
                 ),
                 timeout=TIMEOUT,
@@ -110,7 +116,9 @@ def test_delete_records_and_create_partitions_answered_without_forwarding() -> N
     )
     assert refusal is not None and refusal.forward is None
     [topic] = refusal.answer.topics
-    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(1, ErrorCode.invalid_topic_exception)]
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [
+        (1, ErrorCode.invalid_topic_exception)
+    ]
     refusal = g.check(
         framed(
             create_parts.CreatePartitionsRequest(
@@ -181,7 +189,10 @@ def test_config_changes_refused_for_topic_resources_only() -> None:
     refusal = g.check(request)
     assert refusal is not None and refusal.forward is not None
     _, forwarded = codec.decode_request(refusal.forward.frame)
-    assert [(int(r.resource_type), r.resource_name) for r in forwarded.resources] == [(32, STATE), (2, "orders")]
+    assert [(int(r.resource_type), r.resource_name) for r in forwarded.resources] == [
+        (32, STATE),
+        (2, "orders"),
+    ]
     merged = refusal.merge(
         inc_alter_resp.IncrementalAlterConfigsResponse(
             throttle_time=i32Timedelta.parse(datetime.timedelta(0)), responses=()

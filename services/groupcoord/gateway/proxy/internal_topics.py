@@ -122,7 +122,8 @@ def _delete_records_result(entry: Any, rt: type[Any], error: ErrorCode, topic: T
     return rt(
         name=entry.name,
         partitions=tuple(
-            pt(partition_index=p.partition_index, low_watermark=-1, error_code=error) for p in entry.partitions
+            pt(partition_index=p.partition_index, low_watermark=-1, error_code=error)
+            for p in entry.partitions
         ),
     )
 
@@ -131,7 +132,11 @@ def _topic_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -> 
     """DeleteTopics (a name, or a topic state by name or id) and CreatePartitions."""
     name = entry if isinstance(entry, str) else getattr(entry, "name", None)
     return _fields(
-        rt, name=name, topic_id=getattr(entry, "topic_id", None) or ZERO_UUID, error_code=error, error_message=None
+        rt,
+        name=name,
+        topic_id=getattr(entry, "topic_id", None) or ZERO_UUID,
+        error_code=error,
+        error_message=None,
     )
 
 
@@ -148,7 +153,9 @@ def _txn_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -> An
     pt = _element(rt, "results_by_partition")
     return rt(
         name=entry.name,
-        results_by_partition=tuple(pt(partition_index=p, partition_error_code=error) for p in entry.partitions),
+        results_by_partition=tuple(
+            pt(partition_index=p, partition_error_code=error) for p in entry.partitions
+        ),
     )
 
 
@@ -265,7 +272,9 @@ class InternalTopics:
         close = not expects_response
         kept = tuple(e for e in entries if all(e is not r for r, _ in refused))
         if not kept:
-            return Refusal(None, None if close else self._answer(response_type, rule, results), _unchanged, close)
+            return Refusal(
+                None, None if close else self._answer(response_type, rule, results), _unchanged, close
+            )
         frame = codec.encode_request(
             request.correlation_id, header.client_id, dataclasses.replace(body, **{field_name: kept})
         )
