@@ -14,7 +14,10 @@ OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topi
 WRITE on the transactional id first)
 OffsetFetch                            DESCRIBE                   DESCRIBE (failed per partition,
                                                                   or left out of "all topics")
-DescribeGroups, ConsumerGroupDescribe  DESCRIBE, per group        -
+DescribeGroups                         DESCRIBE, per group        -
+ConsumerGroupDescribe                  DESCRIBE, per group        DESCRIBE on every assigned
+                                                                  topic, else the group is
+                                                                  TOPIC_AUTHORIZATION_FAILED
 ListGroups                             DESCRIBE on CLUSTER,       -
                                        else filtered per group
 DeleteGroups                           DELETE, per group          -
@@ -514,6 +517,63 @@ def _per_group_read(
     return hook
 
 
+_describe_consumer_groups = _per_group_read(
+    "group_ids",
+    "groups",
+    lambda g: cgh.ConsumerGroupDescribeGroup(
+        group_id=g,
+        error_code=GROUP_DENIED.value,
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    ),
+)
+UNDESCRIBABLE_TOPICS_MESSAGE = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def _consumer_group_describe(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
+    """DESCRIBE on each group, then on every topic of its members' assignments and target
+    assignments (KAFKA-18813, ``KafkaApis.handleConsumerGroupDescribe``): a group naming a topic
+    the caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with Kafka's message and
+    no members, so neither topic names nor partition ownership leak."""
+    verdict = _describe_consumer_groups(auth, caller, version, rt, req)
+    if verdict.request is None:
+        return verdict
+    served = verdict.finish
+
+    def finish(resp: Any) -> Any:
+        resp = served(resp) if served is not None else resp
+        return dataclasses.replace(
+            resp, groups=tuple(_hide_undescribable(auth, caller, g) for g in resp.groups)
+        )
+
+    return Verdict(verdict.request, finish=finish)
+
+
+def _hide_undescribable(auth: GroupAuthorization, caller: Caller, group: Any) -> Any:
+    names = {
+        tp.topic_name
+        for member in group.members
+        for assignment in (member.assignment, member.target_assignment)
+        for tp in assignment.topic_partitions
+    }
+    if all(auth.topic(caller, Operation.DESCRIBE, name) for name in sorted(names)):
+        return group
+    return dataclasses.replace(
+        group,
+        error_code=TOPIC_DENIED,
+        error_message=UNDESCRIBABLE_TOPICS_MESSAGE,
+        group_state="",
+        group_epoch=i32(0),
+        assignment_epoch=i32(0),
+        assignor_name="",
+        members=(),
+        authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
+    )
+
+
 def _list_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
     # KafkaApis.handleListGroupsRequest asks both with logIfDenied = false: a listing is filtered,
     # nothing is refused
@@ -706,15 +766,7 @@ HOOKS: dict[int, Hook] = {
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _group_configs(Operation.ALTER_CONFIGS, "responses"),
             ApiKey.OFFSET_DELETE: _offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
-            ApiKey.CONSUMER_GROUP_DESCRIBE: _per_group_read(
-                "group_ids",
-                "groups",
-                lambda g: cgh.ConsumerGroupDescribeGroup(
-                    group_id=g,
-                    error_code=GROUP_DENIED.value,
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                ),
-            ),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
         },
     )
 }
