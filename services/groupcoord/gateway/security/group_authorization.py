@@ -8,7 +8,9 @@ API                                    Group                      Topics
 =====================================  =========================  ===============================
 JoinGroup, SyncGroup, Heartbeat,       READ                       -
 LeaveGroup
-ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names
+ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names;
+                                                                  a regex never resolves to a
+                                                                  topic it may not DESCRIBE
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
@@ -45,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
@@ -61,6 +64,8 @@ from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
 
 log = logging.getLogger(__name__)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is the shard's answer, not a log line
 
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
@@ -132,6 +137,22 @@ class GroupAuthorization:
         """A topic named only by id (OffsetCommit/OffsetFetch v10) is refused: the gateway
         authorizes topics by name."""
         return name is not None and self.allowed(caller, operation, ResourceType.TOPIC, name)
+
+    def undescribable(self, caller: Caller, regex: str, topics: Iterable[str]) -> list[str]:
+        """The ``topics`` a subscription to ``regex`` would match that ``caller`` may not
+        DESCRIBE: Kafka 4.0 resolves a regex with the rights of the member refreshing it
+        (KAFKA-18813), so the shard leaves these out. A pattern that does not compile names
+        none (the shard answers INVALID_REGULAR_EXPRESSION). Denials only filter: not logged."""
+        try:
+            pattern = re2.compile(regex, _RE2_OPTIONS)
+        except re2.error:
+            return []
+        return sorted(
+            t
+            for t in topics
+            if pattern.fullmatch(t) is not None
+            and not self.allowed(caller, Operation.DESCRIBE, ResourceType.TOPIC, t, quiet=True)
+        )
 
     def check(
         self, api_key: int, caller: Caller, version: int, response_type: type[Any], request: Any
