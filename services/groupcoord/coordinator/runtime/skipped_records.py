@@ -2,16 +2,17 @@
 
 The gateway keeps clients from writing the state topic (its topics are internal), but whoever
 reaches the upstream cluster directly can still append anything to it. A partition must keep
-serving then, as Kafka's loader does with a record it cannot read (``CoordinatorLoaderImpl``
-fails the load; here one bad record would fail the partition on every reload, for ever). So
-the loader, the standby tail and the repair skip such a record, and say so:
+serving then. Kafka's ``CoordinatorLoaderImpl`` skips a record of an unknown type with a warning
+but fails the load on one it cannot deserialize, which here would fail the partition on every
+reload, for ever; so the loader, the standby tail and the repair skip such a record, and say so:
 
 * ``undecodable``: its key names no record type, or its key or value is not that type's
   protobuf;
 * ``unreplayable``: it decodes, but the shard's replay raises on it;
 * ``impossible_fence``: its fence cannot have been written by a leader (a leadership marker
   whose value is not a marker, a ``gc.fence`` tag that is not an epoch and a nonce, a negative
-  epoch).
+  epoch, or, in the log a leader reads back behind its own marker, a newer epoch whose marker
+  is not there).
 
 Each skip counts in ``groupcoord_state_records_skipped_total{shard,partition,reason}``; the
 first one of a partition (per process) is logged as a warning with its reason, the later ones
