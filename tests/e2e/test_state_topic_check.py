@@ -15,6 +15,8 @@ from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster
 
+from .test_consumer_groups import wait_until
+
 pytestmark = pytest.mark.broker
 
 
@@ -30,9 +32,15 @@ def test_a_state_topic_that_is_not_compacted_is_in_every_shards_status(
     )
     with BackgroundCluster((broker.host, broker.port), options) as cluster:
         control = cluster.cluster.control
-        rows = asyncio.run(status.collect(control.describe()))
+
+        def status_rows() -> list[dict]:
+            return asyncio.run(status.collect(control.describe()))
+
+        wait_until(
+            lambda: any(row.get("state") == "active" for row in status_rows()), what="a partition served"
+        )
+        rows = status_rows()
     problems = {row["shard"]: row["state_topic_problems"] for row in rows if "state_topic_problems" in row}
     assert set(problems) == {"0", "1"}
     for found in problems.values():
         assert len(found) == 1 and f"state topic {topic}: cleanup.policy is 'delete', not compact" in found[0]
-    assert any(row.get("state") == "active" for row in rows)  # served anyway
