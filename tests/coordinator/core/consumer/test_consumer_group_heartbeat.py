@@ -361,6 +361,13 @@ def test_a_regex_never_resolves_to_topics_the_refreshing_member_cannot_describe(
     ctx.assert_replay_equals_live()
 
 
+def test_a_regex_never_matches_the_coordinators_own_topics() -> None:
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(__groupcoord_state=4, __groupcoord_metrics=1, __consumer_offsets=4, app=1)
+    ctx.join("a", names=None, regex=".*")
+    assert ctx.group().resolved_regexes[".*"].topics == {"app"}
+
+
 # --- assignment batching ------------------------------------------------------------------
 
 
