@@ -1,5 +1,7 @@
-"""Shared fixtures: a real tansu broker (no mocks between us and Kafka), and one local Spark
-session for every test that runs the capacity job (starting one takes 5–15 s)."""
+"""Shared fixtures: a real upstream (no mocks between us and Kafka) — the embedded tansu broker
+by default, Apache Kafka 4.4 or 3.9 where a test is parametrized over the upstream matrix
+(``tests/e2e``) — and one local Spark session for every test that runs the capacity job
+(starting one takes 5–15 s)."""
 
 from __future__ import annotations
 
@@ -17,16 +19,40 @@ import pytest
 # goes on to use gRPC (shard processes are spawned), so the handlers are not needed.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+from real_parts import require_binary, unavailable
+
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
+from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, KafkaUnavailable
+
+Upstream = EmbeddedBroker | ApacheKafka
+
+
+def start_apache_kafka(name: str, workdir: Any, **options: Any) -> ApacheKafka:
+    """Apache Kafka ``name`` (``kafka-4.4``, ``kafka-3.9``) started in ``workdir``, or the test
+    skipped (failed under CI) when Java or the jars ``scripts/test`` resolves are missing."""
+    try:
+        return ApacheKafka(workdir, version=VERSIONS[name], **options).start()
+    except KafkaUnavailable as exc:
+        unavailable(str(exc))
+        raise
 
 
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """One embedded broker for the whole session; tests use unique topic/group names."""
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with EmbeddedBroker(log_path=log) as b:
-        yield b
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
+    """One upstream for the whole session (per upstream of the matrix); tests use unique
+    topic/group names. Unparametrized it is the embedded tansu broker."""
+    name = getattr(request, "param", "tansu")
+    if name == "tansu":
+        log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+        with EmbeddedBroker(log_path=log) as b:
+            yield b
+        return
+    kafka = start_apache_kafka(name, tmp_path_factory.mktemp(name))
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
 
 
 @pytest.fixture
@@ -52,8 +78,14 @@ def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
 
 
 @pytest.fixture(scope="session")
+def prometheus_installed() -> str:
+    """Prometheus itself (Debian's package): the observability tests scrape us with it."""
+    return require_binary("prometheus", "prometheus")
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    sql = pytest.importorskip("pyspark.sql")
+    from pyspark import sql  # noqa: PLC0415 - the test extra installs it; starting the JVM is the slow part
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     s = (
         sql.SparkSession.builder.master("local[2]")

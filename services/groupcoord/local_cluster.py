@@ -13,7 +13,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.gateway.security import listener_security
+from groupcoord.gateway.transport import connection_limits
+from groupcoord.gateway.transport.connection_limits import ConnectionLimits
 from groupcoord.gateway.transport.server import Gateway
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
@@ -105,14 +107,16 @@ class ClusterOptions:
     listener_security: listener_security.ListenerSecurity | None = None  # TLS/SASL of client listeners
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # Kafka's socket configs
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
-        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy"}
+        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy", "connection_limits"}
         return cls(
             **{k: v for k, v in vars(args).items() if k in names},
             listener_security=listener_security.from_arguments(args),
             acl_policy=acl_file.from_arguments(args),
+            connection_limits=connection_limits.from_arguments(args),
         )
 
     def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
@@ -126,6 +130,7 @@ class ClusterOptions:
             listener_security=self.listener_security or listener_security.ListenerSecurity(),
             acl_policy=self.acl_policy,
             metrics=self.metrics,
+            connection_limits=self.connection_limits,
         )
 
 

@@ -15,16 +15,21 @@ from groupcoord.testing import BackgroundCluster
 
 from .consumers import CLIENTS, ConsumerThread
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 PARTITIONS = 12
 PER_PARTITION = 50
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float = 60,
+    what: str = "condition",
+    detail: Callable[[], str] = str,
+) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}: {detail()}")
         time.sleep(0.1)
 
 
@@ -34,6 +39,18 @@ def produce(bootstrap: str, topic: str, start: int) -> None:
         for i in range(PER_PARTITION):
             producer.produce(topic, value=f"{start + i}".encode(), partition=p)
     assert producer.flush(30) == 0
+
+
+def _progress(consumers: list[ConsumerThread]) -> str:
+    """Who owns what, how many records each partition gave, and the clients' errors."""
+    per_partition: dict[int, int] = {}
+    for c in consumers:
+        for p, _ in c.history.records:
+            per_partition[p] = per_partition.get(p, 0) + 1
+    return "; ".join(
+        [f"records per partition {dict(sorted(per_partition.items()))}"]
+        + [f"{c.history.name} owns {sorted(c.history.owned)} errors {c.history.errors[-3:]}" for c in consumers]
+    )
 
 
 def disjoint_cover(consumers: list[ConsumerThread]) -> bool:
@@ -64,6 +81,7 @@ def test_three_consumers_share_take_over_and_keep_offsets(cluster: BackgroundClu
         wait_until(
             lambda: len(set().union(*(c.history.records for c in consumers))) == PARTITIONS * PER_PARTITION,
             what="all records consumed",
+            detail=lambda: _progress(consumers),
         )
         # admin describe/list through the gateway sees the group and its members
         listed = admin.list_consumer_groups().result(15)

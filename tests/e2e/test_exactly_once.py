@@ -29,7 +29,7 @@ from kio.static.primitive import i32
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.testing import BackgroundCluster
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 PROTOCOLS = ["classic", "consumer"]
 
 

@@ -28,7 +28,7 @@ from .test_consumer_groups import (
     wait_until,
 )
 
-pytestmark = pytest.mark.broker
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 
 
 CLASSIC_PAIRS = {

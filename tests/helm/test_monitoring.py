@@ -9,7 +9,6 @@ The alert rules have one source, the chart's template: these tests render it and
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 import yaml
+from real_parts import require_binary
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
 ALL_ON = {
@@ -27,7 +27,6 @@ ALL_ON = {
     }
 }
 SEL = {"namespace": "kafka", "coordinator": "gc-groupcoord"}
-promtool = shutil.which("promtool")
 
 
 @pytest.fixture(scope="module")
@@ -274,8 +273,8 @@ EXPECTED: dict[str, tuple[list[dict], list[dict]]] = {
 }
 
 
-@pytest.mark.skipif(promtool is None, reason="promtool not installed (Debian package prometheus)")
 def test_promtool_checks_the_rendered_rules(objects: list[dict], tmp_path: Path) -> None:
+    promtool = require_binary("promtool", "prometheus")
     rules = tmp_path / "groupcoord-rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups(objects)}))
     done = subprocess.run(
@@ -284,8 +283,8 @@ def test_promtool_checks_the_rendered_rules(objects: list[dict], tmp_path: Path)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-@pytest.mark.skipif(promtool is None, reason="promtool not installed (Debian package prometheus)")
 def test_each_alert_fires_when_it_should_and_not_otherwise(objects: list[dict], tmp_path: Path) -> None:
+    promtool = require_binary("promtool", "prometheus")
     groups = rule_groups(objects)
     for group in groups:  # promtool compares annotations too; they are checked above
         for r in group["rules"]:

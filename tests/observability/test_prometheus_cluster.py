@@ -25,12 +25,12 @@ from groupcoord.local_cluster import ClusterOptions
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC
 from groupcoord.testing import BackgroundCluster
 
-from .prometheus import PrometheusServer, prometheus_binary
+from .prometheus import PrometheusServer
 
 pytestmark = [
     pytest.mark.broker,
     pytest.mark.slow,
-    pytest.mark.skipif(prometheus_binary() is None, reason="prometheus binary not installed"),
+    pytest.mark.usefixtures("prometheus_installed"),
 ]
 COMMIT_ROUNDS, PARTITIONS, RECORDS = 4, 3, 10  # RECORDS per partition
 

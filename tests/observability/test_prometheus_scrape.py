@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from .prometheus import PrometheusServer, prometheus_binary
+from .prometheus import PrometheusServer
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(prometheus_binary() is None, reason="prometheus binary not installed"),
+    pytest.mark.usefixtures("prometheus_installed"),
 ]
 
 # A shard "1" with two threads and four partitions, plus a gateway, in one exporter process.

@@ -15,11 +15,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from real_parts import require_binary
 
 from groupcoord.embedded_broker import free_port, stop_process_group, wait_for_port
 
@@ -144,10 +144,7 @@ def make_pki(directory: Path) -> Pki:
 
 
 def stunnel_binary() -> str:
-    found = shutil.which("stunnel4") or shutil.which("stunnel")
-    if found is None:
-        pytest.skip("Debian package stunnel4 is not installed (scripts/test installs it)")
-    return found
+    return shutil.which("stunnel") or require_binary("stunnel4", "stunnel4")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 import functools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -121,6 +121,35 @@ class AclBinding:
             raise AclError(f"ACL {dict(raw)}: {exc}") from None
 
 
+@dataclass(slots=True)
+class _PrefixTrie:
+    """PREFIXED bindings by prefix, one character per level: the bindings whose prefix a name
+    starts with are found by walking the name's characters, which stops at the first one no
+    prefix continues with, so a lookup costs at most the length of the longest prefix (slicing
+    every prefix of the name made a long group id cost its length squared)."""
+
+    bindings: list[AclBinding] = field(default_factory=list)
+    children: dict[str, _PrefixTrie] = field(default_factory=dict)
+
+    def add(self, prefix: str, binding: AclBinding) -> None:
+        node = self
+        for char in prefix:
+            node = node.children.setdefault(char, _PrefixTrie())
+        node.bindings.append(binding)
+
+    def matching(self, name: str) -> list[AclBinding]:
+        """The bindings of every prefix ``name`` starts with."""
+        found: list[AclBinding] = []
+        node = self
+        for char in name:
+            next_node = node.children.get(char)
+            if next_node is None:
+                break
+            node = next_node
+            found.extend(node.bindings)
+        return found
+
+
 @dataclass(frozen=True)
 class Authorizer:
     """Decisions over a fixed set of bindings (a new policy is a new Authorizer)."""
@@ -139,24 +168,27 @@ class Authorizer:
         return cls(tuple(bindings), frozenset(super_users), allow_everyone_if_no_acl_found)
 
     @functools.cached_property
-    def _index(self) -> dict[ResourceType, tuple[dict[str, list[AclBinding]], dict[str, list[AclBinding]]]]:
-        """Per resource type: LITERAL bindings by name (``*`` included) and PREFIXED ones by
-        prefix, so a decision on the heartbeat path looks up its name, the wildcard and each
-        prefix of its name (as StandardAuthorizerData walks its sorted ACLs), never scanning
-        the bindings of other resources."""
-        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], dict[str, list[AclBinding]]]] = {}
+    def _index(self) -> dict[ResourceType, tuple[dict[str, list[AclBinding]], _PrefixTrie]]:
+        """Per resource type: LITERAL bindings by name (``*`` included) and PREFIXED ones in a
+        trie, so a decision on the heartbeat path looks up its name, the wildcard and the
+        prefixes its name starts with (as StandardAuthorizerData walks its sorted ACLs), never
+        scanning the bindings of other resources."""
+        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], _PrefixTrie]] = {}
         for b in self.bindings:
-            literal, prefixed = index.setdefault(b.resource_type, ({}, {}))
-            table = prefixed if b.pattern_type is PatternType.PREFIXED else literal
-            table.setdefault(b.resource_name, []).append(b)
+            literal, prefixed = index.setdefault(b.resource_type, ({}, _PrefixTrie()))
+            if b.pattern_type is PatternType.PREFIXED:
+                prefixed.add(b.resource_name, b)
+            else:
+                literal.setdefault(b.resource_name, []).append(b)
         return index
 
     def _on_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
-        literal, prefixed = self._index.get(resource_type, ({}, {}))
+        entry = self._index.get(resource_type)
+        if entry is None:
+            return []
+        literal, prefixed = entry
         found = [*literal.get(name, ()), *(literal.get(WILDCARD, ()) if name != WILDCARD else ())]
-        if prefixed:
-            for end in range(1, len(name) + 1):
-                found.extend(prefixed.get(name[:end], ()))
+        found.extend(prefixed.matching(name))
         return found
 
     def authorize(

@@ -34,6 +34,8 @@ from groupcoord.gateway.proxy.upstream import Upstream
 from groupcoord.gateway.security import listener_security
 from groupcoord.gateway.security.group_authorization import GroupAuthorization
 from groupcoord.gateway.security.listener_security import ListenerSecurity
+from groupcoord.gateway.transport import connection_limits
+from groupcoord.gateway.transport.connection_limits import ConnectionLimits
 from groupcoord.gateway.transport.server import Gateway
 
 Address = tuple[str, int]
@@ -68,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
     kafka_security.add_arguments(parser)
     listener_security.add_arguments(parser)
     acl_file.add_arguments(parser)
+    connection_limits.add_arguments(parser)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class GatewayOptions:
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     metrics: bool = False  # record request latencies and leadership for /metrics
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
     @classmethod
     def from_arguments(
@@ -104,6 +108,7 @@ class GatewayOptions:
             listener_security=listener_security.from_arguments(args),
             acl_policy=acl_file.from_arguments(args),
             metrics=metrics,
+            connection_limits=connection_limits.from_arguments(args),
         )
 
 
@@ -157,6 +162,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         listener_security=options.listener_security,
         metrics=metrics,
         owned=owned,
+        limits=options.connection_limits,
         internal_topics=InternalTopics((options.state_topic, options.metrics_topic)),
     )
 

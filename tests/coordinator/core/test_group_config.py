@@ -14,12 +14,15 @@ def test_operator_environment_overrides_defaults() -> None:
             "GROUPCOORD_GROUP_MAX_SIZE": "5",
             "GROUPCOORD_GROUP_MIGRATION_POLICY": "Upgrade",
             "GROUPCOORD_GROUP_OFFSETS_RETENTION_MS": "1000",
+            "GROUPCOORD_GROUP_ASSIGNORS": "range, uniform",
             "UNRELATED": "x",
         }
     )
     assert config.consumer_group_session_timeout_ms == 50_000
     assert config.classic_group_max_size == 5
+    assert config.consumer_group_max_size == 5  # the resource's maxGroupSize bounds KIP-848 groups too
     assert config.offsets_retention_ms == 1_000
+    assert config.consumer_group_assignors == ("range", "uniform")
     assert config.consumer_group_migration_policy is MigrationPolicy.UPGRADE
     assert config.consumer_group_migration_policy.upgrade_enabled
     assert not config.consumer_group_migration_policy.downgrade_enabled

@@ -130,6 +130,28 @@ async def test_a_write_larger_than_one_batch_is_split_and_confirmed(runtimes) ->
     assert registers(b) == {f"big{i}": i for i in range(30)}
 
 
+async def test_a_record_over_the_batch_size_fails_only_its_own_request(runtimes) -> None:
+    """Kafka's runtime refuses an operation whose records exceed one batch
+    (RecordTooLargeException, answered UNKNOWN_SERVER_ERROR) before it is appended; the writes
+    queued with it on the partition are untouched (they all got NOT_COORDINATOR before)."""
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    before = [submit(a, "put", put(f"ok{i}", i)) for i in range(10)]
+    huge = submit(a, "put", put("huge", 1, padding=b"x" * (1 << 20)))
+    after = [submit(a, "put", put(f"late{i}", i)) for i in range(10)]
+    results = await asyncio.gather(*before, huge, *after, return_exceptions=True)
+    error = results[10]
+    assert isinstance(error, CoordinatorError) and error.code is ErrorCode.unknown_server_error
+    assert not any(isinstance(r, BaseException) for r in results[:10] + results[11:])
+    part = a.partition(P)
+    assert part.writes_reverted == 0 and part.state is PartitionState.ACTIVE
+    expected = {**{f"ok{i}": i for i in range(10)}, **{f"late{i}": i for i in range(10)}}
+    assert registers(a) == expected
+    b = await started(runtimes, "b")
+    await b.become_leader(P, 2)
+    assert registers(b) == expected
+
+
 async def test_read_only_requests_do_not_wait_for_writes_and_see_the_committed_state(runtimes) -> None:
     a = await started(runtimes, "a")
     await a.become_leader(P, 1)
@@ -539,12 +561,13 @@ async def test_the_group_coordinator_shard_reverts_a_failed_offset_commit(broker
         await rt.close()
 
 
-async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partition_serves_on(
+async def test_a_transactional_write_the_upstream_refuses_fails_alone_and_the_partition_serves_on(
     broker, topic
 ) -> None:
-    """A client can make the upstream refuse a write (a TxnOffsetCommit of a fenced producer):
-    its caller learns the upstream's error, the write queued behind it NOT_COORDINATOR, and the
-    partition reverts to the committed state and serves on, with no reload."""
+    """A client can make the upstream refuse a write (a TxnOffsetCommit of a fenced or made-up
+    producer): its caller learns the upstream's error and nothing else happens (Kafka verifies
+    the transaction before the write runs): the write queued behind it succeeds, no revert, no
+    reload."""
     import datetime  # noqa: PLC0415
 
     from kio.schema.errors import ErrorCode as KioErrorCode  # noqa: PLC0415
@@ -553,6 +576,7 @@ async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partit
     from kio.static.primitive import i16, i32Timedelta  # noqa: PLC0415
 
     from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+    from groupcoord.coordinator.runtime.transactions import REFUSED_TRANSACTIONAL_WRITE  # noqa: PLC0415
     from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
         OPERATIONS as GROUP_OPERATIONS,
     )
@@ -613,14 +637,22 @@ async def test_a_transactional_write_the_upstream_refuses_reverts_and_the_partit
         behind = rt.submit(P, _admin_commit(43))  # queued behind it, in the same loop turn
         outcomes = await asyncio.gather(refused, behind, return_exceptions=True)
         assert isinstance(outcomes[0], CoordinatorError) and outcomes[0].code == ErrorCode.producer_fenced
-        assert isinstance(outcomes[1], CoordinatorError) and outcomes[1].code == ErrorCode.not_coordinator
+        assert not isinstance(outcomes[1], BaseException)  # untouched by the refusal
 
         part = rt.partition(P)
-        assert part.state is PartitionState.ACTIVE and part.writes_reverted == 1
-        assert await _fetched(rt) == 42  # reverted, not reloaded
-        await rt.submit(P, _admin_commit(44))
-        assert await _fetched(rt) == 44
-        assert rt.partition(P) is part and part.writes_reverted == 1
+        assert part.state is PartitionState.ACTIVE and part.writes_reverted == 0
+        assert await _fetched(rt) == 43
+        # bogus producers in a loop (v0-2: no member, no generation), each beside a healthy
+        # commit: each fails alone; no revert, no reload
+        for i in range(20):
+            bogus = rt.submit(P, txn_commit(10_000_000 + i, 0, 60 + i))
+            healthy = rt.submit(P, _admin_commit(100 + i))
+            outcomes = await asyncio.gather(bogus, healthy, return_exceptions=True)
+            assert isinstance(outcomes[0], CoordinatorError), outcomes[0]
+            assert outcomes[0].code.value in REFUSED_TRANSACTIONAL_WRITE
+            assert not isinstance(outcomes[1], BaseException)
+        assert await _fetched(rt) == 119
+        assert rt.partition(P) is part and part.writes_reverted == 0 and part.state is PartitionState.ACTIVE
     finally:
         await rt.close()
 

@@ -98,3 +98,18 @@ async def test_an_unreachable_upstream_refuses_nothing() -> None:
     catalog = TopicCatalog(down)
     assert await catalog.unknown_partitions([("orders", 0)]) == set()
     assert await catalog.unknown_topics(["orders"]) == set()
+
+
+async def test_the_catalog_remembers_at_most_max_topics_least_recently_used_first(broker: EmbeddedBroker) -> None:
+    """Names any client sends must not grow the gateway's memory forever."""
+    upstream = CountingUpstream(broker)
+    catalog = TopicCatalog(upstream, clock=Clock(), max_topics=3)
+    kept = f"cat-kept-{uuid.uuid4().hex[:6]}"
+    assert await catalog.unknown_topics([kept]) == {kept}
+    for i in range(10):
+        assert await catalog.unknown_topics([f"cat-junk-{i}-{uuid.uuid4().hex[:6]}"])
+        await catalog.unknown_topics([kept])  # used all along: stays remembered
+    assert len(catalog._known) == 3
+    asked = len(upstream.asked)
+    assert await catalog.unknown_topics([kept]) == {kept}
+    assert len(upstream.asked) == asked  # answered from the cache

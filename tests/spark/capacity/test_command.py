@@ -9,9 +9,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-pyspark = pytest.importorskip("pyspark")
-
 from prometheus_client import CollectorRegistry  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 

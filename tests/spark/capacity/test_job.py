@@ -7,9 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-pyspark = pytest.importorskip("pyspark")
-
 from pyspark.sql import SparkSession  # noqa: E402
 
 from groupcoord_spark.capacity.job import CapacityResult, run  # noqa: E402

@@ -73,17 +73,20 @@ class GroupConfig:
         """Defaults overridden by the operator's group-config environment (``GROUPCOORD_GROUP_*``,
         see operator/groupcoord_operator/build.py), or by ``GROUPCOORD_GROUP_<FIELD NAME IN CAPITALS>`` for any field."""
         config = cls()
+        # the resource's names; maxGroupSize bounds both kinds of group (Kafka has one size
+        # per protocol: group.classic.max.size and group.consumer.max.size)
         aliases = {
-            "GROUPCOORD_GROUP_SESSION_TIMEOUT_MS": "consumer_group_session_timeout_ms",
-            "GROUPCOORD_GROUP_HEARTBEAT_INTERVAL_MS": "consumer_group_heartbeat_interval_ms",
-            "GROUPCOORD_GROUP_MAX_SIZE": "classic_group_max_size",
-            "GROUPCOORD_GROUP_MIGRATION_POLICY": "consumer_group_migration_policy",
+            "GROUPCOORD_GROUP_SESSION_TIMEOUT_MS": ("consumer_group_session_timeout_ms",),
+            "GROUPCOORD_GROUP_HEARTBEAT_INTERVAL_MS": ("consumer_group_heartbeat_interval_ms",),
+            "GROUPCOORD_GROUP_ASSIGNORS": ("consumer_group_assignors",),
+            "GROUPCOORD_GROUP_MAX_SIZE": ("classic_group_max_size", "consumer_group_max_size"),
+            "GROUPCOORD_GROUP_MIGRATION_POLICY": ("consumer_group_migration_policy",),
         }
         changes: dict[str, object] = {}
         for f in fields(cls):
             for name in (
                 f"GROUPCOORD_GROUP_{f.name.upper()}",
-                *(k for k, v in aliases.items() if v == f.name),
+                *(k for k, v in aliases.items() if f.name in v),
             ):
                 if name in env:
                     raw = env[name]

@@ -13,6 +13,10 @@ replicas (:mod:`.replicas`):
   the state as of the last committed write, never a record whose write is still in flight.
 * A write that fails reverts the live replica to the committed one without a reload; its
   callers and those of every later unconfirmed write get NOT_COORDINATOR (clients retry).
+* An operation's records must fit one record batch of the state topic, as in Kafka's
+  coordinator runtime: larger ones are refused before they are replayed or queued, so only
+  that request fails (UNKNOWN_SERVER_ERROR, Kafka's answer to RecordTooLargeException) and the
+  other writes of the partition go on.
 
 A hot standby tails the log into both replicas (:mod:`.loader`), so a takeover only reads the
 tail. Becoming leader writes our epoch marker first and loads up to it (:mod:`.fencing`).
@@ -51,7 +55,12 @@ from groupcoord.coordinator.runtime.partition_state import PartitionState, check
 from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
 from groupcoord.coordinator.runtime.skipped_records import SkippedRecords
-from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWriter
+from groupcoord.coordinator.runtime.statelog import (
+    MAX_BATCH_BYTES,
+    PartitionReader,
+    StateLogWriter,
+    estimated_batch_bytes,
+)
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
 from groupcoord.coordinator.runtime.transactions import LogTransactions, MarkerFollower, MarkersRead
 from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WritePipeline
@@ -263,6 +272,7 @@ class PartitionRuntime:
             fence=fence,
             next_offset=marker_offset + 1,
             commit=self._commit,
+            replay_live=self._replay_accepted_transaction,
             on_failed=self._write_failed,
             metrics=self._metrics,
         )
@@ -410,6 +420,15 @@ class PartitionRuntime:
         assert self._replicas is not None
         self._replicas.commit(records)
 
+    def _replay_accepted_transaction(self, records: list[Any]) -> None:
+        """The upstream accepted a transactional write: its records reach the live replica
+        now, and the marker follower (asleep while no transaction is open) reads on for the
+        marker that will follow them."""
+        assert self._replicas is not None
+        self._replicas.replay_live(records)
+        if self._markers is not None:
+            self._markers.transaction_written()
+
     def _write_failed(self, exc: BaseException, waiters: list[Waiter]) -> None:
         """A write failed: back to the committed state, without a reload (see .replicas)."""
         assert self._replicas is not None
@@ -508,11 +527,22 @@ class PartitionRuntime:
     def _apply(
         self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, *, by_timer: bool = False
     ) -> None:
-        if result.timers:
-            apply_timer_intents(self._timer, result.timers)
         records = result.records
+        entries = [serialize_record(r) for r in records]
+        if entries and (size := estimated_batch_bytes(entries)) > MAX_BATCH_BYTES:
+            self._refuse_too_large(result, fut, size)
+            return
         pipeline = self._pipeline
         assert pipeline is not None and self._replicas is not None
+        transaction = result.transaction
+        if transaction is not None and pipeline.writing_for(transaction.producer_id):
+            if fut is not None:  # its sequence would follow a batch not yet accepted: retry
+                fut.set_exception(
+                    _error(ErrorCode.concurrent_transactions, "the producer's previous batch is being written")
+                )
+            return
+        if result.timers:
+            apply_timer_intents(self._timer, result.timers)
         if fut is not None and result.response is PENDING:
             # Answered later by a completion in some other result; until then it waits here.
             self._waiting.add(fut)
@@ -530,20 +560,41 @@ class PartitionRuntime:
             else:
                 w.waiters.extend(waiters)
             return
-        entries = [serialize_record(r) for r in records]
         if self._metrics is not None:
             self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
         try:
-            self._replicas.replay_live(records)
+            if transaction is None:  # a transactional write's, once the upstream accepted them
+                self._replicas.replay_live(records)
         except Exception as exc:  # a shard bug; the live replica may be half-applied
             log.exception("partition %d: replay of live records failed", self.partition)
             if fut is not None:
                 fut.set_exception(_error(ErrorCode.not_coordinator, "partition failed"))
             asyncio.get_running_loop().create_task(self._fail(exc))
             return
-        pipeline.add(records, entries, waiters, result.transaction)
-        if result.transaction is not None and self._markers is not None:
-            self._markers.transaction_written()
+        pipeline.add(records, entries, waiters, transaction)
+
+
+    def _refuse_too_large(self, result: CoordinatorResult[Any], fut: asyncio.Future[Any] | None, size: int) -> None:
+        """Kafka's runtime throws RecordTooLargeException for an operation whose records exceed
+        a batch, and answers it UNKNOWN_SERVER_ERROR; nothing of it was replayed, so the state
+        is unchanged. The requests its write would have answered fail with it."""
+        log.error(
+            "partition %d: refused a write of %d record(s), %d bytes: over the %d bytes of one batch",
+            self.partition,
+            len(result.records),
+            size,
+            MAX_BATCH_BYTES,
+        )
+        error = _error(
+            ErrorCode.unknown_server_error,
+            f"the records of this request ({size} bytes) exceed the state topic's batch of {MAX_BATCH_BYTES} bytes",
+        )
+        waiters = _completion_pairs(result.completions)
+        if fut is not None:
+            waiters.append((fut, None))
+        for f, _ in waiters:
+            if not f.done():
+                f.set_exception(error)
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:

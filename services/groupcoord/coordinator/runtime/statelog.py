@@ -52,6 +52,16 @@ log = logging.getLogger(__name__)
 MAX_BATCH_BYTES = 1 << 20
 FETCH_MAX_BYTES = 32 << 20
 Entry = tuple[bytes, bytes | None]
+# A v2 record batch's header, and the most a record adds to its key and value (its length,
+# attributes, offset and timestamp deltas, key and value lengths as varints, our fence header):
+# an upper bound, as Kafka's AbstractRecords.estimateSizeInBytes.
+BATCH_OVERHEAD = 61
+RECORD_OVERHEAD = 40
+
+
+def estimated_batch_bytes(entries: Sequence[Entry]) -> int:
+    """The most ``entries`` take as one record batch (uncompressed)."""
+    return BATCH_OVERHEAD + sum(len(key) + len(value or b"") + RECORD_OVERHEAD for key, value in entries)
 
 
 async def ensure_topic(

@@ -247,7 +247,7 @@ class MarkerFollower:
         return cast(TransactionalShard, self._replicas.live)
 
     def transaction_written(self) -> None:
-        """A handler returned a transactional write: its marker will follow it in the log."""
+        """A transactional write was accepted upstream: its marker will follow it in the log."""
         self._written.set()
 
     def stop(self) -> None:

@@ -20,9 +20,12 @@ replica. If the records did land, the next write's gap check finds them (NeedsRe
 
 A transactional write (TxnOffsetCommit: records of a client's transaction, see
 ``CoordinatorResult.transaction``) is a write of its own, never merged with others: it goes out
-as one transactional batch of that producer. If the upstream refuses it (the producer is
-fenced...), its callers get that error and the live replica reverts to the committed state, as
-after any failed write (the refused records were never written).
+as one transactional batch of that producer. Its records reach the live replica only once the
+upstream accepted them (``replay_live``, before they are committed), because any client can
+make the upstream refuse them (a fenced or made-up producer): Kafka verifies a transaction
+before its coordinator runs the write, so a refusal touches nothing. A refused write fails its
+own callers with the upstream's error, and nothing else: no revert, the writes queued behind
+it go on, and those that only waited for it (answers without records) are answered.
 Transaction markers the upstream writes into the partition are foreign records in the gaps;
 the gap check passes over them (the marker follower of :mod:`.transactions` replays them).
 """
@@ -74,6 +77,9 @@ class Write:
     # Records already in the log (transaction markers) that the committed replica must see
     # after this write's records: they are committed with it, never written.
     deferred: list[CoordinatorRecord] = field(default_factory=list)
+    # How many of ``waiters`` are the callers of the write itself (a transactional write's;
+    # answers without records waiting for it are appended after them).
+    own_waiters: int = 0
 
 
 class WritePipeline:
@@ -89,6 +95,7 @@ class WritePipeline:
         fence: Fence,
         next_offset: int,
         commit: Callable[[list[CoordinatorRecord]], None],
+        replay_live: Callable[[list[CoordinatorRecord]], None],
         on_failed: Callable[[BaseException, list[Waiter]], None],
         metrics: ShardMetrics | None = None,
     ) -> None:
@@ -101,6 +108,7 @@ class WritePipeline:
         self._fence = fence
         self._next_expected = next_offset
         self._commit = commit
+        self._replay_live = replay_live
         self._on_failed = on_failed
         self._metrics = metrics
         self._queued: deque[Write] = deque()
@@ -121,7 +129,8 @@ class WritePipeline:
         waiters: list[Waiter],
         transaction: TransactionalWrite | None = None,
     ) -> None:
-        """Queue records (already replayed into the live replica) and their callers."""
+        """Queue records and their callers: already replayed into the live replica, unless
+        ``transaction`` (replayed once the upstream accepted them)."""
         queued = self._queued
         if transaction is None and queued and queued[-1].transaction is None:
             w = queued[-1]
@@ -131,7 +140,14 @@ class WritePipeline:
         w.records.extend(records)
         w.entries.extend(entries)
         w.waiters.extend(waiters)
+        w.own_waiters = len(w.waiters)
         self.newest_unconfirmed = w
+
+    def writing_for(self, producer_id: int) -> bool:
+        """Whether a transactional write of ``producer_id`` is unacknowledged: the producer's
+        next batch's sequence follows it, so it must wait (CONCURRENT_TRANSACTIONS)."""
+        writes = (self._inflight, *self._queued)
+        return any(w is not None and w.transaction is not None and w.transaction.producer_id == producer_id for w in writes)
 
     def defer_commit(self, records: list[CoordinatorRecord]) -> bool:
         """Commit records that are already in the log after the newest unconfirmed write;
@@ -180,13 +196,7 @@ class WritePipeline:
             except TransactionalWriteDuplicate as exc:
                 raise NeedsReload(f"partition {self.partition}: {exc} is in the log already") from exc
             except TransactionalWriteRefused as refused:  # not written: its callers learn why
-                error = CoordinatorError(ErrorCode(refused.code), str(refused))
-                for fut, _ in w.waiters:
-                    if not fut.done():
-                        fut.set_exception(error)
-                # Not written (a client can cause it: a fenced producer): revert as for any
-                # failed write; the state is data, so the revert restores it exactly.
-                self._on_failed(refused, self.abandon())
+                self._refused(w, CoordinatorError(ErrorCode(refused.code), str(refused)))
                 continue
             except Exception as exc:  # noqa: BLE001 - maybe written: revert, confirm later
                 if self._metrics is not None:
@@ -202,6 +212,8 @@ class WritePipeline:
             self._inflight = None
             if self.newest_unconfirmed is w:
                 self.newest_unconfirmed = None
+            if w.transaction is not None:
+                self._replay_live(w.records)
             self._commit(w.records + w.deferred if w.deferred else w.records)
             for fut, response in w.waiters:
                 if not fut.done():
@@ -210,6 +222,25 @@ class WritePipeline:
                 raise NeedsRepair(f"partition {self.partition}: a fenced writer's records follow our marker")
             if self._queued:
                 self._ready.set()
+
+    def _refused(self, w: Write, error: CoordinatorError) -> None:
+        """A transactional write the upstream refused (not written, never replayed): its
+        callers get the error; whoever only waited for it is answered; markers to be committed
+        after it (in the log already) are committed now."""
+        self._inflight = None
+        if self.newest_unconfirmed is w:
+            self.newest_unconfirmed = None
+        for i, (fut, response) in enumerate(w.waiters):
+            if fut.done():
+                continue
+            if i < w.own_waiters:
+                fut.set_exception(error)
+            else:
+                fut.set_result(response)
+        if w.deferred:
+            self._commit(w.deferred)
+        if self._queued:
+            self._ready.set()
 
     async def _confirm(self, first: int, last: int) -> None:
         if first < self._next_expected:

@@ -22,7 +22,8 @@ from typing import Any
 import grpc
 from google.protobuf.message import Message
 
-from groupcoord.common.errors import CoordinatorError
+from groupcoord.common import grpc_limits
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 
@@ -77,7 +78,19 @@ class EnvelopeDispatcher:
                     yield envelope
 
         async for replies in self._replies(envelopes()):
-            yield reply_batch(replies)
+            # under the gRPC message limit: a reply too large for any message fails alone
+            fitting = [r if grpc_limits.fits(r) else self._too_large(r) for r in replies]
+            for chunk in grpc_limits.packed(fitting):
+                yield reply_batch(chunk)
+
+    def _too_large(self, reply: Message) -> Message:
+        size = reply.ByteSize()
+        log.error("a reply of %d bytes exceeds the gRPC message limit; answering an error instead", size)
+        return self.reply_type(
+            correlation_id=reply.correlation_id,  # type: ignore[attr-defined]
+            error_code=int(ErrorCode.unknown_server_error),
+            error_message=f"reply of {size} bytes exceeds the {grpc_limits.MAX_MESSAGE_BYTES} bytes of a shard message",
+        )
 
     async def _replies(self, requests: AsyncIterator[Any]) -> AsyncIterator[list[Message]]:
         replies: asyncio.Queue[Message | None] = asyncio.Queue()

@@ -22,6 +22,7 @@ from typing import Any
 import grpc
 
 from groupcoord.cli import configure_logging
+from groupcoord.common import grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
@@ -165,7 +166,7 @@ async def serve(
     )
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=grpc_limits.OPTIONS)
     health.add_to(server)
     sc_grpc.add_ShardControlServicer_to_server(
         ShardControlServicer(

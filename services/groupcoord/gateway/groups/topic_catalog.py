@@ -16,6 +16,10 @@ moment ago is committable at once); a partition index beyond the known count is 
 request. When the upstream cannot be asked, nothing is refused: the commit goes on to the
 coordinator, which is what happened before this check existed (failing open is the choice that
 loses no commit).
+
+Size: at most ``max_topics`` names are remembered, the least recently used forgotten first, so
+topic names any client sends (existing or not) cannot grow the gateway's memory without end;
+a forgotten topic is only asked again.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +39,7 @@ log = logging.getLogger(__name__)
 Upstream = Callable[[Any], Awaitable[Any]]
 
 ABSENT = 0  # partition count of a topic that does not exist
+DEFAULT_MAX_TOPICS = 100_000
 # How long the list of every topic is trusted: regex members heartbeat every few seconds, and a
 # topic created meanwhile reaches their regex with the shards' next topics image anyway.
 ALL_NAMES_TTL_S = 5.0
@@ -52,12 +58,14 @@ class TopicCatalog:
         ttl_s: float = 30.0,
         absent_ttl_s: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        max_topics: int = DEFAULT_MAX_TOPICS,
     ) -> None:
         self.upstream = upstream
         self.ttl_s = ttl_s
         self.absent_ttl_s = absent_ttl_s
         self.clock = clock
-        self._known: dict[str, _Known] = {}
+        self.max_topics = max_topics
+        self._known: OrderedDict[str, _Known] = OrderedDict()  # least recently used first
         self._asking: dict[str, asyncio.Future[int | None]] = {}
         self._all: tuple[frozenset[str], float] | None = None  # every topic, and when learnt
 
@@ -65,6 +73,7 @@ class TopicCatalog:
         known = self._known.get(name)
         if known is None:
             return None
+        self._known.move_to_end(name)
         age = self.clock() - known.learnt_at
         if known.partitions == ABSENT:
             return ABSENT if age < self.absent_ttl_s else None
@@ -147,6 +156,9 @@ class TopicCatalog:
             else:  # e.g. not authorized, or the leader is moving: no verdict
                 continue
             self._known[topic.name] = _Known(learnt[topic.name], now)
+            self._known.move_to_end(topic.name)
+        while len(self._known) > self.max_topics:
+            self._known.popitem(last=False)
         return learnt
 
     async def unknown_partitions(self, partitions: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:

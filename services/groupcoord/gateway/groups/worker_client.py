@@ -7,6 +7,9 @@ each stream sends everything queued since its last write as one ``CoordinatorBat
 worker answers with batches of the replies that are ready together. A broken stream fails
 its in-flight calls with COORDINATOR_NOT_AVAILABLE (retriable: clients look the coordinator up
 again and retry, exactly as after a Kafka broker failure) and is reopened on the next call.
+Batches stay under :data:`~groupcoord.common.grpc_limits.MAX_MESSAGE_BYTES` (the largest legal
+Kafka request and its envelope); an envelope larger than that is refused alone
+(UNKNOWN_SERVER_ERROR) and never sent, so it cannot break the stream of the other groups.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import grpc
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
+from groupcoord.common import grpc_limits
 from groupcoord.rpc.v1 import coordinator_pb2 as pb
 from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -42,33 +46,45 @@ def failed(code: ErrorCode, message: str) -> ShardReply:
     return ShardReply(int(code.value), message, None)
 
 
-# Envelopes per gRPC message at most (a batch stays well under gRPC's 4 MiB message limit
-# for group requests).
+# Envelopes per gRPC message at most (and their bytes: grpc_limits)
 MAX_BATCH = 256
 
 
 class _Stream:
-    def __init__(self, address: Address) -> None:
+    def __init__(self, address: Address, max_message_bytes: int) -> None:
         self.address = address
+        self.max_message_bytes = max_message_bytes
         self.channel = grpc.aio.insecure_channel(
-            f"{address[0]}:{address[1]}", options=[("grpc.so_reuseport", 0), ("grpc.enable_retries", 0)]
+            f"{address[0]}:{address[1]}",
+            options=[("grpc.so_reuseport", 0), ("grpc.enable_retries", 0), *grpc_limits.OPTIONS],
         )
+        self.held: pb.CoordinatorEnvelope | None = None  # the first of the next batch (did not fit)
         self.outbox: asyncio.Queue[pb.CoordinatorEnvelope | None] = asyncio.Queue()
         self.waiting: dict[int, asyncio.Future[ShardReply]] = {}
         self.task = asyncio.create_task(self._run())
         self.broken = False
 
     async def _requests(self) -> AsyncIterator[pb.CoordinatorBatch]:
-        """One batch per write: whatever queued up while the previous write was in flight."""
-        while (item := await self.outbox.get()) is not None:
+        """One batch per write: whatever queued up while the previous write was in flight, as
+        much as fits one message (the rest starts the next batch)."""
+        while True:
+            item, self.held = self.held, None
+            if item is None and (item := await self.outbox.get()) is None:
+                return
             batch = pb.CoordinatorBatch()
             batch.envelopes.append(item)
+            size = item.ByteSize() + grpc_limits.PER_ITEM_OVERHEAD
             while len(batch.envelopes) < MAX_BATCH and not self.outbox.empty():
                 more = self.outbox.get_nowait()
                 if more is None:
                     yield batch
                     return
+                more_size = more.ByteSize() + grpc_limits.PER_ITEM_OVERHEAD
+                if size + more_size > self.max_message_bytes:
+                    self.held = more
+                    break
                 batch.envelopes.append(more)
+                size += more_size
             yield batch
 
     async def _run(self) -> None:
@@ -111,9 +127,15 @@ class _Stream:
 class WorkerClient:
     """Sends coordinator envelopes to shard workers over shared streams."""
 
-    def __init__(self, timeout_s: float = 60.0, streams_per_worker: int = 4) -> None:
+    def __init__(
+        self,
+        timeout_s: float = 60.0,
+        streams_per_worker: int = 4,
+        max_message_bytes: int = grpc_limits.MAX_MESSAGE_BYTES,
+    ) -> None:
         self.timeout_s = timeout_s
         self.streams_per_worker = streams_per_worker
+        self.max_message_bytes = max_message_bytes
         self._streams: dict[tuple[Address, int], _Stream] = {}
         self._closing: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
@@ -121,6 +143,11 @@ class WorkerClient:
     async def call(self, address: Address, envelope: pb.CoordinatorEnvelope) -> ShardReply:
         """Send ``envelope`` (its request and partition set; the correlation id is set here) to
         the worker at ``address`` and wait for the reply."""
+        if not grpc_limits.fits(envelope, self.max_message_bytes):
+            return failed(
+                ErrorCode.unknown_server_error,
+                f"request of {envelope.ByteSize()} bytes exceeds the {self.max_message_bytes} bytes of a shard message",
+            )
         # A partition always uses the same stream (its requests stay in order); partitions
         # spread over a few streams because one Python gRPC stream is latency-bound.
         key = (address, envelope.partition % self.streams_per_worker)
@@ -129,7 +156,7 @@ class WorkerClient:
             if stream is not None:  # its channel would stay open (a failover retries every 0.25 s)
                 self._closing.add(task := asyncio.create_task(stream.close()))
                 task.add_done_callback(self._closing.discard)
-            stream = self._streams[key] = _Stream(address)
+            stream = self._streams[key] = _Stream(address, self.max_message_bytes)
         envelope.correlation_id = next(self._ids)
         try:
             return await asyncio.wait_for(stream.send(envelope), self.timeout_s)

@@ -4,6 +4,11 @@ Reads bytes into the sans-IO :class:`~.protocol.ServerConnection`, and for each 
 yields either answers it here (ApiVersions, and the APIs the group handler serves) or forwards
 it to the upstream broker behind the listener (:class:`~.upstream.UpstreamLink`). Responses
 go back in request order, as Kafka clients require.
+
+The connection's bounds are Kafka's (:mod:`.connection_limits`): frames are at most
+``sasl.server.max.receive.size`` until SASL completes, then ``socket.request.max.bytes``; reading
+pauses while ``queued.max.requests`` requests are unanswered; a connection with no traffic and
+nothing in flight for ``connections.max.idle.ms`` is closed.
 """
 
 from __future__ import annotations
@@ -57,14 +62,23 @@ class ClientSession:
         self.listener = listener
         self.reader = reader
         self.writer = writer
-        self.conn = ServerConnection()
         self.peer = "{}:{}".format(*writer.get_extra_info("peername")[:2])
         security = gateway.listener_security
+        limits = gateway.limits
         # Who this connection is (Kafka's default principal): the client certificate's subject
         # until SASL, if the listener has it, names the user.
         tls = writer.get_extra_info("ssl_object")
         self.principal = (certificate_principal(tls.getpeercert()) if tls is not None else None) or ANONYMOUS
         self.sasl_required = security.sasl_enabled
+        self.conn = ServerConnection(
+            limits.sasl_server_max_receive_size if self.sasl_required else limits.socket_request_max_bytes,
+            limits.queued_max_requests,
+        )
+        self.room = asyncio.Event()  # set when an answer un-pauses a paused connection
+        loop = asyncio.get_running_loop()
+        self.idle_s = limits.connections_max_idle_ms / 1000
+        self.last_active = loop.time()
+        self.idle_timer = loop.call_later(self.idle_s, self.check_idle)
         self.sasl = security.new_sasl_server(gateway.credentials)  # credentials mode
         self.relayed = RelayedSasl() if security.sasl == "passthrough" else None
         upstream_security = gateway.upstream_security
@@ -93,10 +107,23 @@ class ClientSession:
     async def run(self) -> None:
         try:
             while not self.done.is_set():
-                data = await self.reader.read(READ_SIZE)
-                if not data:
-                    break
-                for event in self.conn.receive_data(data):
+                if self.conn.paused:
+                    # Kafka mutes a busy connection; we stop reading it until answers make room
+                    self.room.clear()
+                    await self.room.wait()
+                    if self.done.is_set():
+                        break
+                    events = self.conn.receive_data()  # frames that arrived while paused
+                else:
+                    # answers the client has not read yet bound what we read next too (Kafka
+                    # sends a response before it reads the next request of that connection)
+                    await self.writer.drain()
+                    data = await self.reader.read(READ_SIZE)
+                    if not data:
+                        break
+                    self.last_active = asyncio.get_running_loop().time()
+                    events = self.conn.receive_data(data)
+                for event in events:
                     if isinstance(event, ProtocolViolation):
                         log.warning("closing connection from %s: %s", self.peer, event.reason)
                         return
@@ -156,6 +183,8 @@ class ClientSession:
                 expects_response,
                 None if patch is None else merge_payload(key, request.api_version, patch),
             )
+            if not expects_response:  # acks=0: answered by nothing, so later answers may go
+                self.deliver(request.seq, None)
             if refusal is not None and refusal.close:
                 self.fail(f"{codec.API_NAMES[key]} with acks=0 to an internal topic")
 
@@ -193,6 +222,7 @@ class ClientSession:
         elif self.sasl.authenticated and key == ApiKey.SASL_AUTHENTICATE and not self.sasl.exchanging:
             SASL_AUTHENTICATIONS.labels(self.sasl.mechanism or "", "succeeded").inc()
             self.principal = self.sasl.principal or self.principal
+            self.conn.set_max_frame(self.gateway.limits.socket_request_max_bytes)
             log.debug("%s authenticated as %s", self.peer, self.principal)
 
     async def rewrite_upstream_response(self, api_key: int, api_version: int, payload: bytes) -> bytes:
@@ -204,6 +234,7 @@ class ClientSession:
                 asyncio.get_running_loop().call_soon(self.fail, "SASL authentication failed upstream")
             elif self.relayed.authenticated:
                 self.principal = self.relayed.principal or self.principal
+                self.conn.set_max_frame(self.gateway.limits.socket_request_max_bytes)
             return payload
         if api_key == ApiKey.METADATA:  # our topics are internal, as Kafka's are
             correlation_id, body = codec.decode_response(api_key, api_version, payload)
@@ -254,7 +285,11 @@ class ClientSession:
             self.gateway.metrics.observe_request(
                 codec.API_NAMES[started[0]], time.perf_counter() - started[1], shard=served_by.get()
             )
+        paused = self.conn.paused
         out = self.conn.respond(seq, payload)
+        self.last_active = asyncio.get_running_loop().time()
+        if paused and not self.conn.paused:
+            self.room.set()
         if not out or self.writer.is_closing():
             return  # the client went away: nobody to answer
         if self.flush_scheduled:
@@ -270,6 +305,20 @@ class ClientSession:
         if out and not self.done.is_set() and not self.writer.is_closing():
             self.writer.write(b"".join(out))
 
+    def check_idle(self) -> None:
+        """Close the connection if it has been idle ``connections.max.idle.ms`` (Kafka's
+        Selector does the same); a request still in flight (a JoinGroup waiting for its
+        rebalance) keeps it open. One timer per connection, re-armed, not one per read."""
+        if self.done.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if self.conn.pending or now < self.last_active + self.idle_s:
+            self.idle_timer = loop.call_at(max(self.last_active, now) + self.idle_s, self.check_idle)
+            return
+        log.info("closing connection from %s: idle for connections.max.idle.ms", self.peer)
+        self.close()
+
     def fail(self, reason: str) -> None:
         if not self.done.is_set():
             log.warning("closing connection from %s: %s", self.peer, reason)
@@ -280,6 +329,8 @@ class ClientSession:
             return
         self.flush()  # responses already delivered still go out before the connection closes
         self.done.set()
+        self.idle_timer.cancel()
+        self.room.set()  # a run loop waiting for room ends
         self.upstream.close()
         for task in list(self.tasks):
             task.cancel()

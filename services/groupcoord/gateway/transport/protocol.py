@@ -6,6 +6,11 @@ Like h11, nothing here touches a socket or a clock. The asyncio transport
 writes whatever :meth:`ServerConnection.respond` returns. The connection owns framing
 (:mod:`groupcoord.common.kafka_wire.framing`), header validation and response ordering: Kafka clients expect responses on a connection in request order, so a response that
 completes early is held until every earlier one has been sent.
+
+It also bounds what a connection may queue: no more than ``max_in_flight`` requests are handed
+out unanswered; further complete frames wait in the buffer (:attr:`ServerConnection.paused`
+tells the transport to stop reading) and come out of :meth:`ServerConnection.receive_data`
+once answers make room.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ class ServerConnection:
     """One client connection as the gateway sees it."""
 
     max_frame: int = DEFAULT_MAX_FRAME
+    max_in_flight: int = 2**31 - 1
     closed: bool = False
     _frames: FrameBuffer = field(init=False)
     _next_seq: int = 0
@@ -57,13 +63,24 @@ class ServerConnection:
     def __post_init__(self) -> None:
         self._frames = FrameBuffer(self.max_frame, MIN_REQUEST_FRAME)
 
-    def receive_data(self, data: bytes) -> list[Event]:
-        """Feed bytes from the socket; returns the requests (or the violation) they complete."""
+    def set_max_frame(self, max_frame: int) -> None:
+        """The largest frame from now on (Kafka's limit grows once SASL completes)."""
+        self.max_frame = self._frames.max_frame = max_frame
+
+    @property
+    def paused(self) -> bool:
+        """Whether ``max_in_flight`` requests are unanswered: read nothing more until one is."""
+        return self.pending >= self.max_in_flight
+
+    def receive_data(self, data: bytes = b"") -> list[Event]:
+        """Feed bytes from the socket; returns the requests (or the violation) they complete,
+        no more than leave ``max_in_flight`` unanswered (call again, with no bytes, once
+        answers made room)."""
         if self.closed:
             return []
         self._frames.feed(data)
         events: list[Event] = []
-        while True:
+        while not self.paused:
             try:
                 frame = self._frames.next_frame()
             except ValueError as exc:
@@ -78,6 +95,7 @@ class ServerConnection:
                 return self._violate(events, f"unsupported version {version} of API key {api_key}")
             events.append(Request(self._next_seq, api_key, version, correlation_id, frame))
             self._next_seq += 1
+        return events
 
     def _violate(self, events: list[Event], reason: str) -> list[Event]:
         self.closed = True

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,11 +25,14 @@ from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.security.sasl_server import CredentialStore
 from groupcoord.gateway.transport.api_versions import ServedApi, advertised_versions
 from groupcoord.gateway.transport.client_session import ClientSession
+from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
 
 if TYPE_CHECKING:
     from groupcoord.observability.gateway_metrics import GatewayMetrics
 
 Address = tuple[str, int]
+
+log = logging.getLogger(__name__)
 
 
 class GroupApiHandler(Protocol):
@@ -62,6 +66,7 @@ class Gateway:
         listener_security: ListenerSecurity | None = None,
         metrics: GatewayMetrics | None = None,
         owned: contextlib.AsyncExitStack | None = None,
+        limits: ConnectionLimits | None = None,
         internal_topics: InternalTopics | None = None,
     ) -> None:
         self.upstream = upstream
@@ -73,6 +78,9 @@ class Gateway:
         self.internal_topics = internal_topics or InternalTopics((DEFAULT_STATE_TOPIC, DEFAULT_METRICS_TOPIC))
         self.credentials: CredentialStore | None = self.listener_security.credential_store()
         self.sessions: set[ClientSession] = set()
+        #: what one client connection may cost (Kafka's socket and connection configs)
+        self.limits = limits or ConnectionLimits()
+        self.connections = ConnectionCounter(self.limits)
         self._owned = owned or contextlib.AsyncExitStack()
 
     @property
@@ -109,12 +117,21 @@ class Gateway:
     async def _serve_client(
         self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        session = ClientSession(self, listener, reader, writer)
-        self.sessions.add(session)
+        ip = writer.get_extra_info("peername")[0]
+        refused = self.connections.admit(ip)
+        if refused is not None:
+            log.warning("closing new connection from %s: %s", ip, refused)
+            writer.close()
+            return
         try:
-            await session.run()
+            session = ClientSession(self, listener, reader, writer)
+            self.sessions.add(session)
+            try:
+                await session.run()
+            finally:
+                self.sessions.discard(session)
         finally:
-            self.sessions.discard(session)
+            self.connections.release(ip)
 
     async def advertised(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: the upstream's versions, and ours for the served APIs."""
