@@ -40,8 +40,19 @@ async def _call(reader, writer, frame: bytes, conn):  # noqa: ANN001, ANN202
 
 
 async def scenario(
-    bootstrap: str, topic: str, groups: int, members: int, seconds: float, window: int, conns: int
+    bootstrap: str,
+    topic: str,
+    groups: int,
+    members: int,
+    seconds: float,
+    window: int,
+    conns: int,
+    settle_s: float = 0.0,
 ) -> dict:
+    """``settle_s``: a round that changes nothing counts as stable only if another round,
+    ``settle_s`` later, changes nothing either (Kafka 4.4's own coordinator updates target
+    assignments off the heartbeat path, at most every ``group.consumer.assignment.interval.ms``;
+    a member heartbeating at an epoch it was since moved past is fenced)."""
     from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest  # noqa: PLC0415
     from kio.static.primitive import i32, i32Timedelta  # noqa: PLC0415
 
@@ -61,6 +72,7 @@ async def scenario(
     conn = ClientConnection()
     epochs: dict[str, int] = {}
     owned: dict[str, tuple] = {}
+    quiet = False  # the previous round changed nothing
     for _ in range(50):
         changed = False
         for gid, mid in member_list:
@@ -71,7 +83,7 @@ async def scenario(
                 member_epoch=i32(epochs.get(mid, 0)),
                 rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30 if joining else -0.001)),
                 subscribed_topic_names=(topic,) if joining else None,
-                topic_partitions=() if joining else owned[mid],
+                topic_partitions=() if joining else owned.get(mid, ()),
             )
             payload = await _call(reader, writer, frame_bytes(codec.encode_request(1, "bench", req)), conn)
             _, resp = codec.decode_response(68, 1, payload)
@@ -85,8 +97,11 @@ async def scenario(
                     TopicPartitions(topic_id=tp.topic_id, partitions=tp.partitions)
                     for tp in resp.assignment.topic_partitions
                 )
-        if not changed:
+        if not changed and (quiet or not settle_s):
             break
+        quiet = not changed
+        if quiet:
+            await asyncio.sleep(settle_s)
     else:
         raise RuntimeError("the group did not become stable")
     writer.close()

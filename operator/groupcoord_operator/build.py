@@ -428,6 +428,8 @@ def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, A
             env.append({"name": "GROUPCOORD_LISTENER_SASL_CREDENTIALS", "value": SASL_USERS_MOUNT})
         if sasl.get("sessionLifetimeMs"):
             env.append({"name": "GROUPCOORD_LISTENER_SASL_SESSION_LIFETIME_MS", "value": str(sasl["sessionLifetimeMs"])})
+    if spec.gateway_security.get("allowSharedUpstreamIdentity"):
+        env.append({"name": "GROUPCOORD_ALLOW_SHARED_UPSTREAM_IDENTITY", "value": "true"})
     authorization = spec.authorization
     if authorization:
         source = authorization.get("aclSource", "file")

@@ -107,6 +107,13 @@ def _gateway_security() -> dict:
                     },
                 },
             },
+            "allowSharedUpstreamIdentity": {
+                "type": "boolean",
+                "default": False,
+                "description": "Let clients of listeners that do not relay their SASL (mode credentials, or no sasl) "
+                "reach a Kafka cluster that enforces ACLs under the coordinator's own Kafka credentials, with its "
+                "rights; without it the gateway refuses to start there.",
+            },
         },
     }
 

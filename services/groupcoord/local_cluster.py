@@ -28,7 +28,7 @@ from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway import assembly
-from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_bootstrap
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
@@ -52,9 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     assembly.add_arguments(parser, host="127.0.0.1")
     parser.add_argument(
         "--kafka",
-        type=parse_address,
+        type=parse_bootstrap,
         default=None,
-        help="use this Kafka cluster instead of the embedded broker",
+        help="use this Kafka cluster (HOST:PORT[,HOST:PORT...], its bootstrap servers) instead of "
+        "the embedded broker",
     )
     parser.add_argument("--shards", type=int, default=2, help="coordinator shard processes (default 2)")
     parser.add_argument("--threads", type=int, default=1, help="worker processes per shard (default 1)")
@@ -98,6 +99,9 @@ class ClusterOptions:
     partitions: int = 50
     standbys: int = 0
     state_topic: str = DEFAULT_STATE_TOPIC
+    #: every bootstrap address of the upstream (``--kafka``): the shards and the gateway's own
+    #: requests fall back on them when the first broker is down; empty: the upstream alone
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
     log_dir: Path | None = None
     no_coordinator: bool = False
     metrics: bool = True
@@ -108,21 +112,31 @@ class ClusterOptions:
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # Kafka's socket configs
+    allow_shared_upstream_identity: bool = False  # see GatewayOptions
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
-        names = {f.name for f in fields(cls)} - {"listener_security", "acl_policy", "connection_limits"}
+        names = {f.name for f in fields(cls)} - {
+            "listener_security",
+            "acl_policy",
+            "connection_limits",
+            "allow_shared_upstream_identity",
+            "bootstrap_servers",
+        }
         return cls(
             **{k: v for k, v in vars(args).items() if k in names},
+            bootstrap_servers=args.kafka or (),
             listener_security=listener_security.from_arguments(args),
             acl_policy=acl_file.from_arguments(args),
             connection_limits=connection_limits.from_arguments(args),
+            allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
         )
 
     def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
         """The gateway's share of these options (its upstream security: the environment's)."""
         return GatewayOptions(
             upstream,
+            bootstrap_servers=self.bootstrap_servers,
             host=self.host,
             port=self.port,
             advertised_host=self.advertised_host,
@@ -131,6 +145,7 @@ class ClusterOptions:
             acl_policy=self.acl_policy,
             metrics=self.metrics,
             connection_limits=self.connection_limits,
+            allow_shared_upstream_identity=self.allow_shared_upstream_identity,
         )
 
 
@@ -162,7 +177,7 @@ class LocalCluster:
                 )
 
             self.control = LocalControlPlane(
-                kafka=f"{self.upstream[0]}:{self.upstream[1]}",
+                kafka=",".join(f"{h}:{p}" for h, p in dict.fromkeys((self.upstream, *args.bootstrap_servers))),
                 shards=args.shards,
                 threads=args.threads,
                 partitions=args.partitions,
@@ -261,7 +276,7 @@ def main(args: argparse.Namespace) -> int:
             log.info("embedded broker on %s", broker.bootstrap)
             upstream = (broker.host, broker.port)
         else:
-            upstream = args.kafka
+            upstream = args.kafka[0]
         with asyncio.Runner(loop_factory=new_event_loop) as runner:
             runner.run(_run(args, upstream))
     finally:

@@ -47,7 +47,11 @@ class KeepProducing(threading.Thread):
     def run(self) -> None:
         i = 0
         while not self.stop.is_set():
-            self.producer.produce(self.topic, str(i).encode(), partition=i % PARTITIONS)
+            try:
+                self.producer.produce(self.topic, str(i).encode(), partition=i % PARTITIONS)
+            except BufferError:  # a full queue while the upstream elects leaders: wait, as applications do
+                self.producer.poll(0.1)
+                continue
             self.producer.poll(0)
             i += 1
             if i % 50 == 0:

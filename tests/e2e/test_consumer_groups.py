@@ -41,7 +41,7 @@ def produce(bootstrap: str, topic: str, start: int) -> None:
     assert producer.flush(30) == 0
 
 
-def _progress(consumers: list[ConsumerThread]) -> str:
+def progress(consumers: list[ConsumerThread]) -> str:
     """Who owns what, how many records each partition gave, and the clients' errors."""
     per_partition: dict[int, int] = {}
     for c in consumers:
@@ -81,7 +81,7 @@ def test_three_consumers_share_take_over_and_keep_offsets(cluster: BackgroundClu
         wait_until(
             lambda: len(set().union(*(c.history.records for c in consumers))) == PARTITIONS * PER_PARTITION,
             what="all records consumed",
-            detail=lambda: _progress(consumers),
+            detail=lambda: progress(consumers),
         )
         # admin describe/list through the gateway sees the group and its members
         listed = admin.list_consumer_groups().result(15)

@@ -15,8 +15,10 @@ The embedded broker (tansu 0.6.0) is the upstream transaction coordinator; what 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from kio.schema.offset_fetch.v7 import request as fetch_v7
 from kio.static.primitive import i32
 
 from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
 
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
@@ -36,6 +39,52 @@ PROTOCOLS = ["classic", "consumer"]
 def names(prefix: str) -> tuple[str, str, str, str]:
     tag = uuid.uuid4().hex[:6]
     return f"{prefix}-in-{tag}", f"{prefix}-out-{tag}", f"{prefix}-g-{tag}", f"{prefix}-tx-{tag}"
+
+
+#: Kafka's transaction coordinator answers CONCURRENT_TRANSACTIONS while the previous transaction
+#: of the id is still completing (its markers being written) and to InitProducerId while it aborts
+#: the open transaction of a fenced instance, and NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE while
+#: ``__transaction_state`` is created and loaded on first use; every client retries these. (tansu
+#: completes transactions synchronously, so the raw-protocol tests never met them there.)
+RETRIABLE = frozenset(
+    {
+        ErrorCode.concurrent_transactions,
+        ErrorCode.not_coordinator,
+        ErrorCode.coordinator_not_available,
+        ErrorCode.coordinator_load_in_progress,
+    }
+)
+RETRY_S = 30
+
+
+def retrying(send: Callable[[], Any]) -> Any:
+    """``send()``'s response, sent again while its error is :data:`RETRIABLE`."""
+    deadline = time.monotonic() + RETRY_S
+    while (response := send()).error_code in RETRIABLE:
+        assert time.monotonic() < deadline, f"{response.error_code!r} for too long"
+        time.sleep(0.05)
+    return response
+
+
+async def retrying_async(send: Callable[[], Awaitable[Any]]) -> Any:
+    """As :func:`retrying`, on the event loop."""
+    deadline = time.monotonic() + RETRY_S
+    while (response := await send()).error_code in RETRIABLE:
+        assert time.monotonic() < deadline, f"{response.error_code!r} for too long"
+        await asyncio.sleep(0.05)
+    return response
+
+
+def find_transaction_coordinator(cluster: BackgroundCluster, txn_id: str) -> None:
+    """FindCoordinator for ``txn_id`` until it answers, as every transactional client asks first:
+    Kafka creates ``__transaction_state`` on this request, not on InitProducerId (which answers
+    NOT_COORDINATOR until then)."""
+    from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest  # noqa: PLC0415
+    from kio.static.primitive import i8  # noqa: PLC0415
+
+    request = FindCoordinatorRequest(key_type=i8(1), coordinator_keys=(txn_id,))
+    gateway = cluster.cluster.gateway.bootstrap_address
+    retrying(lambda: cluster.run(exchange(gateway, request, "txn-test", 15)).coordinators[0])
 
 
 def make_input(bootstrap: str, topic_in: str, topic_out: str, count: int, partitions: int = 1) -> None:
@@ -221,12 +270,17 @@ def test_abort_transaction_leaves_the_committed_offset(cluster: BackgroundCluste
     c.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="tansu 0.6.0 serves aborted records to read_committed consumers (measured: no "
-    "aborted_transactions in Fetch responses); the upstream's job, not the coordinator's",
-)
-def test_read_committed_consumer_sees_nothing_of_an_aborted_batch(cluster: BackgroundCluster) -> None:
+def test_read_committed_consumer_sees_nothing_of_an_aborted_batch(
+    cluster: BackgroundCluster, broker: Any, request: pytest.FixtureRequest
+) -> None:
+    if isinstance(broker, EmbeddedBroker):  # Apache Kafka filters them: there it must pass
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="tansu 0.6.0 serves aborted records to read_committed consumers (measured: no "
+                "aborted_transactions in Fetch responses); the upstream's job, not the coordinator's",
+            )
+        )
     bootstrap = cluster.bootstrap
     topic_in, topic_out, group, txn_id = names("abortout")
     make_input(bootstrap, topic_in, topic_out, 4)
@@ -416,25 +470,31 @@ def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
     def ask(body: Any) -> Any:
         return cluster.run(exchange(gateway, body, "zombie-test", 15))
 
+    find_transaction_coordinator(cluster, txn_id)
+
     def init() -> tuple[int, int]:
-        r = ask(
-            InitProducerIdRequest(
-                transactional_id=TransactionalId(txn_id),
-                transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
-                producer_id=ProducerId(-1),
-                producer_epoch=i16(-1),
+        r = retrying(
+            lambda: ask(
+                InitProducerIdRequest(
+                    transactional_id=TransactionalId(txn_id),
+                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                    producer_id=ProducerId(-1),
+                    producer_epoch=i16(-1),
+                )
             )
         )
         assert r.error_code == ErrorCode.none
         return int(r.producer_id), int(r.producer_epoch)
 
     def add_offsets(pid: int, epoch: int) -> Any:
-        return ask(
-            AddOffsetsToTxnRequest(
-                transactional_id=TransactionalId(txn_id),
-                producer_id=ProducerId(pid),
-                producer_epoch=i16(epoch),
-                group_id=group,
+        return retrying(
+            lambda: ask(
+                AddOffsetsToTxnRequest(
+                    transactional_id=TransactionalId(txn_id),
+                    producer_id=ProducerId(pid),
+                    producer_epoch=i16(epoch),
+                    group_id=group,
+                )
             )
         ).error_code
 
@@ -468,12 +528,16 @@ def test_a_fenced_producers_txn_offset_commit_is_refused_and_never_applied(
     assert commit_offsets(pid, old_epoch, 1, 5) == ErrorCode.none  # pending, epoch 0
     assert fetch_require_stable(cluster, group, topic_in, [1]) == {1: (-1, ErrorCode.unstable_offset_commit)}
     pid2, new_epoch = init()  # the new instance: the upstream aborts the old transaction
-    assert (pid2, new_epoch) == (pid, old_epoch + 1)
+    # a higher epoch of the same producer id (tansu bumps it once; Kafka bumps it to fence the
+    # open transaction, answers CONCURRENT_TRANSACTIONS, and bumps it again on the retry)
+    assert pid2 == pid and new_epoch > old_epoch
     deadline = time.monotonic() + 15
     while fetch_require_stable(cluster, group, topic_in, [1]) != {1: (-1, ErrorCode.none)}:
         assert time.monotonic() < deadline, "the fenced transaction's offsets stayed pending"
         time.sleep(0.1)
-    assert commit_offsets(pid, old_epoch, 0, 9) == ErrorCode.producer_fenced
+    # refused by the upstream's log with its own fencing error: PRODUCER_FENCED on tansu,
+    # INVALID_PRODUCER_EPOCH on Apache Kafka (its ProducerStateManager); clients treat both as fenced
+    assert commit_offsets(pid, old_epoch, 0, 9) in {ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch}
     assert fetch_require_stable(cluster, group, topic_in, [0, 1]) == {
         0: (-1, ErrorCode.none),  # the refused commit left nothing
         1: (-1, ErrorCode.none),  # aborted, never applied
@@ -589,17 +653,20 @@ def test_back_to_back_transactions_each_get_their_own_outcome(cluster: Backgroun
     make_input(bootstrap, topic_in, topic_out, 1)
     gateway = cluster.cluster.gateway.bootstrap_address
     tid = TransactionalId(txn_id)
+    find_transaction_coordinator(cluster, txn_id)
 
     async def run() -> list[int]:
         async def ask(body: Any) -> Any:
             return await exchange(gateway, body, "b2b-test", 15)
 
-        init = await ask(
-            InitProducerIdRequest(
-                transactional_id=tid,
-                transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
-                producer_id=ProducerId(-1),
-                producer_epoch=i16(-1),
+        init = await retrying_async(
+            lambda: ask(
+                InitProducerIdRequest(
+                    transactional_id=tid,
+                    transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+                    producer_id=ProducerId(-1),
+                    producer_epoch=i16(-1),
+                )
             )
         )
         pid, epoch = ProducerId(int(init.producer_id)), i16(int(init.producer_epoch))
@@ -607,9 +674,11 @@ def test_back_to_back_transactions_each_get_their_own_outcome(cluster: Backgroun
         last_committed = -1
         for n in range(1, 13):
             commit = n % 3 != 0
-            add = await ask(
-                AddOffsetsToTxnRequest(
-                    transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+            add = await retrying_async(
+                lambda: ask(
+                    AddOffsetsToTxnRequest(
+                        transactional_id=tid, producer_id=pid, producer_epoch=epoch, group_id=group
+                    )
                 )
             )
             assert add.error_code == ErrorCode.none

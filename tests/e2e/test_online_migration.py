@@ -25,6 +25,7 @@ from .test_consumer_groups import (
     assert_no_double_ownership,
     disjoint_cover,
     produce,
+    progress,
     wait_until,
 )
 
@@ -80,6 +81,7 @@ def test_classic_and_consumer_protocol_members_share_one_group(
         wait_until(
             lambda: len(set().union(*(c.history.records for c in everyone))) == PARTITIONS * PER_PARTITION,
             what="all records consumed",
+            detail=lambda: progress(everyone),
         )
         described = admin.describe_consumer_groups([group])[group].result(15)
         assert described.type == ConsumerGroupType.CONSUMER

@@ -125,6 +125,7 @@ def test_passthrough_in_front_of_the_coordinator_serves_groups_as_the_upstream_u
     """The whole cluster with passthrough listeners: clients authenticate against the upstream
     (a credential-checking gateway), the coordinator itself uses its own upstream credentials
     from the environment, and both consumer protocols work."""
+    from groupcoord.authorization.upstream_acls import UpstreamAclSource  # noqa: PLC0415
     from groupcoord.common.kafka_security import ENV  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
     from tests.security.test_listener_security import confluent_consume  # noqa: PLC0415
@@ -147,6 +148,9 @@ def test_passthrough_in_front_of_the_coordinator_serves_groups_as_the_upstream_u
             metrics=False,
             state_topic=f"__pt_{uuid.uuid4().hex[:6]}",
             listener_security=ListenerSecurity(sasl="passthrough"),
+            # the upstream's ACLs are the default policy; tansu holds none and enforces none,
+            # which Kafka's allow.everyone.if.no.acl.found says
+            acl_policy=UpstreamAclSource(allow_everyone_if_no_acl_found=True),
         )
         with BackgroundCluster((host, int(port)), options) as cluster:
             config = {

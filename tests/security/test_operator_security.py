@@ -63,6 +63,17 @@ def test_no_security_adds_nothing() -> None:
     assert not any(e["name"].startswith(("GROUPCOORD_LISTENER_", "GROUPCOORD_ACL_")) for e in container["env"])
 
 
+def test_the_shared_upstream_identity_override_is_the_gateways_variable() -> None:
+    from groupcoord.gateway.assembly import ENV_ALLOW_SHARED_UPSTREAM_IDENTITY  # noqa: PLC0415
+
+    _, container = gateway_container(SECURE)
+    assert ENV_ALLOW_SHARED_UPSTREAM_IDENTITY not in {e["name"] for e in container["env"]}
+    raw = {**SECURE, "gateway": {"security": {**SECURE["gateway"]["security"], "allowSharedUpstreamIdentity": True}}}
+    _, container = gateway_container(raw)
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[ENV_ALLOW_SHARED_UPSTREAM_IDENTITY] == "true"
+
+
 @pytest.mark.parametrize(
     ("patch", "message"),
     [

@@ -96,6 +96,9 @@ def test_groupcoord_up_against_a_mutual_tls_upstream_serves_real_consumers(tmp_p
                 "4",
                 "--metric-samples-interval",
                 "1",
+                # its listeners relay no SASL, and tansu answers DescribeAcls as an authorizer
+                # with no ACLs (it enforces none): the client certificate's identity is shared
+                "--allow-shared-upstream-identity",
                 "--kafka-security-protocol",
                 "SSL",
                 "--kafka-ssl-cafile",
@@ -191,6 +194,7 @@ def test_groupcoord_up_against_a_sasl_ssl_upstream_serves_real_consumers(
             upstream_bootstrap,
             "--partitions",
             "4",
+            "--allow-shared-upstream-identity",  # tansu behind the checking gateway enforces no ACLs
             "--kafka-security-protocol",
             "SASL_SSL",
             "--kafka-ssl-cafile",

@@ -61,6 +61,10 @@ class UpstreamAclsUnavailable(RuntimeError):
     """The upstream cannot give its ACLs (no authorizer, not allowed, not reachable)."""
 
 
+class UpstreamHasNoAuthorizer(UpstreamAclsUnavailable):
+    """The upstream answers DescribeAcls with SECURITY_DISABLED: it enforces no ACLs."""
+
+
 def describe_all_acls_request() -> Any:
     from kio.schema.describe_acls.v3.request import DescribeAclsRequest  # noqa: PLC0415
     from kio.static.primitive import i8  # noqa: PLC0415
@@ -80,7 +84,7 @@ def bindings_from(response: Any) -> list[AclBinding]:
     """The bindings of a DescribeAcls response that concern the coordinator's resources
     (kinds we do not model, e.g. delegation tokens, are left out)."""
     if int(response.error_code) == SECURITY_DISABLED:
-        raise UpstreamAclsUnavailable("the upstream has no authorizer (SECURITY_DISABLED)")
+        raise UpstreamHasNoAuthorizer("the upstream has no authorizer (SECURITY_DISABLED)")
     if int(response.error_code) != 0:
         raise UpstreamAclsUnavailable(
             f"DescribeAcls: error {int(response.error_code)} {response.error_message or ''}"

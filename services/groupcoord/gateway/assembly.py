@@ -8,6 +8,13 @@ then the :class:`~.server.Gateway` serving them. Nothing is patched in afterward
 
 Where leadership comes from is the caller's business (the local control plane updates the
 table; on Kubernetes a :class:`~.layout.LayoutFollower` does): the builder takes the table.
+
+No confused deputy: a client's requests reach the upstream on that client's own connection. A
+listener that relays the client's SASL (``passthrough``) makes that the client's identity; any
+other listener would lend the coordinator's own upstream credentials to every client, so in
+front of an upstream that enforces ACLs the builder refuses to start unless the user accepted
+that with ``--allow-shared-upstream-identity``. Passthrough without an ACL policy takes the
+upstream's ACLs for the group APIs, the policy Kafka applies to the client's other requests.
 """
 
 from __future__ import annotations
@@ -15,12 +22,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-from collections.abc import Callable
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
-from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclSource, UpstreamAclsUnavailable
+from groupcoord.authorization.upstream_acls import (
+    UpstreamAcls,
+    UpstreamAclSource,
+    UpstreamAclsUnavailable,
+    UpstreamHasNoAuthorizer,
+    bindings_from,
+    describe_all_acls_request,
+)
 from groupcoord.common import kafka_security
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
@@ -39,6 +55,9 @@ from groupcoord.gateway.transport.connection_limits import ConnectionLimits
 from groupcoord.gateway.transport.server import Gateway
 
 Address = tuple[str, int]
+log = logging.getLogger(__name__)
+
+ENV_ALLOW_SHARED_UPSTREAM_IDENTITY = "GROUPCOORD_ALLOW_SHARED_UPSTREAM_IDENTITY"
 
 
 def parse_address(value: str) -> tuple[str, int]:
@@ -48,6 +67,12 @@ def parse_address(value: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
+
+
+def parse_bootstrap(value: str) -> tuple[Address, ...]:
+    """HOST:PORT[,HOST:PORT...]: every address of a bootstrap list, as Kafka's
+    ``bootstrap.servers`` (a dead first broker leaves the others)."""
+    return tuple(parse_address(entry) for entry in value.split(",") if entry.strip())
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
@@ -69,6 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
     )
     kafka_security.add_arguments(parser)
     listener_security.add_arguments(parser)
+    parser.add_argument(
+        "--allow-shared-upstream-identity",
+        action="store_true",
+        default=None,
+        help="let clients of listeners that do not relay their SASL (--listener-sasl credentials or none) "
+        "reach an upstream that enforces ACLs under the coordinator's own upstream credentials, with "
+        "its rights; without it such a gateway refuses to start (env "
+        f"{ENV_ALLOW_SHARED_UPSTREAM_IDENTITY})",
+    )
     acl_file.add_arguments(parser)
     connection_limits.add_arguments(parser)
 
@@ -78,6 +112,8 @@ class GatewayOptions:
     """What a gateway is built from (the flags of :func:`add_arguments`, and the command's own)."""
 
     upstream: Address
+    #: the upstream's other bootstrap addresses, tried when ``upstream`` does not answer
+    bootstrap_servers: tuple[Address, ...] = ()
     host: str = "127.0.0.1"
     port: int = 9092  # 0: any free port
     advertised_host: str | None = None  # None: --host, or the machine's host name for 0.0.0.0
@@ -90,15 +126,25 @@ class GatewayOptions:
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     metrics: bool = False  # record request latencies and leadership for /metrics
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    #: clients of a listener that does not relay their SASL may use the coordinator's upstream
+    #: credentials in front of an upstream that enforces ACLs (else: refused at start)
+    allow_shared_upstream_identity: bool = False
 
     @classmethod
     def from_arguments(
-        cls, args: argparse.Namespace, upstream: Address, *, broker_ports: int = 0, metrics: bool = False
+        cls,
+        args: argparse.Namespace,
+        bootstrap: Sequence[Address],
+        *,
+        broker_ports: int = 0,
+        metrics: bool = False,
     ) -> GatewayOptions:
-        """The options :func:`add_arguments`' flags (over the environment) name; bad settings
+        """The options :func:`add_arguments`' flags (over the environment) name, in front of the
+        upstream at ``bootstrap`` (its first address: the bootstrap listener's); bad settings
         end the command with one line."""
         return cls(
-            upstream,
+            bootstrap[0],
+            bootstrap_servers=tuple(bootstrap),
             host=args.host,
             port=args.port,
             advertised_host=args.advertised_host,
@@ -109,7 +155,18 @@ class GatewayOptions:
             acl_policy=acl_file.from_arguments(args),
             metrics=metrics,
             connection_limits=connection_limits.from_arguments(args),
+            allow_shared_upstream_identity=allow_shared_upstream_identity(args),
         )
+
+
+def allow_shared_upstream_identity(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> bool:
+    """``--allow-shared-upstream-identity``, else its environment variable (the operator's)."""
+    if getattr(args, "allow_shared_upstream_identity", None):
+        return True
+    environ = os.environ if environ is None else environ
+    return environ.get(ENV_ALLOW_SHARED_UPSTREAM_IDENTITY, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | None = None) -> Gateway:
@@ -129,15 +186,23 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
             options.listener_security.ssl_context(),
         ),
         options.upstream_security,
+        options.bootstrap_servers,
     )
+    await _refuse_shared_identity(options, upstream)
     owned = contextlib.AsyncExitStack()
     group_apis = None
     if leadership is not None:
         policy = options.acl_policy
+        implicit = policy is None and options.listener_security.sasl == "passthrough"
+        if implicit:
+            policy = UpstreamAclSource()
         if isinstance(policy, UpstreamAclSource):
             policy = policy.connect(upstream.request)
-            refreshing = await _follow_upstream_acls(policy)
-            owned.callback(refreshing.cancel)
+            refreshing = await _follow_upstream_acls(policy, implicit)
+            if refreshing is None:
+                policy = None
+            else:
+                owned.callback(refreshing.cancel)
         shards = WorkerClient()
         owned.push_async_callback(shards.close)
         group_apis = GroupApis(
@@ -167,11 +232,59 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     )
 
 
-async def _follow_upstream_acls(policy: UpstreamAcls) -> asyncio.Task[None]:
+async def _follow_upstream_acls(policy: UpstreamAcls, implicit: bool) -> asyncio.Task[None] | None:
     """Read the upstream cluster's ACLs now (an upstream that cannot say ends the command),
-    then refresh them in the background."""
+    then refresh them in the background. ``implicit``: the policy of a passthrough gateway
+    given none, which an upstream without an authorizer leaves without one (None)."""
     try:
         await policy.refresh()
+    except UpstreamHasNoAuthorizer:
+        if not implicit:
+            raise SystemExit(
+                "authorization: upstream ACLs: the upstream has no authorizer (SECURITY_DISABLED)"
+            ) from None
+        log.info(
+            "authorization: the upstream has no authorizer, so neither have the group APIs (passthrough)"
+        )
+        return None
     except UpstreamAclsUnavailable as exc:
         raise SystemExit(f"authorization: upstream ACLs: {exc}") from None
+    if implicit:
+        log.info(
+            "authorization: passthrough without an ACL policy: the group APIs follow the upstream "
+            "cluster's ACLs (--acl-source upstream; Kafka's super.users go in --super-users)"
+        )
     return asyncio.create_task(policy.run())
+
+
+async def _refuse_shared_identity(options: GatewayOptions, upstream: Upstream) -> None:
+    """End the command (one line) if clients would reach an upstream that enforces ACLs under
+    the coordinator's own credentials: a listener that does not relay the client's SASL, an
+    upstream the gateway authenticates to itself (SASL, or a client certificate), and no
+    ``--allow-shared-upstream-identity``. The upstream enforces ACLs unless DescribeAcls says
+    SECURITY_DISABLED (a refusal to describe them is an authorizer too)."""
+    security = upstream.security
+    if options.listener_security.sasl == "passthrough" or not (security.uses_sasl or security.ssl_certfile):
+        return
+    identity = f"User:{security.sasl_username}" if security.uses_sasl else "its client certificate's subject"
+    if options.allow_shared_upstream_identity:
+        log.warning(
+            "clients of the gateway's listeners reach the upstream as the coordinator's own principal (%s), "
+            "with its rights (--allow-shared-upstream-identity)",
+            identity,
+        )
+        return
+    try:
+        bindings_from(await upstream.request(describe_all_acls_request()))
+    except UpstreamHasNoAuthorizer:
+        return  # no ACLs to lend
+    except UpstreamAclsUnavailable:
+        pass  # refused or failed: an authorizer answered
+    except ConnectionError as exc:
+        raise SystemExit(f"gateway: cannot tell whether the upstream enforces ACLs: {exc}") from None
+    raise SystemExit(
+        f"gateway: refusing to start: clients of listeners with SASL {options.listener_security.sasl!r} would "
+        f"reach the upstream, which enforces ACLs, as the coordinator's own principal ({identity}) with its "
+        "rights; relay their SASL (--listener-sasl passthrough) or accept it with "
+        f"--allow-shared-upstream-identity ({ENV_ALLOW_SHARED_UPSTREAM_IDENTITY}=true)"
+    )

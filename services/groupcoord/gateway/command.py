@@ -14,14 +14,16 @@ from collections.abc import Callable
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.gateway import assembly
-from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address, parse_bootstrap
 from groupcoord.gateway.groups.layout import LayoutFollower
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kafka", type=parse_address, required=True, help="upstream bootstrap HOST:PORT")
+    parser.add_argument(
+        "--kafka", type=parse_bootstrap, required=True, help="upstream bootstrap HOST:PORT[,HOST:PORT...]"
+    )
     assembly.add_arguments(parser, host="0.0.0.0")
     parser.add_argument(
         "--metrics-port", type=int, default=0, help="serve Prometheus /metrics here (0 = off)"

@@ -60,3 +60,16 @@ async def test_fetch_reports_ids_and_partition_counts(broker: EmbeddedBroker) ->
         fut.result(10)
     (topic,) = [d for d in await fetch_topics(broker.bootstrap) if d.name == name]
     assert topic.partitions == 3 and len(topic.partition_racks) == 3
+
+
+async def test_fetch_goes_on_to_the_next_bootstrap_address_when_the_first_is_down(broker: EmbeddedBroker) -> None:
+    from groupcoord.embedded_broker import free_port  # noqa: PLC0415
+
+    dead = f"127.0.0.1:{free_port('127.0.0.1')}"
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(name, 2, 1)]).values():
+        fut.result(10)
+    assert name in {d.name for d in await fetch_topics(f"{dead},{broker.bootstrap}")}
+    with pytest.raises(ConnectionError):
+        await fetch_topics(dead, timeout_s=2)

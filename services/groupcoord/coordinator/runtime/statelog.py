@@ -268,7 +268,17 @@ class PartitionReader:
             0,
             [(self.tp.topic, [(self.tp.partition, position, FETCH_MAX_BYTES)])],
         )
-        response = await self._client.send(await self._leader(), request)
+        try:
+            response = await self._client.send(await self._leader(), request)
+        except Errors.KafkaError as exc:
+            if not exc.retriable:
+                raise
+            # The leader crashed or is unreachable (NodeNotReady, connection errors, time-outs):
+            # ask Metadata for the partition's new leader and fetch again, as for
+            # NOT_LEADER_OR_FOLLOWER below, instead of failing the partition.
+            self._node = None
+            await asyncio.sleep(0.1)
+            return position, []
         out: list[Any] = []
         for _topic, partitions in response.topics:
             for _partition, error_code, highwater, *data in partitions:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.coordinator.core.contract import CoordinatorResult, CoordinatorShard, write_operation
 
 log = logging.getLogger(__name__)
@@ -35,14 +35,21 @@ class TopicDescription:
 
 
 async def fetch_topics(bootstrap: str, timeout_s: float = 10.0) -> list[TopicDescription]:
-    """All topics of the cluster (internal ones too; the shards filter by subscription)."""
+    """All topics of the cluster (internal ones too; the shards filter by subscription), from
+    the first of the ``bootstrap`` addresses that answers: a crashed broker leaves the others."""
     from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
 
-    host, _, port = bootstrap.split(",")[0].strip().rpartition(":")
     request = MetadataRequest(
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
     )
-    body = await exchange((host, int(port)), request, "groupcoord-shard", timeout_s)
+    addresses = [entry.strip().rpartition(":") for entry in bootstrap.split(",") if entry.strip()]
+    for i, (host, _, port) in enumerate(addresses):
+        try:
+            body = await exchange((host, int(port)), request, "groupcoord-shard", timeout_s)
+            break
+        except ExchangeFailed:
+            if i == len(addresses) - 1:
+                raise
     racks = {int(b.node_id): b.rack for b in body.brokers}
     out = []
     for t in body.topics:

@@ -60,6 +60,16 @@ LEADERSHIP_POLL_S = 0.25  # also re-try a leader whose stream broke without a ta
 served_by: contextvars.ContextVar[str] = contextvars.ContextVar("groupcoord_served_by", default="")
 
 
+Upstream = Callable[[Any], Awaitable[Any]]
+Ask = Callable[[Any], Awaitable[Any]]
+UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
+CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
+
+
+async def _no_client_link(body: Any) -> Any:
+    raise ConnectionError(f"no client connection to send {type(body).__name__} upstream on")
+
+
 @dataclass(frozen=True, slots=True)
 class CallContext:
     header: Any
@@ -67,17 +77,16 @@ class CallContext:
     listener: Address
     client_host: str
     principal: str = "User:ANONYMOUS"
+    #: the upstream's answer to a kio request sent on the client's own upstream connection,
+    #: under the client's identity (:meth:`~groupcoord.gateway.proxy.upstream.UpstreamLink.ask`):
+    #: the upstream's share of this request never borrows the coordinator's rights
+    ask: Ask = _no_client_link
 
     @property
     def response_type(self) -> Any:
         """The kio response class of this request's API and version (the handler never names
         its api key: the key is declared once, with the handler registered against it)."""
         return codec.response_type(int(self.header.request_api_key), self.version)
-
-
-Upstream = Callable[[Any], Awaitable[Any]]
-UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
-CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
 
 
 def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
@@ -116,8 +125,9 @@ class GroupApis:
         self.coordinator_node = coordinator_node
         self.topics = topics if topics is not None else TopicCatalog(upstream)
         self.failover_wait_s = failover_wait_s
-        # The upstream broker a client listener stands for (its transaction coordinator, for
-        # the AddPartitionsToTxn sent on its behalf); the bootstrap broker if not wired.
+        # The upstream broker a client listener stands for (its transaction coordinator), asked
+        # under the coordinator's identity: only to add the coordinator's own state partition
+        # to a transaction Kafka accepted the client for; the bootstrap broker if not wired.
         self.upstream_at: UpstreamAt = upstream_at or (lambda _listener, body: upstream(body))
         self.state_topic = state_topic
         self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
@@ -129,8 +139,11 @@ class GroupApis:
         listener: Address,
         client_host: str = "",
         principal: str = "User:ANONYMOUS",
+        ask: Ask = _no_client_link,
     ) -> Any:
-        ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal)
+        """The response to one group-API request of a client; ``ask`` sends the upstream's
+        share of it on that client's own upstream connection."""
+        ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal, ask)
         handler = self.apis[int(header.request_api_key)].handler
         if self.authorization is None:
             return await handler(self, ctx, request)
@@ -277,11 +290,19 @@ class GroupApis:
     async def add_offsets_to_txn(self, ctx: CallContext, req: Any) -> Any:
         """Kafka's transaction coordinator answers AddOffsetsToTxn by adding the group's
         ``__consumer_offsets`` partition to the transaction. Ours is the state-topic partition
-        that owns the group: it is added with AddPartitionsToTxn, sent on the client's behalf
-        (its transactional id, producer id and epoch) to the upstream broker behind the
-        client's listener (its transaction coordinator), whose answer is the client's. The
-        upstream then writes the transaction's COMMIT/ABORT marker into that partition, after
-        the offsets TxnOffsetCommit writes there."""
+        that owns the group, added with AddPartitionsToTxn (the client's transactional id,
+        producer id and epoch) at the upstream broker behind the client's listener (its
+        transaction coordinator), whose answer is the client's. The upstream then writes the
+        transaction's COMMIT/ABORT marker into that partition, after the offsets
+        TxnOffsetCommit writes there.
+
+        It is first sent on the client's own connection, so Kafka checks the client's WRITE on
+        its transactional id (and its producer) and refuses as it would refuse the client's own
+        AddOffsetsToTxn. Kafka also checks WRITE on every topic AddPartitionsToTxn names, and a
+        client has none on the coordinator's internal state topic (no client may write
+        ``__consumer_offsets`` either): that refusal, and only that one, means the client passed
+        every other check, and the coordinator adds its own partition under its own identity,
+        as Kafka's transaction coordinator adds ``__consumer_offsets`` without a topic ACL."""
         from kio.schema.add_partitions_to_txn.v3 import request as add  # noqa: PLC0415
 
         body = add.AddPartitionsToTxnRequest(
@@ -295,17 +316,9 @@ class GroupApis:
             ),
         )
         try:
-            resp = await self.upstream_at(ctx.listener, body)
-            codes = [
-                p.partition_error_code
-                for t in resp.results_by_topic_v3_and_below
-                for p in t.results_by_partition
-            ]
-            code = (
-                next((c for c in codes if c != ErrorCode.none), ErrorCode.none)
-                if codes
-                else ErrorCode.unknown_server_error
-            )
+            code = _added(await ctx.ask(body))
+            if code == ErrorCode.topic_authorization_failed:
+                code = _added(await self.upstream_at(ctx.listener, body))
         except ConnectionError:
             code = ErrorCode.coordinator_not_available  # retriable: the client asks again
         return ctx.response_type(throttle_time=NO_THROTTLE, error_code=code)
@@ -511,8 +524,8 @@ class GroupApis:
         body_type = ctx.response_type
         key_type = int(getattr(req, "key_type", GROUP_KEY))
         keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
-        if key_type != GROUP_KEY:  # transaction coordinators live in the upstream cluster
-            return await self.upstream(req)
+        if key_type != GROUP_KEY:  # transaction coordinators: the upstream's, as it answers the client
+            return await ctx.ask(req)
         node_id, host, port = await self.coordinator_node(ctx.listener)
         if ctx.version >= 4:
             entry = _entry(body_type, "coordinators")
@@ -546,13 +559,14 @@ class GroupApis:
     # --- group configs (DescribeConfigs / IncrementalAlterConfigs for GROUP resources) ---
 
     async def _per_resource(
-        self, req: Any, one: Callable[[Any], Awaitable[Any]], upstream_results: str
+        self, ctx: CallContext, req: Any, one: Callable[[Any], Awaitable[Any]], upstream_results: str
     ) -> tuple[Any, ...]:
         """Results for ``req.resources`` in request order: GROUP resources through ``one``
-        (in parallel), the others from one upstream request carrying just those."""
+        (in parallel), the others from one request carrying just those, sent on the client's
+        own upstream connection (Kafka checks the client's DESCRIBE_CONFIGS / ALTER_CONFIGS)."""
         groups = [r for r in req.resources if int(r.resource_type) == GROUP_RESOURCE]
         others = tuple(r for r in req.resources if int(r.resource_type) != GROUP_RESOURCE)
-        upstream = await self.upstream(dataclasses.replace(req, resources=others)) if others else None
+        upstream = await ctx.ask(dataclasses.replace(req, resources=others)) if others else None
         mine = dict(
             zip((id(r) for r in groups), await asyncio.gather(*(one(r) for r in groups)), strict=True)
         )
@@ -591,7 +605,7 @@ class GroupApis:
                 ),
             )
 
-        results = await self._per_resource(req, one, "results")
+        results = await self._per_resource(ctx, req, one, "results")
         return body_type(throttle_time=NO_THROTTLE, results=results)
 
     async def incremental_alter_configs(self, ctx: CallContext, req: Any) -> Any:
@@ -617,8 +631,21 @@ class GroupApis:
                 resource_name=resource.resource_name,
             )
 
-        responses = await self._per_resource(req, one, "responses")
+        responses = await self._per_resource(ctx, req, one, "responses")
         return body_type(throttle_time=NO_THROTTLE, responses=responses)
+
+
+def _added(resp: Any) -> ErrorCode:
+    """The error of an AddPartitionsToTxn v3 answer naming one partition (v3 carries errors
+    per partition only)."""
+    codes = [
+        p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition
+    ]
+    return (
+        next((c for c in codes if c != ErrorCode.none), ErrorCode.none)
+        if codes
+        else ErrorCode.unknown_server_error
+    )
 
 
 def _without(topics: tuple[Any, ...], unknown: set[tuple[str, int]]) -> tuple[Any, ...]:

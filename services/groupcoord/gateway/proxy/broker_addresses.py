@@ -14,6 +14,8 @@ from typing import Any
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 
 REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER})
+#: the responses listing every live broker of the cluster (not just one coordinator)
+CLUSTER_APIS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER})
 
 AddressMap = Callable[[int, str, int], tuple[str, int]]
 

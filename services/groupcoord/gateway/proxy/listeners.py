@@ -74,6 +74,10 @@ class BrokerListeners:
         self.listeners: dict[Address, Listener] = {}
         # gateway listener address -> the upstream node id it stands for (learned from responses)
         self.node_ids: dict[Address, int] = {}
+        # The brokers the latest Metadata or DescribeCluster response listed: those alive and
+        # registered. Kafka lists no crashed broker, so naming one coordinator would send
+        # clients to a node their own metadata no longer has (None: no such response yet).
+        self.live_nodes: frozenset[int] | None = None
         self._lock = asyncio.Lock()
         self._next_port = port + 1 if port else 0
 
@@ -146,6 +150,8 @@ class BrokerListeners:
         for node_id, host, port in broker_addresses.upstream_brokers(api_key, body):
             mapping[node_id] = (await self.listener_for((host, port), node_id)).address
             self.node_ids[mapping[node_id]] = node_id
+        if api_key in broker_addresses.CLUSTER_APIS:
+            self.live_nodes = frozenset(mapping)
         return broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
 
     async def rewrite_payload(self, api_key: int, api_version: int, payload: bytes) -> bytes:

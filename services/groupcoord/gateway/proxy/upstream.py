@@ -2,20 +2,23 @@
 
 A client connection forwards what the gateway does not serve itself to the upstream broker
 behind its listener over an :class:`UpstreamLink` of its own, which keeps Kafka's
-per-connection ordering and correlation ids intact. The few requests the gateway itself sends
-upstream (ApiVersions, Metadata, DescribeAcls, the upstream's share of group-API requests) each
-go on a connection of their own through :class:`Upstream`.
+per-connection ordering and correlation ids intact; the upstream's share of that client's
+group-API requests (transaction coordinators, non-group config resources) goes on the same link
+(:meth:`UpstreamLink.ask`), so Kafka judges it under the client's identity, never the
+coordinator's. The few requests the gateway sends upstream for its own work (ApiVersions,
+Metadata, DescribeAcls) each go on a connection of their own through :class:`Upstream`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
+from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
@@ -62,34 +65,67 @@ async def fetch_upstream_versions(
 
 
 class Upstream:
-    """The upstream cluster as the gateway itself asks it: its bootstrap broker, how to connect
+    """The upstream cluster as the gateway itself asks it: its bootstrap brokers, how to connect
     (TLS, SASL with the gateway's credentials), and the gateway listeners standing in for its
     brokers, through which every answer naming brokers is rewritten.
 
     Built first, and handed to everything that asks the upstream (the ACL refresher, the group
     APIs, the gateway), so none of them needs another to exist before it.
+
+    Like a Kafka client's ``bootstrap.servers``, the gateway's own requests are not tied to one
+    broker: when the one that answered last is down they go to the next bootstrap address, then
+    to every broker learnt from Metadata since, so a crashed bootstrap broker strands nothing.
     """
 
     def __init__(
-        self, bootstrap: Address, listeners: BrokerListeners, security: KafkaSecurity | None = None
+        self,
+        bootstrap: Address,
+        listeners: BrokerListeners,
+        security: KafkaSecurity | None = None,
+        bootstrap_servers: Sequence[Address] = (),
     ) -> None:
         self.bootstrap = bootstrap
+        #: every bootstrap address the gateway was given, ``bootstrap`` (its bootstrap listener's) first
+        self.bootstrap_servers = tuple(dict.fromkeys((bootstrap, *bootstrap_servers)))
         self.listeners = listeners
         #: default: this process's environment (what ``kafka_security.configure`` exported)
         self.security = upstream_security(security)
         self._versions: dict[int, tuple[int, int]] | None = None
+        self._answering = bootstrap
+
+    def addresses(self) -> list[Address]:
+        """Where the gateway's own requests go, in order: the broker that answered last, the
+        bootstrap addresses, then the brokers the gateway's listeners stand for."""
+        return list(dict.fromkeys((self._answering, *self.bootstrap_servers, *self.listeners.listeners)))
+
+    async def _first_answer(self, ask: Callable[[Address], Awaitable[Any]]) -> Any:
+        failure: UpstreamUnavailable | None = None
+        for address in self.addresses():
+            try:
+                answer = await ask(address)
+            except UpstreamUnavailable as exc:
+                failure = exc
+                continue
+            self._answering = address
+            return answer
+        assert failure is not None
+        raise failure
 
     async def versions(self) -> dict[int, tuple[int, int]]:
-        """The API versions the bootstrap broker supports (asked once)."""
+        """The API versions the upstream brokers support (asked once)."""
         if self._versions is None:
-            self._versions = await fetch_upstream_versions(self.bootstrap, security=self.security)
+            self._versions = await self._first_answer(
+                lambda address: fetch_upstream_versions(address, security=self.security)
+            )
         return self._versions
 
     async def request(self, body: Any) -> Any:
-        """The bootstrap broker's response to ``body``, broker addresses rewritten. For the
-        parts of group-API requests that belong to the upstream cluster (transaction
-        coordinators, non-group config resources) and the gateway's own questions."""
-        response = await ask_upstream(self.bootstrap, body, security=self.security)
+        """A live upstream broker's response to ``body``, broker addresses rewritten: the
+        gateway's own questions, under the coordinator's identity (a client's requests go on
+        its own link: :meth:`UpstreamLink.ask`)."""
+        response = await self._first_answer(
+            lambda address: ask_upstream(address, body, security=self.security)
+        )
         api_key = int(body.__api_key__)
         if api_key in broker_addresses.REWRITTEN_APIS:
             response = await self.listeners.rewrite(api_key, response)
@@ -97,7 +133,8 @@ class Upstream:
 
     async def request_at(self, listener: Address, body: Any) -> Any:
         """The response to ``body`` of the upstream broker the client listener ``listener``
-        stands for (e.g. a client's transaction coordinator)."""
+        stands for, under the coordinator's identity: for the coordinator's own share of a
+        client's transaction (adding its state partition, once Kafka accepted the client)."""
         upstream = next(
             (lst.upstream for lst in self.listeners.listeners.values() if lst.address == listener),
             self.bootstrap,
@@ -107,7 +144,10 @@ class Upstream:
     async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
         """(node id, host, port) to name as group coordinator for a client on ``listener``:
         the gateway itself, under the node id of the upstream broker that listener stands for,
-        so clients reuse the connection they already have."""
+        so clients reuse the connection they already have; unless that broker is down (absent
+        from the latest Metadata), then under a live broker's id, as Kafka would only name a
+        live broker: clients drop brokers their metadata no longer lists, and would wait
+        forever for a coordinator named after one."""
         node_ids = self.listeners.node_ids
         if not node_ids:
             from kio.schema.metadata.v12.request import MetadataRequest  # noqa: PLC0415
@@ -117,19 +157,23 @@ class Upstream:
                     topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
                 )
             )
+        live = self.listeners.live_nodes
         node = node_ids.get(listener)
-        if node is not None:
+        if node is not None and (live is None or node in live):
             return node, *listener
-        address, node = next(iter(node_ids.items()))
+        candidates = [(a, n) for a, n in node_ids.items() if live is None or n in live]
+        address, node = (candidates or list(node_ids.items()))[0]
         return node, *address
 
 
 @dataclass
 class _Pending:
-    seq: int
     api_key: int
     api_version: int
     correlation_id: int
+    seq: int = -1  # a forwarded client request: its place in the client's response order
+    #: a request of the gateway's own on this link (:meth:`UpstreamLink.ask`): its payload
+    answer: asyncio.Future[bytes] | None = None
     patch: Callable[[bytes], bytes] | None = None  # a change of this one response (internal topics)
 
 
@@ -145,6 +189,9 @@ class UpstreamLink:
     the client connection through ``fail(reason)``. The connection is secured as ``security``
     says (TLS, and SASL with the gateway's credentials unless the client's own SASL exchange is
     relayed on it).
+
+    :meth:`ask` sends a request of the gateway's own on the same connection, answered in the
+    same FIFO, so the upstream judges it under the same identity as the client's own requests.
     """
 
     def __init__(
@@ -166,12 +213,9 @@ class UpstreamLink:
         self.writer: asyncio.StreamWriter | None = None
         self.reader_task: asyncio.Task[None] | None = None
         self._connecting: asyncio.Lock = asyncio.Lock()
+        self._next_correlation_id = 0
 
-    async def send(
-        self, request: Request, expects_response: bool, patch: Callable[[bytes], bytes] | None = None
-    ) -> None:
-        """Forward ``request``; its response, if one is expected, goes through ``patch`` (if
-        given) after the broker-address rewrite."""
+    async def _connected(self) -> asyncio.StreamWriter:
         if self.writer is None:
             async with self._connecting:
                 if self.writer is None:
@@ -185,12 +229,45 @@ class UpstreamLink:
                         ) from exc
                     self.writer = writer
                     self.reader_task = asyncio.create_task(self._read_loop(reader))
+        return self.writer
+
+    async def send(
+        self, request: Request, expects_response: bool, patch: Callable[[bytes], bytes] | None = None
+    ) -> None:
+        """Forward ``request``; its response, if one is expected, goes through ``patch`` (if
+        given) after the broker-address rewrite."""
+        writer = await self._connected()
         if expects_response:
             self.pending.append(
-                _Pending(request.seq, request.api_key, request.api_version, request.correlation_id, patch)
+                _Pending(
+                    request.api_key, request.api_version, request.correlation_id, seq=request.seq, patch=patch
+                )
             )
-        self.writer.write(frame_bytes(request.frame))
-        await self.writer.drain()
+        writer.write(frame_bytes(request.frame))
+        await writer.drain()
+
+    async def ask(self, body: Any, timeout_s: float = TIMEOUT_S) -> Any:
+        """The upstream's response to the kio request ``body`` sent on this link (broker
+        addresses rewritten as for the client's own requests). Its correlation id is the
+        link's own: responses are matched in order, so it never meets the client's."""
+        writer = await self._connected()
+        api_key, version = int(body.__api_key__), int(body.__version__)
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        pending = _Pending(
+            api_key, version, self._next_correlation_id, answer=asyncio.get_running_loop().create_future()
+        )
+        self.pending.append(pending)
+        writer.write(frame_bytes(codec.encode_request(pending.correlation_id, CLIENT_ID, body)))
+        await writer.drain()
+        assert pending.answer is not None
+        try:
+            async with asyncio.timeout(timeout_s):
+                payload = await pending.answer
+        except TimeoutError:
+            raise UpstreamUnavailable(
+                f"upstream {self.address[0]}:{self.address[1]} did not answer in {timeout_s} s"
+            ) from None
+        return codec.decode_response(api_key, version, payload)[1]
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         conn = ClientConnection()
@@ -211,14 +288,27 @@ class UpstreamLink:
                         payload = await self.rewrite(p.api_key, p.api_version, payload)
                     if p.patch is not None:
                         payload = p.patch(payload)
-                    self.deliver(p.seq, payload)
+                    if p.answer is None:
+                        self.deliver(p.seq, payload)
+                    elif not p.answer.done():  # not given up on (timed out)
+                        p.answer.set_result(payload)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any upstream failure ends this client connection
-            self.fail(f"upstream {self.address[0]}:{self.address[1]}: {exc}")
+            reason = f"upstream {self.address[0]}:{self.address[1]}: {exc}"
+            self._abandon(reason)
+            self.fail(reason)
+
+    def _abandon(self, reason: str) -> None:
+        """Requests of the gateway's own still waiting fail: no answer will come."""
+        for p in self.pending:
+            if p.answer is not None and not p.answer.done():
+                p.answer.set_exception(UpstreamUnavailable(reason))
+        self.pending.clear()
 
     def close(self) -> None:
         if self.reader_task is not None:
             self.reader_task.cancel()
         if self.writer is not None:
             self.writer.close()
+        self._abandon("the client connection closed")

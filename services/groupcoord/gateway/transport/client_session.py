@@ -267,7 +267,12 @@ class ClientSession:
         assert self.gateway.group_handler is not None
         try:
             response = await self.gateway.group_handler.handle(
-                header, body, self.listener.address, self.peer.rpartition(":")[0], self.principal
+                header,
+                body,
+                self.listener.address,
+                self.peer.rpartition(":")[0],
+                self.principal,
+                self.upstream.ask,  # the upstream's share goes under this client's identity
             )
         except Exception:  # a handler bug must not take the gateway down, but must be seen
             log.exception("group handler failed on %s from %s", name, self.peer)

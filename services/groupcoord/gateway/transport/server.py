@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupcoord.common.kafka_security import KafkaSecurity
@@ -42,10 +42,17 @@ class GroupApiHandler(Protocol):
     apis: Mapping[int, ServedApi]
 
     async def handle(
-        self, header: Any, request: Any, listener: Address, client_host: str, principal: str
+        self,
+        header: Any,
+        request: Any,
+        listener: Address,
+        client_host: str,
+        principal: str,
+        ask: Callable[[Any], Awaitable[Any]],
     ) -> Any:
         """The response body for ``request``; ``listener`` is the gateway address it came in on,
-        ``principal`` who sent it (Kafka's ``User:...``)."""
+        ``principal`` who sent it (Kafka's ``User:...``), ``ask`` the upstream's answer to a
+        request sent on that client's own upstream connection (under its identity)."""
         ...
 
 

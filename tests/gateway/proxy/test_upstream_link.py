@@ -1,0 +1,108 @@
+"""A client's upstream link carries the gateway's own requests for that client (``ask``) in the
+same FIFO as the client's forwarded ones: each answer reaches its asker, the client's in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.proxy.upstream import UpstreamLink, UpstreamUnavailable
+from groupcoord.gateway.transport.protocol import Request
+
+METADATA = MetadataRequest(
+    topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False
+)
+VERSIONS = ApiVersionsRequest(client_software_name="t", client_software_version="0")
+
+
+async def _unchanged(_key: int, _version: int, payload: bytes) -> bytes:
+    return payload
+
+
+def _link(address: tuple[str, int], delivered: list[tuple[int, bytes]], failures: list[str]) -> UpstreamLink:
+    return UpstreamLink(
+        address,
+        lambda seq, payload: delivered.append((seq, payload)),
+        failures.append,
+        frozenset(),
+        _unchanged,
+    )
+
+
+def _client_request(seq: int, correlation_id: int) -> Request:
+    return Request(
+        seq, ApiKey.API_VERSIONS, 3, correlation_id, codec.encode_request(correlation_id, "client", VERSIONS)
+    )
+
+
+@pytest.mark.broker
+async def test_asks_and_forwarded_requests_share_the_link_in_order(broker: EmbeddedBroker) -> None:
+    delivered: list[tuple[int, bytes]] = []
+    failures: list[str] = []
+    link = _link((broker.host, broker.port), delivered, failures)
+    try:
+        await link.send(_client_request(0, 7), True)
+        asked = asyncio.create_task(link.ask(METADATA))
+        await asyncio.sleep(0)  # the ask is written between the client's two requests
+        await link.send(_client_request(1, 7), True)  # the client's ids may collide with the link's
+        metadata = await asyncio.wait_for(asked, 10)
+        async with asyncio.timeout(10):
+            while len(delivered) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        link.close()
+    assert metadata.brokers and not failures
+    assert [seq for seq, _ in delivered] == [0, 1]
+    for _, payload in delivered:
+        correlation_id, body = codec.decode_response(ApiKey.API_VERSIONS, 3, payload)
+        assert correlation_id == 7 and body.api_keys
+
+
+@contextlib.asynccontextmanager
+async def _hangs_up() -> AsyncIterator[tuple[str, int]]:
+    """An "upstream" that reads one request and closes the connection."""
+
+    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    try:
+        yield "127.0.0.1", server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+async def test_an_ask_whose_link_breaks_is_upstream_unavailable_and_ends_the_client() -> None:
+    failures: list[str] = []
+    async with _hangs_up() as address:
+        link = _link(address, [], failures)
+        try:
+            with pytest.raises(UpstreamUnavailable, match="upstream closed the connection"):
+                await link.ask(METADATA)
+        finally:
+            link.close()
+    assert len(failures) == 1
+
+
+async def test_an_unanswered_ask_times_out_as_upstream_unavailable() -> None:
+    async def silent(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+        await reader.read(1 << 16)
+        await asyncio.sleep(5)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    link = _link(("127.0.0.1", server.sockets[0].getsockname()[1]), [], [])
+    try:
+        with pytest.raises(UpstreamUnavailable, match="did not answer"):
+            await link.ask(METADATA, timeout_s=0.3)
+    finally:
+        link.close()
+        server.close()
