@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def collect(state: dict) -> list[dict]:
+    """A row per partition of each shard (``{"shard", "error"}`` for one unreachable), and a row
+    ``{"shard", "state_topic_problems"}`` for a shard that found its state topic misconfigured."""
     rows: list[dict] = []
 
     async def one(shard_id: str, info: dict) -> None:
@@ -40,6 +42,8 @@ async def collect(state: dict) -> list[dict]:
             except grpc.aio.AioRpcError as exc:
                 rows.append({"shard": shard_id, "error": exc.code().name})
                 return
+            if resp.state_topic_problems:
+                rows.append({"shard": shard_id, "state_topic_problems": list(resp.state_topic_problems)})
             for p in resp.partitions:
                 rows.append(
                     {
@@ -72,6 +76,10 @@ def main(args: argparse.Namespace) -> int:
     for row in rows:
         if "error" in row:
             print(f"shard {row['shard']}: unreachable ({row['error']})")
+            continue
+        if "state_topic_problems" in row:
+            for problem in row["state_topic_problems"]:
+                print(f"WARNING shard {row['shard']}: {problem}")
             continue
         if row["state"] == "standby":
             continue

@@ -306,3 +306,76 @@ def test_an_authorizing_gateway_advertises_only_versions_naming_topics(acl_clust
     )
     versions = {int(a.api_key): int(a.max_version) for a in body.api_keys}
     assert versions[8] == 9 and versions[9] == 9
+
+
+def test_consumer_group_describe_hides_a_group_assigned_topics_the_caller_cannot_describe(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str
+) -> None:
+    """KAFKA-18813 (Kafka 4.0 ``handleConsumerGroupDescribe``): a group whose members' assignment
+    or target assignment names a topic the caller may not DESCRIBE is answered
+    TOPIC_AUTHORIZATION_FAILED with Kafka's message and no members, whatever its group ACLs."""
+    describe = Case("ConsumerGroupDescribe", 69, 0, lambda g, t: {"group_ids": [g], "include_authorized_operations": False},
+                    lambda r: [], None)
+    group = f"leak-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka import Consumer  # noqa: PLC0415
+
+    policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
+    member = Consumer({"bootstrap.servers": acl_cluster.bootstrap, "group.id": group, "group.protocol": "consumer"})
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while True:  # until the member's assignment names the topic
+            member.poll(0.2)
+            (described,) = ask(acl_cluster, describe, group, topic).groups
+            named = {tp.topic_name for m in described.members for tp in m.assignment.topic_partitions}
+            if topic in named or time.monotonic() > deadline:
+                break
+        assert int(described.error_code) == 0 and topic in named
+        policy.current = Authorizer.of(
+            bindings(G, group, {Operation.ALL}) + bindings(T, topic, everything_but(Operation.DESCRIBE))
+        )
+        (hidden,) = ask(acl_cluster, describe, group, topic).groups
+        assert (hidden.group_id, int(hidden.error_code), hidden.members) == (group, TOPIC_DENIED, ())
+        assert hidden.error_message == "The group has described topic(s) that the client is not authorized to describe."
+        policy.current = Authorizer.of(bindings(G, group, {Operation.DESCRIBE}) + bindings(T, topic, {Operation.DESCRIBE}))
+        (shown,) = ask(acl_cluster, describe, group, topic).groups
+        assert int(shown.error_code) == 0 and [m.member_id for m in shown.members] == [m.member_id for m in described.members]
+    finally:
+        member.close()
+
+
+def test_a_regex_subscription_never_resolves_to_a_topic_the_member_cannot_describe(
+    acl_cluster: BackgroundCluster, policy: Policy
+) -> None:
+    """KAFKA-18813 (Kafka 4.0): a regex is resolved with the rights of the member whose heartbeat
+    refreshes it; a matching topic it may not DESCRIBE is never resolved, so never assigned."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    prefix = f"rx-{uuid.uuid4().hex[:6]}"
+    open_topic, secret = f"{prefix}-open", f"{prefix}-secret"
+    admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    for fut in admin.create_topics([NewTopic(open_topic, 1, 1), NewTopic(secret, 1, 1)]).values():
+        fut.result(20)
+    group, member = f"rx-g-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:22]
+    epoch = 0
+    heartbeat = Case("ConsumerGroupHeartbeat-regex", 68, 1, lambda g, t: {
+        "group_id": g, "member_id": member, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+        "rebalance_timeout": SECONDS, "subscribed_topic_names": None, "subscribed_topic_regex": f"{prefix}-.*",
+        "server_assignor": None, "topic_partitions": []}, lambda r: [int(r.error_code)], None)
+    describe = Case("ConsumerGroupDescribe", 69, 0, lambda g, t: {"group_ids": [g], "include_authorized_operations": False},
+                    lambda r: [], None)
+    # the member may DESCRIBE the open topic only; so may whoever describes the group, which
+    # would be refused if the group were assigned the secret topic
+    policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, open_topic, {Operation.ALL}))
+    deadline = time.monotonic() + 30
+    while True:  # heartbeats until the shards know both topics and the target is computed
+        answer = ask_as_a_client_retries(acl_cluster, heartbeat, group, open_topic)
+        assert answer.error_code == 0, answer
+        epoch = int(answer.member_epoch)
+        (described,) = ask(acl_cluster, describe, group, open_topic).groups
+        assert int(described.error_code) == 0, described
+        targets = {tp.topic_name for m in described.members for tp in m.target_assignment.topic_partitions}
+        if targets or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert targets == {open_topic}

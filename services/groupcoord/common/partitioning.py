@@ -10,6 +10,7 @@ they do in Kafka.
 from __future__ import annotations
 
 DEFAULT_STATE_TOPIC = "__groupcoord_state"
+DEFAULT_METRICS_TOPIC = "__groupcoord_metrics"  # the shards' metric samples (observability)
 DEFAULT_PARTITIONS = 50
 
 

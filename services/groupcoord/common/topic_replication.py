@@ -12,6 +12,7 @@ in the resource's status. Pure: no I/O here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -23,6 +24,8 @@ class Replication:
     min_insync_replicas: int
     clamped: bool = False
     message: str = ""
+    #: how a state topic that already existed differs from it (:func:`existing_topic_problems`)
+    problems: tuple[str, ...] = ()
 
 
 def fit_replication(replication_factor: int, min_insync_replicas: int, brokers: int | None) -> Replication:
@@ -50,3 +53,35 @@ def fit_replication(replication_factor: int, min_insync_replicas: int, brokers: 
             f"to {fitted_isr}"
         ),
     )
+
+
+def existing_topic_problems(
+    topic: str, expected: Replication, replicas: int, configs: Mapping[str, str], *, check_min_isr: bool
+) -> tuple[str, ...]:
+    """What is wrong with a state topic someone else created (or changed): each a sentence.
+
+    ``replicas`` is its replication factor, ``configs`` its topic configs as the cluster
+    describes them (a config it does not list has Kafka's default: ``cleanup.policy`` delete,
+    ``min.insync.replicas`` 1). Not compacted means Kafka deletes groups and offsets by
+    retention; fewer replicas or a lower ``min.insync.replicas`` than asked means an
+    acknowledged commit can be lost with fewer broker failures than the operator planned for.
+    ``check_min_isr``: the options asked for a ``min.insync.replicas``.
+    """
+    problems = []
+    policy = configs.get("cleanup.policy") or "delete"
+    if "compact" not in (p.strip() for p in policy.split(",")):
+        problems.append(
+            f"state topic {topic}: cleanup.policy is {policy!r}, not compact: Kafka deletes its "
+            "records by retention, and the groups and offsets in them"
+        )
+    if replicas < expected.replication_factor:
+        problems.append(
+            f"state topic {topic}: replication factor {replicas}, below the {expected.replication_factor} asked"
+        )
+    min_isr = configs.get("min.insync.replicas") or "1"
+    if check_min_isr and min_isr.isdigit() and int(min_isr) < expected.min_insync_replicas:
+        problems.append(
+            f"state topic {topic}: min.insync.replicas {min_isr}, below the "
+            f"{expected.min_insync_replicas} asked"
+        )
+    return tuple(problems)

@@ -39,11 +39,12 @@ from groupcoord.authorization.upstream_acls import (
 )
 from groupcoord.common import kafka_security
 from groupcoord.common.kafka_security import KafkaSecurity
-from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
+from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
 from groupcoord.gateway.groups.group_apis import GroupApis
 from groupcoord.gateway.groups.leadership import LeadershipTable
 from groupcoord.gateway.groups.worker_client import WorkerClient
 from groupcoord.gateway.proxy.advertised_host import advertised_host
+from groupcoord.gateway.proxy.internal_topics import InternalTopics
 from groupcoord.gateway.proxy.listeners import BrokerListeners
 from groupcoord.gateway.proxy.upstream import Upstream
 from groupcoord.gateway.security import listener_security
@@ -118,6 +119,7 @@ class GatewayOptions:
     advertised_host: str | None = None  # None: --host, or the machine's host name for 0.0.0.0
     broker_ports: int = 0  # fixed per-broker ports (port + 1 + node id): see BrokerListeners
     state_topic: str = DEFAULT_STATE_TOPIC
+    metrics_topic: str = DEFAULT_METRICS_TOPIC  # internal like the state topic
     upstream_security: KafkaSecurity | None = None  # None: this process's environment
     listener_security: ListenerSecurity = field(default_factory=ListenerSecurity)
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
@@ -226,6 +228,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         metrics=metrics,
         owned=owned,
         limits=options.connection_limits,
+        internal_topics=InternalTopics((options.state_topic, options.metrics_topic)),
     )
 
 

@@ -25,6 +25,7 @@ offset-deletion-rate/count             ``groupcoord_offset_deletion_total{shard}
 batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{shard,partition}``
 (failed state-topic writes)            ``groupcoord_state_write_errors_total{shard,partition}``
 (records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
+(state records skipped on load/tail)   ``groupcoord_state_records_skipped_total{shard,partition,reason}``
 (per-API request latency)              ``groupcoord_request_latency_seconds{component,shard,api}``
 =====================================  =====================================================
 
@@ -52,6 +53,8 @@ CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
 CLASSIC_GROUP_STATES = ("empty", "preparing_rebalance", "completing_rebalance", "stable", "dead")
 # Kafka's three, plus the standby state our runtime has (hot standbys tailing a partition).
 PARTITION_STATES = ("loading", "active", "failed", "standby")
+# Why a load or tail skipped a state-topic record (coordinator/runtime/skipped_records.py).
+SKIPPED_RECORD_REASONS = ("undecodable", "unreplayable", "impossible_fence")
 MAX_APIS = 64
 OTHER_API = "other"
 
@@ -165,6 +168,13 @@ class MetricFamilies:
             "Records per state-topic write (concurrent requests batch into one write).",
             ["shard", "partition"],
             buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.state_records_skipped = Counter(
+            "groupcoord_state_records_skipped",
+            "State-topic records a load or standby tail skipped: undecodable, unreplayable, or "
+            "with a fence no leader wrote (someone wrote the topic around the gateway).",
+            ["shard", "partition", "reason"],
             registry=r,
         )
         self.request_latency = Histogram(

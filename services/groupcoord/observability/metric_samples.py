@@ -58,13 +58,14 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from groupcoord.common.kafka_security import upstream_security
+from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC
 from groupcoord.observability.partition_activity import PartitionSnapshot
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-DEFAULT_TOPIC = "__groupcoord_metrics"
+DEFAULT_TOPIC = DEFAULT_METRICS_TOPIC
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_TOP_N = 10
 DEFAULT_RETENTION_MS = 30 * 24 * 3600 * 1000  # a month of history for capacity planning

@@ -21,6 +21,7 @@ from groupcoord.observability.families import (
     CONSUMER_GROUP_STATES,
     GROUP_PROTOCOLS,
     PARTITION_STATES,
+    SKIPPED_RECORD_REASONS,
     ApiLabel,
     check_label,
     families_of,
@@ -196,6 +197,12 @@ class ShardMetrics:
         """One acknowledged write of ``records`` records to a state-topic partition."""
         self._f.state_write_latency.labels(self.shard_id, str(partition)).observe(seconds)
         self._f.state_write_batch.labels(self.shard_id, str(partition)).observe(records)
+
+    def record_state_records_skipped(self, partition: int, reason: str) -> None:
+        """A load or standby tail skipped a record of ``partition`` it could not use."""
+        self._f.state_records_skipped.labels(
+            self.shard_id, str(partition), check_label(reason, SKIPPED_RECORD_REASONS, "skip reason")
+        ).inc()
 
     def record_state_write_error(self, partition: int) -> None:
         """A write to a state-topic partition that failed (not acknowledged)."""

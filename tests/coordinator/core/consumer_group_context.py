@@ -72,6 +72,7 @@ class ConsumerGroupContext(ShardContext):
         rack: str | None = None,
         rebalance_ms: int = -1,
         version: int = 1,
+        undescribable: list[str] | None = None,
     ) -> pb.ConsumerGroupHeartbeatResponse:
         r = pb.ConsumerGroupHeartbeatRequest(
             api_version=version,
@@ -87,6 +88,8 @@ class ConsumerGroupContext(ShardContext):
             r.subscribed_topic_names.names.extend(names)
         if regex is not None:
             r.subscribed_topic_regex = regex
+        if undescribable is not None:  # what the gateway names when ACLs deny DESCRIBE
+            r.undescribable_topics.extend(undescribable)
         if owned is not None:
             r.topic_partitions.SetInParent()
             for name, parts in owned.items():

@@ -8,10 +8,12 @@ coordinator.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
 from register_shard import OPERATIONS, RegisterShard
 
@@ -670,3 +672,51 @@ async def test_news_for_every_replica_reaches_what_reads_see(runtimes) -> None:
     assert part.shard.note == part.committed_shard.note
     await a.submit(P, write_operation("note", note))
     assert part.committed_shard is not part.shard
+
+
+async def write_garbage(broker: EmbeddedBroker, topic: str, n: int, seed: int) -> None:
+    """``n`` random records straight to partition P, as someone who bypasses the gateway would:
+    random keys and values, some under a leadership-marker or a known record type id, some with
+    a ``gc.fence`` header that is no fence tag."""
+    rng = random.Random(seed)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    await producer.start()
+    try:
+        for i in range(n):
+            prefix = rng.choice([b"", LEADER_EPOCH_TYPE_ID.to_bytes(2, "big"), (1000).to_bytes(2, "big")])
+            key = prefix + rng.randbytes(rng.randint(0, 24))
+            value = None if i % 17 == 0 else rng.randbytes(rng.randint(0, 64))
+            headers = [("gc.fence", rng.randbytes(rng.choice([0, 5, 12, 13])))] if i % 3 == 0 else None
+            await producer.send(topic, value=value, key=key, partition=P, headers=headers)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def test_a_poisoned_log_is_skipped_counted_and_the_partition_serves_on(runtimes, broker, topic) -> None:
+    a = await started(runtimes, "a")
+    await a.become_leader(P, 1)
+    await asyncio.gather(*(call(a, "put", put(f"p{i}", i)) for i in range(20)))
+    standby = await started(runtimes, "standby")
+    await standby.start_standby(P)
+    await write_garbage(broker, topic, 200, seed=23)
+    await call(a, "put", put("p0", 100))  # its gap check reads the garbage back
+    part = standby.partition(P)
+    async with asyncio.timeout(10):  # the standby tails through the garbage
+        while part.skipped_records.total == 0 or part.lag is None or part.lag > 0:
+            await asyncio.sleep(0.02)
+    assert part.state is PartitionState.STANDBY
+    await a.resign(P)
+    await standby.become_leader(P, 2)
+    expected = {**{f"p{i}": i for i in range(20)}, "p0": 100}
+    assert registers(standby) == expected
+    await call(standby, "put", put("p1", 11))
+    assert (await call(standby, "get", RegisterGetRequest(name="p1"))).value == 11
+    # a cold load of the same log skips the same records and serves too
+    cold = await started(runtimes, "cold")
+    await cold.become_leader(P, 3)
+    assert registers(cold) == {**expected, "p1": 11}
+    skipped = cold.partition(P).skipped_records.counts
+    assert set(skipped) <= {"undecodable", "impossible_fence", "unreplayable"}
+    assert skipped["undecodable"] > 0 and skipped["impossible_fence"] > 0
+    await call(cold, "put", put("p2", 22))

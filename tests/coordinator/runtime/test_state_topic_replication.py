@@ -7,12 +7,13 @@ asked for with 3 / 2, which it could not host, and the topic is created with 1 /
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import pytest
-from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from groupcoord.common.topic_replication import Replication, fit_replication
+from groupcoord.common.topic_replication import Replication, existing_topic_problems, fit_replication
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 
 
@@ -56,3 +57,41 @@ def test_a_one_broker_cluster_gets_a_state_topic_it_can_host(broker):
     fitted, replicas = asyncio.run(run())
     assert (fitted.replication_factor, fitted.min_insync_replicas, fitted.clamped) == (1, 1, True)
     assert replicas == 1
+
+
+@pytest.mark.parametrize(
+    ("replicas", "configs", "wrong"),
+    [
+        (3, {"cleanup.policy": "compact", "min.insync.replicas": "2"}, []),
+        (3, {"cleanup.policy": "compact,delete", "min.insync.replicas": "3"}, []),
+        (3, {"min.insync.replicas": "2"}, ["cleanup.policy is 'delete'"]),  # Kafka's default
+        (3, {"cleanup.policy": "delete", "min.insync.replicas": "2"}, ["cleanup.policy is 'delete'"]),
+        (2, {"cleanup.policy": "compact", "min.insync.replicas": "2"}, ["replication factor 2, below the 3"]),
+        (3, {"cleanup.policy": "compact"}, ["min.insync.replicas 1, below the 2"]),  # default 1
+    ],
+)
+def test_an_existing_state_topic_is_checked_against_what_is_asked(replicas, configs, wrong):
+    problems = existing_topic_problems("st", Replication(3, 2), replicas, configs, check_min_isr=True)
+    assert len(problems) == len(wrong)
+    for problem, expected in zip(problems, wrong, strict=True):
+        assert problem.startswith("state topic st: ") and expected in problem
+
+
+def test_a_misconfigured_existing_state_topic_is_reported_and_used(broker, caplog):
+    topic = f"state-{uuid.uuid4().hex[:8]}"
+
+    async def run() -> Replication:
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"cleanup.policy": "delete"})])
+        finally:
+            await admin.close()
+        return await ensure_topic(broker.bootstrap, topic, 2, 3, 2)
+
+    with caplog.at_level(logging.WARNING):
+        fitted = asyncio.run(run())
+    # one broker: 1 replica and min ISR 1 are what is asked once fitted; only the policy is wrong
+    assert len(fitted.problems) == 1 and "cleanup.policy is 'delete', not compact" in fitted.problems[0]
+    assert fitted.problems[0] in caplog.text
+    assert asyncio.run(ensure_topic(broker.bootstrap, f"state-{uuid.uuid4().hex[:8]}", 1)).problems == ()

@@ -18,8 +18,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-# Topics no regular expression subscription ever matches (Kafka's internal topics).
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
+
+# Topics no regular expression subscription ever matches: Kafka's internal topics, and the
+# coordinator's own under their default names (the gateway marks them internal too; a regex
+# like ``.*`` must not make a consumer read and commit the coordinator's state).
+INTERNAL_TOPICS = frozenset(
+    {
+        "__consumer_offsets",
+        "__transaction_state",
+        "__share_group_state",
+        DEFAULT_STATE_TOPIC,
+        DEFAULT_METRICS_TOPIC,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

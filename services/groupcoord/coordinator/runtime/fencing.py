@@ -39,8 +39,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from groupcoord.common.records import LEADER_EPOCH_TYPE_ID, TXN_MARKER_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, serialize_record
+from groupcoord.coordinator.runtime.skipped_records import IMPOSSIBLE_FENCE
 from groupcoord.records.v1 import runtime_pb2
 
 FENCE_HEADER = "gc.fence"
@@ -78,6 +81,10 @@ class Fence:
         )
 
 
+def _ignore(reason: str, detail: str) -> None:
+    """The default of :attr:`ReplayFilter.on_skip`: skip without counting."""
+
+
 def parse_marker(value: bytes) -> Fence:
     v = runtime_pb2.LeaderEpochValue.FromString(value)
     return Fence(v.epoch, v.nonce)
@@ -94,11 +101,14 @@ def fence_tag(headers: Sequence[tuple[str, bytes]]) -> bytes | None:
 class ReplayFilter:
     """Decides, record by record in log order, which records count (see module docstring)."""
 
-    __slots__ = ("current", "current_tag")
+    __slots__ = ("current", "current_tag", "on_skip")
 
-    def __init__(self) -> None:
+    def __init__(self, on_skip: Callable[[str, str], None] | None = None) -> None:
         self.current: Fence | None = None
         self.current_tag: bytes | None = None
+        #: told ``(reason, detail)`` of a record no leader can have written (see
+        #: :mod:`.skipped_records`); it is neither admitted nor rejected, only skipped
+        self.on_skip = on_skip or _ignore
 
     def see_marker(self, fence: Fence) -> bool:
         """Account for a marker; True if it became the current writer."""
@@ -125,6 +135,8 @@ class ReplayFilter:
         chunk: Sequence[Any],
         admit: Callable[[bytes, bytes | None], None],
         reject: Callable[[bytes], None],
+        *,
+        strict: bool = False,
     ) -> None:
         """Walk log records in order: markers move ``current``; each data record goes to
         ``admit(key, value)`` or, if a marker before it fences its writer, ``reject(key)``.
@@ -133,6 +145,10 @@ class ReplayFilter:
         check differ only in what they do with admitted and rejected records. Loading runs it
         over millions of records, hence the fast path for the common case of a record of the
         current writer whose fence header comes first.
+
+        ``strict``: the log read is the writer's own, after its marker (the gap check), where
+        compaction cannot have removed a marker yet (``min.compaction.lag.ms``): a record of a
+        newer epoch without its marker is no leader's, and is skipped rather than admitted.
         """
         prefix = _MARKER_PREFIX
         for e in chunk:
@@ -141,14 +157,30 @@ class ReplayFilter:
                 continue
             if key[:2] == prefix:
                 if e.value is not None:
-                    self.see_marker(parse_marker(e.value))
+                    try:
+                        fence = parse_marker(e.value)
+                    except DecodeError as exc:
+                        self.on_skip(IMPOSSIBLE_FENCE, f"a leadership marker that does not parse ({exc})")
+                        continue
+                    if fence.epoch < 0:
+                        self.on_skip(IMPOSSIBLE_FENCE, f"a leadership marker of epoch {fence.epoch}")
+                        continue
+                    self.see_marker(fence)
                 continue
             if key[:2] == TXN_MARKER_PREFIX:  # the upstream's transaction marker: never fenced
                 admit(key, e.value)
                 continue
             headers = e.headers
             tag = headers[0][1] if headers and headers[0][0] == FENCE_HEADER else fence_tag(headers)
-            if tag == self.current_tag or self.admits(tag):
+            if tag == self.current_tag:
                 admit(key, e.value)
-            else:
+            elif tag is not None and (len(tag) != _TAG.size or tag[0] & 0x80):
+                self.on_skip(IMPOSSIBLE_FENCE, f"a {FENCE_HEADER} tag of {len(tag)} bytes {tag[:12].hex()}")
+            elif not self.admits(tag):
                 reject(key)
+            elif strict and tag is not None:
+                self.on_skip(
+                    IMPOSSIBLE_FENCE, f"a record of epoch {Fence.from_tag(tag).epoch} without its marker"
+                )  # type: ignore[arg-type]
+            else:
+                admit(key, e.value)

@@ -15,11 +15,18 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from groupcoord.common.records import RECORD_TYPES
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.runtime.fencing import ReplayFilter
 from groupcoord.coordinator.runtime.replicas import ShardReplicas
+from groupcoord.coordinator.runtime.skipped_records import UNDECODABLE, UNREPLAYABLE, SkippedRecords
 from groupcoord.coordinator.runtime.statelog import PartitionReader
+
+# What decoding bytes that are not one of our records raises: an unknown type id (KeyError), a
+# key or value that is not its protobuf (DecodeError; ValueError for a bad UTF-8 string).
+UNDECODABLE_ERRORS = (KeyError, DecodeError, ValueError)
 
 
 class RecordDecoder:
@@ -51,16 +58,23 @@ class RecordDecoder:
 
 
 class PartitionLoader:
-    """Reads one partition's log into its replicas; see the module docstring."""
+    """Reads one partition's log into its replicas; see the module docstring.
 
-    def __init__(self, reader: PartitionReader, replicas: ShardReplicas) -> None:
+    A record it cannot decode or replay, or whose fence no leader can have written, is skipped
+    and told to ``skipped`` (:mod:`.skipped_records`): the partition keeps serving whatever a
+    writer that bypassed the gateway appended to its log.
+    """
+
+    def __init__(self, reader: PartitionReader, replicas: ShardReplicas, skipped: SkippedRecords) -> None:
         self.reader = reader
         self.replicas = replicas
-        self.filter = ReplayFilter()
+        self.skipped = skipped
+        self.filter = ReplayFilter(self.skipped)
         self.decode = RecordDecoder()
         self.records_read = 0
         self.records_loaded = 0
         self._stale: set[bytes] = set()
+        self._unusable: set[bytes] = set()  # keys skipped (undecodable, unreplayable) by this load
 
     async def load_to(self, end: int) -> tuple[list[CoordinatorRecord], float]:
         """Load everything before offset ``end``. Returns the records that rewrite keys whose
@@ -91,31 +105,60 @@ class PartitionLoader:
                 self.filter.scan(chunk, admit, stale.add)
                 busy += time.perf_counter() - t0
             t0 = time.perf_counter()
-            decode = self.decode
-            live, committed = self.replicas.live.replay, self.replicas.committed.replay
+            apply = self._apply
             for key, value in latest.items():
-                record = decode(key, value)
-                live(record)
-                committed(record)
+                apply(key, value)
             self.records_loaded += len(latest)
             busy += time.perf_counter() - t0
-        repair = [self.decode(k, latest.get(k)) for k in stale]
+        repair = [r for r in (self._repairable(k, latest) for k in stale) if r is not None]
         self._stale = set()
         return repair, busy
 
+    def _decoded(self, key: bytes, value: bytes | None) -> CoordinatorRecord | None:
+        """The record, or None (skipped and counted) if it is not one of ours."""
+        try:
+            return self.decode(key, value)
+        except UNDECODABLE_ERRORS as exc:
+            self.skipped(UNDECODABLE, f"key {key[:16].hex()}: {exc!r}")
+            return None
+
+    def _repairable(self, key: bytes, latest: dict[bytes, bytes | None]) -> CoordinatorRecord | None:
+        """The repair record of a key whose last record is fenced: its last valid record, or a
+        tombstone if it has none; None if the shard cannot take it (garbage someone wrote
+        around the gateway: skipped, never written back).
+
+        A tombstone of a key never replayed is tried on both replicas first: deleting what is
+        not there changes no state, and the replay the repair write makes again on the live
+        path then cannot fail.
+        """
+        if key in latest:
+            return None if key in self._unusable else self._decoded(key, latest[key])
+        return self._decoded(key, None) if self._apply(key, None) else None
+
+    def _apply(self, key: bytes, value: bytes | None) -> bool:
+        """Decode and replay one record into both replicas; False if it was skipped."""
+        record = self._decoded(key, value)
+        if record is None:
+            self._unusable.add(key)
+            return False
+        try:
+            self.replicas.live.replay(record)
+            self.replicas.committed.replay(record)
+        except Exception as exc:  # noqa: BLE001 - a record nobody wrote must not fail the partition
+            self.skipped(UNREPLAYABLE, f"{type(record.key).__name__}: {exc!r}")
+            self._unusable.add(key)
+            return False
+        return True
+
     def replay(self, chunk: Sequence[Any]) -> None:
         """Replay a chunk of the log in order (the standby tail)."""
-        decode = self.decode
-        live, committed = self.replicas.live.replay, self.replicas.committed.replay
+        apply = self._apply
         stale = self._stale
         loaded = 0
 
         def admit(key: bytes, value: bytes | None) -> None:
             nonlocal loaded
-            record = decode(key, value)
-            live(record)
-            committed(record)
-            loaded += 1
+            loaded += apply(key, value)
             if stale:
                 stale.discard(key)
 

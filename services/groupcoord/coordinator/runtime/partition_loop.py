@@ -54,6 +54,7 @@ from groupcoord.coordinator.runtime.loader import PartitionLoader
 from groupcoord.coordinator.runtime.partition_state import PartitionState, check_transition
 from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
+from groupcoord.coordinator.runtime.skipped_records import SkippedRecords
 from groupcoord.coordinator.runtime.statelog import (
     MAX_BATCH_BYTES,
     PartitionReader,
@@ -133,6 +134,8 @@ class PartitionRuntime:
         self._waiting: set[asyncio.Future[Any]] = set()
         self._markers: MarkerFollower | None = None  # while leading a TransactionalShard
         self._stale_keys_seen = 0
+        #: records of its log no leader wrote, skipped by its loads and tails (all of them)
+        self.skipped_records = SkippedRecords(partition, metrics)
 
     # --- observation ------------------------------------------------------------------------
 
@@ -344,7 +347,7 @@ class PartitionRuntime:
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
         if self._replicas.live.transactions() is not None:  # only its shard replays markers
             reader.transactions = LogTransactions()
-        self._loader = PartitionLoader(reader, self._replicas)
+        self._loader = PartitionLoader(reader, self._replicas, self.skipped_records)
         return self._loader
 
     def _queue_if_active(self, request: _Request) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,13 +34,14 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka import errors as Errors
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
-from groupcoord.common.topic_replication import Replication, fit_replication
+from groupcoord.common.topic_replication import Replication, existing_topic_problems, fit_replication
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
 
 if TYPE_CHECKING:  # transactions.py writes through this module
@@ -76,6 +78,11 @@ async def ensure_topic(
     The replication asked for is fitted to the cluster's broker count
     (:func:`~groupcoord.common.topic_replication.fit_replication`); a clamp is logged as a
     warning. Returns what the topic was created with (or would have been, when it existed).
+
+    An existing topic is checked against what is asked (compacted, replication factor,
+    ``min.insync.replicas``): each difference is logged as a warning and returned in
+    ``problems``, for the shard's status; the topic is used anyway (not silently, not fatally:
+    an operator may have reasons, and a coordinator that refuses to start serves nobody).
     """
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, **upstream_security(security).aiokafka_options())
     await admin.start()
@@ -88,7 +95,12 @@ async def ensure_topic(
         )
         existing = await admin.list_topics()
         if topic in existing:
-            return fitted
+            problems = await _existing_topic_problems(
+                admin, topic, fitted, check_min_isr=min_insync_replicas is not None
+            )
+            for problem in problems:
+                log.warning("%s (serving with it anyway; fix the topic)", problem)
+            return dataclasses.replace(fitted, problems=problems)
         if fitted.clamped:
             log.warning("state topic %s: %s", topic, fitted.message)
         configs = {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"}
@@ -100,6 +112,22 @@ async def ensure_topic(
         return fitted
     finally:
         await admin.close()
+
+
+async def _existing_topic_problems(
+    admin: AIOKafkaAdminClient, topic: str, fitted: Replication, *, check_min_isr: bool
+) -> tuple[str, ...]:
+    """:func:`~groupcoord.common.topic_replication.existing_topic_problems` of the topic as the
+    cluster describes it (a cluster that cannot say is a problem too, not a failure)."""
+    try:
+        (described,) = await admin.describe_topics([topic])
+        replicas = min((len(p["replicas"]) for p in described["partitions"]), default=0)
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        [resource] = response.resources
+        configs = {entry[0]: entry[1] for entry in resource[4] if entry[1] is not None}
+    except Exception as exc:  # noqa: BLE001 - a check that cannot run must not stop the shard
+        return (f"state topic {topic}: its configuration could not be checked: {exc!r}",)
+    return existing_topic_problems(topic, fitted, replicas, configs, check_min_isr=check_min_isr)
 
 
 class StateLogWriter:

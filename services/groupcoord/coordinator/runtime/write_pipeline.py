@@ -261,7 +261,7 @@ class WritePipeline:
 
             self._reader.seek(self._next_expected)
             async for chunk in self._reader.chunks_until(first):
-                self._filter.scan(chunk, admit, reject)
+                self._filter.scan(chunk, admit, reject, strict=True)
                 if self._filter.supersedes(self._fence):
                     raise Fenced(f"partition {self.partition}: marker {self._filter.current} before {first}")
             if ours:

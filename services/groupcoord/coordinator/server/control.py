@@ -33,9 +33,16 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
     cannot take up yet (the gRPC server starts early so health probes get an answer)."""
 
     def __init__(
-        self, runtime: WorkerRuntime, host: str, base_port: int, health: ShardHealth | None = None
+        self,
+        runtime: WorkerRuntime,
+        host: str,
+        base_port: int,
+        health: ShardHealth | None = None,
+        state_topic_problems: tuple[str, ...] = (),
     ) -> None:
         self.runtime = runtime
+        #: reported by Status (``groupcoord status`` prints them)
+        self.state_topic_problems = state_topic_problems
         self.host = host
         self.base_port = base_port
         self.health = health
@@ -72,7 +79,9 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
 
     async def Status(self, request: sc.StatusRequest, context: grpc.aio.ServicerContext) -> sc.StatusResponse:
         await self._check_started(context)
-        out = sc.StatusResponse(shard_id=self.runtime.shard_id)
+        out = sc.StatusResponse(
+            shard_id=self.runtime.shard_id, state_topic_problems=self.state_topic_problems
+        )
         for info in self.runtime.status():
             out.partitions.add(
                 partition=info.partition,

@@ -121,7 +121,7 @@ def peer_host(bind_host: str) -> str:
     return "127.0.0.1" if bind_host in ("0.0.0.0", "::", "") else bind_host
 
 
-def configs(args: argparse.Namespace) -> list[WorkerConfig]:
+def configs(args: argparse.Namespace, state_topic_problems: tuple[str, ...] = ()) -> list[WorkerConfig]:
     return [
         WorkerConfig(
             shard_id=str(args.shard_id),
@@ -141,6 +141,7 @@ def configs(args: argparse.Namespace) -> list[WorkerConfig]:
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),
             drain_timeout_s=args.drain_timeout,
+            state_topic_problems=state_topic_problems,
         )
         for i in range(args.threads)
     ]
@@ -153,7 +154,7 @@ def main(args: argparse.Namespace, hosted: HostedShards = GROUP_COORDINATOR) -> 
     if args.replication_factor < 1 or args.min_insync_replicas < 1:
         raise SystemExit("--replication-factor and --min-insync-replicas must be at least 1")
     kafka_security.configure(args)  # the spawned workers read it from the environment
-    asyncio.run(
+    replication = asyncio.run(
         ensure_topic(
             args.kafka, args.state_topic, args.partitions, args.replication_factor, args.min_insync_replicas
         )
@@ -162,7 +163,7 @@ def main(args: argparse.Namespace, hosted: HostedShards = GROUP_COORDINATOR) -> 
     procs = []
     reports: dict[int, Connection] = {}  # worker -> where it reports its metrics port
     sending_ends: list[Connection] = []
-    for c in configs(args):
+    for c in configs(args, replication.problems):
         report = None
         if c.metrics:
             reports[c.worker], report = ctx.Pipe(duplex=False)

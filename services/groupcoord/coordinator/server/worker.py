@@ -67,6 +67,7 @@ class WorkerConfig:
     leadership: str = "local"
     log_level: str = "INFO"
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
+    state_topic_problems: tuple[str, ...] = ()  # the supervisor's check of an existing state topic
 
 
 async def _follow_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
@@ -168,7 +169,9 @@ async def serve(
     server = grpc.aio.server(options=grpc_limits.OPTIONS)
     health.add_to(server)
     sc_grpc.add_ShardControlServicer_to_server(
-        ShardControlServicer(runtime, config.peer_host, config.grpc_port, health), server
+        ShardControlServicer(
+            runtime, config.peer_host, config.grpc_port, health, config.state_topic_problems
+        ), server
     )
     hosted.add_services(server, runtime)
     port = config.grpc_port + config.worker

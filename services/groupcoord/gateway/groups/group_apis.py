@@ -479,6 +479,12 @@ class GroupApis:
         msg = to_proto(req, cgh.ConsumerGroupHeartbeatRequest(api_version=ctx.version))
         msg.client_id = ctx.header.client_id or ""
         msg.client_host = ctx.member_host
+        regex = getattr(req, "subscribed_topic_regex", None)
+        if regex and self.authorization is not None:  # resolved with this member's rights
+            caller = Caller(ctx.principal, ctx.client_host)
+            msg.undescribable_topics.extend(
+                self.authorization.undescribable(caller, regex, await self.topics.all_names())
+            )
         reply = await self.call(req.group_id, Envelope(consumer_group_heartbeat=msg))
         resp = reply.response or cgh.ConsumerGroupHeartbeatResponse(
             error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1

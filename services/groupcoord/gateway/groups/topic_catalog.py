@@ -40,6 +40,9 @@ Upstream = Callable[[Any], Awaitable[Any]]
 
 ABSENT = 0  # partition count of a topic that does not exist
 DEFAULT_MAX_TOPICS = 100_000
+# How long the list of every topic is trusted: regex members heartbeat every few seconds, and a
+# topic created meanwhile reaches their regex with the shards' next topics image anyway.
+ALL_NAMES_TTL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +67,7 @@ class TopicCatalog:
         self.max_topics = max_topics
         self._known: OrderedDict[str, _Known] = OrderedDict()  # least recently used first
         self._asking: dict[str, asyncio.Future[int | None]] = {}
+        self._all: tuple[frozenset[str], float] | None = None  # every topic, and when learnt
 
     def _fresh(self, name: str, needed_index: int) -> int | None:
         known = self._known.get(name)
@@ -110,6 +114,24 @@ class TopicCatalog:
             if count is not None:
                 counts[name] = count
         return counts
+
+    async def all_names(self) -> frozenset[str]:
+        """Every topic upstream, asked at most every :data:`ALL_NAMES_TTL_S`: what a regex subscription may match, for the topic ACLs of its
+        member (KAFKA-18813). When the upstream cannot say, the last list learnt (or none)."""
+        now = self.clock()
+        if self._all is not None and now - self._all[1] < ALL_NAMES_TTL_S:
+            return self._all[0]
+        request = MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False
+        )
+        try:
+            response = await self.upstream(request)
+        except Exception as exc:  # noqa: BLE001 - the shard still has its previous resolution
+            log.warning("cannot list the upstream's topics: %s", exc)
+            return self._all[0] if self._all is not None else frozenset()
+        names = frozenset(t.name for t in response.topics if t.name and t.error_code == ErrorCode.none)
+        self._all = (names, now)
+        return names
 
     async def _ask(self, names: list[str]) -> dict[str, int]:
         request = MetadataRequest(

@@ -174,6 +174,7 @@ class _Pending:
     seq: int = -1  # a forwarded client request: its place in the client's response order
     #: a request of the gateway's own on this link (:meth:`UpstreamLink.ask`): its payload
     answer: asyncio.Future[bytes] | None = None
+    patch: Callable[[bytes], bytes] | None = None  # a change of this one response (internal topics)
 
 
 Deliver = Callable[[int, bytes], None]
@@ -230,11 +231,17 @@ class UpstreamLink:
                     self.reader_task = asyncio.create_task(self._read_loop(reader))
         return self.writer
 
-    async def send(self, request: Request, expects_response: bool) -> None:
+    async def send(
+        self, request: Request, expects_response: bool, patch: Callable[[bytes], bytes] | None = None
+    ) -> None:
+        """Forward ``request``; its response, if one is expected, goes through ``patch`` (if
+        given) after the broker-address rewrite."""
         writer = await self._connected()
         if expects_response:
             self.pending.append(
-                _Pending(request.api_key, request.api_version, request.correlation_id, seq=request.seq)
+                _Pending(
+                    request.api_key, request.api_version, request.correlation_id, seq=request.seq, patch=patch
+                )
             )
         writer.write(frame_bytes(request.frame))
         await writer.drain()
@@ -279,6 +286,8 @@ class UpstreamLink:
                         )
                     if p.api_key in self.rewritten:
                         payload = await self.rewrite(p.api_key, p.api_version, payload)
+                    if p.patch is not None:
+                        payload = p.patch(payload)
                     if p.answer is None:
                         self.deliver(p.seq, payload)
                     elif not p.answer.done():  # not given up on (timed out)

@@ -8,13 +8,18 @@ API                                    Group                      Topics
 =====================================  =========================  ===============================
 JoinGroup, SyncGroup, Heartbeat,       READ                       -
 LeaveGroup
-ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names
+ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names;
+                                                                  a regex never resolves to a
+                                                                  topic it may not DESCRIBE
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
 OffsetFetch                            DESCRIBE                   DESCRIBE (failed per partition,
                                                                   or left out of "all topics")
-DescribeGroups, ConsumerGroupDescribe  DESCRIBE, per group        -
+DescribeGroups                         DESCRIBE, per group        -
+ConsumerGroupDescribe                  DESCRIBE, per group        DESCRIBE on every assigned
+                                                                  topic, else the group is
+                                                                  TOPIC_AUTHORIZATION_FAILED
 ListGroups                             DESCRIBE on CLUSTER,       -
                                        else filtered per group
 DeleteGroups                           DELETE, per group          -
@@ -42,6 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import re2
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i8, i32, i32Timedelta
@@ -58,6 +64,8 @@ from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
 
 log = logging.getLogger(__name__)
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a client's bad pattern is the shard's answer, not a log line
 
 GROUP_DENIED = ErrorCode.group_authorization_failed
 TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
@@ -129,6 +137,22 @@ class GroupAuthorization:
         """A topic named only by id (OffsetCommit/OffsetFetch v10) is refused: the gateway
         authorizes topics by name."""
         return name is not None and self.allowed(caller, operation, ResourceType.TOPIC, name)
+
+    def undescribable(self, caller: Caller, regex: str, topics: Iterable[str]) -> list[str]:
+        """The ``topics`` a subscription to ``regex`` would match that ``caller`` may not
+        DESCRIBE: Kafka 4.0 resolves a regex with the rights of the member refreshing it
+        (KAFKA-18813), so the shard leaves these out. A pattern that does not compile names
+        none (the shard answers INVALID_REGULAR_EXPRESSION). Denials only filter: not logged."""
+        try:
+            pattern = re2.compile(regex, _RE2_OPTIONS)
+        except re2.error:
+            return []
+        return sorted(
+            t
+            for t in topics
+            if pattern.fullmatch(t) is not None
+            and not self.allowed(caller, Operation.DESCRIBE, ResourceType.TOPIC, t, quiet=True)
+        )
 
     def check(
         self, api_key: int, caller: Caller, version: int, response_type: type[Any], request: Any
@@ -514,6 +538,63 @@ def _per_group_read(
     return hook
 
 
+_describe_consumer_groups = _per_group_read(
+    "group_ids",
+    "groups",
+    lambda g: cgh.ConsumerGroupDescribeGroup(
+        group_id=g,
+        error_code=GROUP_DENIED.value,
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    ),
+)
+UNDESCRIBABLE_TOPICS_MESSAGE = (
+    "The group has described topic(s) that the client is not authorized to describe."
+)
+
+
+def _consumer_group_describe(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
+    """DESCRIBE on each group, then on every topic of its members' assignments and target
+    assignments (KAFKA-18813, ``KafkaApis.handleConsumerGroupDescribe``): a group naming a topic
+    the caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with Kafka's message and
+    no members, so neither topic names nor partition ownership leak."""
+    verdict = _describe_consumer_groups(auth, caller, version, rt, req)
+    if verdict.request is None:
+        return verdict
+    served = verdict.finish
+
+    def finish(resp: Any) -> Any:
+        resp = served(resp) if served is not None else resp
+        return dataclasses.replace(
+            resp, groups=tuple(_hide_undescribable(auth, caller, g) for g in resp.groups)
+        )
+
+    return Verdict(verdict.request, finish=finish)
+
+
+def _hide_undescribable(auth: GroupAuthorization, caller: Caller, group: Any) -> Any:
+    names = {
+        tp.topic_name
+        for member in group.members
+        for assignment in (member.assignment, member.target_assignment)
+        for tp in assignment.topic_partitions
+    }
+    if all(auth.topic(caller, Operation.DESCRIBE, name) for name in sorted(names)):
+        return group
+    return dataclasses.replace(
+        group,
+        error_code=TOPIC_DENIED,
+        error_message=UNDESCRIBABLE_TOPICS_MESSAGE,
+        group_state="",
+        group_epoch=i32(0),
+        assignment_epoch=i32(0),
+        assignor_name="",
+        members=(),
+        authorized_operations=i32(AUTHORIZED_OPERATIONS_OMITTED),
+    )
+
+
 def _list_groups(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
     # KafkaApis.handleListGroupsRequest asks both with logIfDenied = false: a listing is filtered,
     # nothing is refused
@@ -706,15 +787,7 @@ HOOKS: dict[int, Hook] = {
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _group_configs(Operation.ALTER_CONFIGS, "responses"),
             ApiKey.OFFSET_DELETE: _offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
-            ApiKey.CONSUMER_GROUP_DESCRIBE: _per_group_read(
-                "group_ids",
-                "groups",
-                lambda g: cgh.ConsumerGroupDescribeGroup(
-                    group_id=g,
-                    error_code=GROUP_DENIED.value,
-                    authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-                ),
-            ),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
         },
     )
 }

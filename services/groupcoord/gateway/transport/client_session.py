@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter
@@ -24,6 +25,7 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway.groups.group_apis import served_by
 from groupcoord.gateway.proxy import broker_addresses
+from groupcoord.gateway.proxy.internal_topics import merge_payload
 from groupcoord.gateway.proxy.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
 from groupcoord.gateway.security.listener_security import ANONYMOUS, certificate_principal
 from groupcoord.gateway.security.relayed_sasl import RelayedSasl
@@ -151,18 +153,40 @@ class ClientSession:
             return
         if self.gateway.metrics is not None:
             self.started[request.seq] = (key, time.perf_counter())
+        expects_response = True
+        if key == ApiKey.PRODUCE:
+            _, offset = codec.decode_request_header(request.frame)
+            expects_response = produce_expects_response(request.frame, request.api_version, offset)
+        patch: Callable[[Any], Any] | None = None
+        refusal = None
+        if self.gateway.internal_topics.guards(request):
+            try:
+                refusal = self.gateway.internal_topics.check(request, expects_response)
+            except codec.DecodeError as exc:
+                self.fail(f"undecodable {codec.API_NAMES.get(key, key)} request: {exc}")
+                return
+        if refusal is not None:  # it names the coordinator's own topics: never forwarded
+            if refusal.forward is None:
+                if refusal.answer is not None:
+                    self.deliver(request.seq, codec.encode_response(request.correlation_id, refusal.answer))
+                if refusal.close:
+                    self.fail(f"{codec.API_NAMES[key]} with acks=0 to an internal topic")
+                return
+            request, patch = refusal.forward, refusal.merge
         if key == ApiKey.API_VERSIONS:
             self.spawn(self.answer_api_versions(request))
         elif key in self.gateway.served_apis:
-            self.spawn(self.answer_locally(request))
-        elif key == ApiKey.PRODUCE:
-            _, offset = codec.decode_request_header(request.frame)
-            expects_response = produce_expects_response(request.frame, request.api_version, offset)
-            await self.upstream.send(request, expects_response)
+            self.spawn(self.answer_locally(request, patch))
+        else:
+            await self.upstream.send(
+                request,
+                expects_response,
+                None if patch is None else merge_payload(key, request.api_version, patch),
+            )
             if not expects_response:  # acks=0: answered by nothing, so later answers may go
                 self.deliver(request.seq, None)
-        else:
-            await self.upstream.send(request, True)
+            if refusal is not None and refusal.close:
+                self.fail(f"{codec.API_NAMES[key]} with acks=0 to an internal topic")
 
     async def dispatch_unauthenticated(self, request: Request) -> None:
         """Before SASL completes only ApiVersions and the SASL APIs are answered; anything else
@@ -212,6 +236,10 @@ class ClientSession:
                 self.principal = self.relayed.principal or self.principal
                 self.conn.set_max_frame(self.gateway.limits.socket_request_max_bytes)
             return payload
+        if api_key == ApiKey.METADATA:  # our topics are internal, as Kafka's are
+            correlation_id, body = codec.decode_response(api_key, api_version, payload)
+            body = self.gateway.internal_topics.mark(await self.gateway.brokers.rewrite(api_key, body))
+            return codec.encode_response(correlation_id, body)
         return await self.gateway.brokers.rewrite_payload(api_key, api_version, payload)
 
     def spawn(self, coro: Any) -> None:
@@ -224,7 +252,8 @@ class ClientSession:
         _, body = api_versions_response(request.api_version, advertised)
         self.deliver(request.seq, codec.encode_response(request.correlation_id, body))
 
-    async def answer_locally(self, request: Request) -> None:
+    async def answer_locally(self, request: Request, patch: Callable[[Any], Any] | None = None) -> None:
+        """A served API's answer (``patch``: what the internal-topic rule adds to it)."""
         name = codec.API_NAMES[request.api_key]
         try:
             header, body = codec.decode_request(request.frame)
@@ -249,6 +278,8 @@ class ClientSession:
             log.exception("group handler failed on %s from %s", name, self.peer)
             self.fail("internal error in group handler")
             return
+        if patch is not None:
+            response = patch(response)
         self.deliver(request.seq, codec.encode_response(request.correlation_id, response))
 
     def deliver(self, seq: int, payload: bytes | None) -> None:

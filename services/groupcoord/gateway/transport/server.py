@@ -17,6 +17,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupcoord.common.kafka_security import KafkaSecurity
+from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
+from groupcoord.gateway.proxy.internal_topics import InternalTopics
 from groupcoord.gateway.proxy.listeners import BrokerListeners, Listener
 from groupcoord.gateway.proxy.upstream import Upstream, UpstreamUnavailable
 from groupcoord.gateway.security.listener_security import ListenerSecurity
@@ -72,12 +74,15 @@ class Gateway:
         metrics: GatewayMetrics | None = None,
         owned: contextlib.AsyncExitStack | None = None,
         limits: ConnectionLimits | None = None,
+        internal_topics: InternalTopics | None = None,
     ) -> None:
         self.upstream = upstream
         self.group_handler = group_handler
         #: TLS and SASL of the client listeners (default: plaintext, no authentication)
         self.listener_security = listener_security or ListenerSecurity()
         self.metrics = metrics  # request latencies, when exported
+        #: the coordinator's own topics: internal in Metadata, refused to clients' writes
+        self.internal_topics = internal_topics or InternalTopics((DEFAULT_STATE_TOPIC, DEFAULT_METRICS_TOPIC))
         self.credentials: CredentialStore | None = self.listener_security.credential_store()
         self.sessions: set[ClientSession] = set()
         #: what one client connection may cost (Kafka's socket and connection configs)

@@ -342,6 +342,32 @@ def test_regex_subscription_follows_topic_changes() -> None:
     ctx.assert_replay_equals_live()
 
 
+def test_a_regex_never_resolves_to_topics_the_refreshing_member_cannot_describe() -> None:
+    """KAFKA-18813: a regex resolves with the rights of the member whose heartbeat refreshes it
+    (the gateway names the topics its principal may not DESCRIBE)."""
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(orders_eu=1, orders_us=1, orders_secret=1)
+    resp = ctx.join("a", names=None, regex="orders_.*", undescribable=["orders_secret"])
+    assert ctx.assignment(resp) == {"orders_eu": [0], "orders_us": [0]}
+    assert ctx.group().resolved_regexes["orders_.*"].topics == {"orders_eu", "orders_us"}
+    # a topic created later reaches the regex with the new image; the next heartbeat of a member
+    # denied it takes it out again, before the member is ever assigned it
+    ctx.set_topics(orders_vault=1)
+    e = ctx.group().group_epoch
+    ctx.ack("a", undescribable=["orders_secret", "orders_vault"])
+    assert ctx.group().resolved_regexes["orders_.*"].topics == {"orders_eu", "orders_us"}
+    assert ctx.group().group_epoch == e + 1
+    assert set(ctx.target("a")) == {"orders_eu", "orders_us"}
+    ctx.assert_replay_equals_live()
+
+
+def test_a_regex_never_matches_the_coordinators_own_topics() -> None:
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(__groupcoord_state=4, __groupcoord_metrics=1, __consumer_offsets=4, app=1)
+    ctx.join("a", names=None, regex=".*")
+    assert ctx.group().resolved_regexes[".*"].topics == {"app"}
+
+
 # --- assignment batching ------------------------------------------------------------------
 
 

@@ -90,6 +90,7 @@ def advance_member(
     group_is_new: bool,
     owned: Mapping[bytes, frozenset[int]] | None,
     now_ms: int,
+    undescribable: frozenset[str] = frozenset(),
 ) -> ConsumerGroupMember:
     """Steps 3-5 for a member whose request fields are applied: group epoch, target
     assignment, reconciliation. Appends the records to ``records`` (and the batched
@@ -99,6 +100,9 @@ def advance_member(
     member and read its fields from the request.
 
     ``owned`` is the partitions the member reports owning (None: not reported).
+    ``undescribable``: topics the member's principal may not DESCRIBE, which its regex must not
+    resolve to (Kafka 4.0, KAFKA-18813: a regex resolves with the rights of the member whose
+    heartbeat refreshes it; the gateway checks the ACLs and names them).
     """
     member, updated, is_new, replaced = change.member, change.updated, change.is_new, change.replaced
     gid = group.group_id
@@ -126,6 +130,11 @@ def advance_member(
                 del resolved[regex]
                 records.append(regex_record(gid, regex, None))
                 regex_changed = True
+    own_regex = updated.subscribed_topic_regex
+    if undescribable and own_regex is not None and resolved.get(own_regex, frozenset()) & undescribable:
+        resolved[own_regex] = resolved[own_regex] - undescribable
+        records.append(regex_record(gid, own_regex, resolved[own_regex], now_ms))
+        regex_changed = True
 
     # Group epoch: bumped when the subscription or the subscribed topics' metadata changed.
     group_epoch = group.group_epoch

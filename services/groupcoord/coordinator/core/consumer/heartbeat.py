@@ -192,7 +192,17 @@ def _heartbeat(
     updated = _apply_fields(member, r, instance_id)
     timers: list[TimerIntent] = []
     change = MemberUpdate(member, updated, is_new, replaced)
-    reconciled = advance_member(ctx, group, records, timers, change, group_is_new=group_is_new, owned=owned, now_ms=now_ms)
+    reconciled = advance_member(
+        ctx,
+        group,
+        records,
+        timers,
+        change,
+        group_is_new=group_is_new,
+        owned=owned,
+        now_ms=now_ms,
+        undescribable=frozenset(r.undescribable_topics),
+    )
 
     # Timers.
     timers.append(session_timer(ctx, gid, member_id, now_ms))
