@@ -140,7 +140,7 @@ class VerifiableConsumerGroup:
         self.global_committed: dict[TopicPartition, int] = {}
         #: how many times each offset was handed to the application, over the whole run
         self.consumed: dict[TopicPartition, Counter[int]] = defaultdict(Counter)
-        #: offsets a hard-killed consumer had consumed but the group had not committed
+        #: offsets a consumer had consumed but the group had not committed when it let them go
         self.redelivery_windows: dict[TopicPartition, list[range]] = defaultdict(list)
 
     @staticmethod
@@ -193,15 +193,10 @@ class VerifiableConsumerGroup:
 
     def stop_node(self, idx: int, clean_shutdown: bool = True, timeout: float = 30) -> None:
         """SIGTERM (the tool closes its consumer) or SIGKILL, and wait for the process to end
-        (kafkatest's ``stop_node``). A SIGKILL opens an at-least-once window on each partition
-        the consumer held: what it consumed past the group's last commit will be consumed again."""
+        (kafkatest's ``stop_node``)."""
         node = self.nodes[idx]
         process = node.process
         assert process is not None
-        if not clean_shutdown:
-            with self.lock:
-                for tp, position in node.position.items():
-                    self.redelivery_windows[tp].append(range(self.global_committed.get(tp, 0), position))
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM if clean_shutdown else signal.SIGKILL)
         process.wait(timeout)
@@ -264,13 +259,25 @@ class VerifiableConsumerGroup:
             case "offsets_committed":
                 self._handle_offsets_committed(node, event)
 
+    def _give_up(self, node: ConsumerNode, partitions: list[TopicPartition]) -> None:
+        """A consumer lets ``partitions`` go (revoked, closed, killed). What it consumed of one
+        past the group's committed offset is an at-least-once window: the next owner starts at
+        the committed offset and consumes it again. With a commit after every poll that is what
+        a SIGKILL cut short, or what a commit refused during a rebalance left uncommitted."""
+        for tp in partitions:
+            committed = self.global_committed.get(tp, 0)
+            if node.position.get(tp, committed) > committed:
+                self.redelivery_windows[tp].append(range(committed, node.position[tp]))
+
     def _handle_shutdown_complete(self, node: ConsumerNode) -> None:
+        self._give_up(node, list(node.position))
         node.state = ConsumerState.DEAD
         node.assignment = []
         node.position = {}
 
     def _handle_partitions_revoked(self, node: ConsumerNode, event: Event) -> None:
         node.revoked_count += 1
+        self._give_up(node, list(node.position) if node.mode is Mode.EAGER else event.partitions())
         node.position = {}
         if node.mode is Mode.EAGER:
             node.state = ConsumerState.REBALANCING
@@ -299,7 +306,9 @@ class VerifiableConsumerGroup:
             node.position[tp] = high + 1
             committed = self.global_committed.get(tp)
             if committed is not None and committed > low:
-                self._error(node, f"consumed {tp} from {low}, behind the group's committed offset {committed}")
+                self._error(
+                    node, f"consumed {tp} from {low}, behind the group's committed offset {committed}"
+                )
             self.global_position[tp] = high + 1
             self.consumed[tp].update(range(low, high + 1))
             if batch["count"] != high - low + 1:
@@ -314,7 +323,9 @@ class VerifiableConsumerGroup:
             if tp not in node.assignment:
                 self._error(node, f"committed {tp} which is not assigned ({node.assignment})")
             if node.position.get(tp, -1) < offset:
-                self._error(node, f"committed {tp} at {offset}, ahead of its position {node.position.get(tp)}")
+                self._error(
+                    node, f"committed {tp} at {offset}, ahead of its position {node.position.get(tp)}"
+                )
             if self.global_position.get(tp, -1) < offset:
                 self._error(node, f"committed {tp} at {offset}, ahead of the group's position")
             node.committed[tp] = offset
@@ -394,9 +405,8 @@ class VerifiableConsumerGroup:
             }
 
     def unexplained_duplicates(self) -> dict[TopicPartition, list[int]]:
-        """Offsets consumed more often than the at-least-once windows of hard kills allow (each
-        window lets its offsets be handed out once more), per partition: Kafka's delivery
-        guarantee with synchronous commits after every poll."""
+        """Offsets consumed more often than the at-least-once windows allow (each window lets its
+        offsets be handed out once more), per partition: Kafka's delivery guarantee."""
         with self.lock:
             found: dict[TopicPartition, list[int]] = {}
             for tp, counts in self.consumed.items():
@@ -405,6 +415,10 @@ class VerifiableConsumerGroup:
                 if extra:
                     found[tp] = sorted(extra)[:10]
             return found
+
+    def windows(self) -> dict[TopicPartition, list[range]]:
+        with self.lock:
+            return {tp: list(w) for tp, w in self.redelivery_windows.items() if w}
 
     def missing(self, acked: dict[TopicPartition, set[int]]) -> dict[TopicPartition, list[int]]:
         """Acknowledged records never consumed by any member, per partition."""
@@ -422,6 +436,14 @@ class VerifiableConsumerGroup:
         rank = {"killed": 0, "shutdown_complete": 0, "partitions_revoked": 0, "partitions_assigned": 2}
         with self.lock:
             return sorted(self.timeline, key=lambda e: (e.timestamp_ms, rank.get(e.name, 1)))
+
+    def dump(self, path: Path) -> None:
+        """The ordered timeline as JSON lines (what to read when a check fails)."""
+        with path.open("w") as out:
+            for e in self.ordered_timeline():
+                out.write(
+                    json.dumps({"node": e.node, **e.body, "name": e.name, "timestamp": e.timestamp_ms}) + "\n"
+                )
 
     def double_ownership(self) -> list[str]:
         """Moments at which a partition was assigned to a consumer while another still owned it."""
@@ -444,7 +466,9 @@ class VerifiableConsumerGroup:
                 for tp in e.partitions():
                     other = owners.get(tp)
                     if other is not None and other != e.node:
-                        found.append(f"{tp} assigned to consumer {e.node} at {e.timestamp_ms} while owned by {other}")
+                        found.append(
+                            f"{tp} assigned to consumer {e.node} at {e.timestamp_ms} while owned by {other}"
+                        )
                     owners[tp] = e.node
                     held[e.node].add(tp)
                 continue
@@ -477,7 +501,14 @@ class VerifiableProducer:
     partition from its ``producer_send_success`` events."""
 
     def __init__(
-        self, bootstrap: str, topic: str, log: Path, *, max_messages: int = -1, throughput: int = 100
+        self,
+        bootstrap: str,
+        topic: str,
+        log: Path,
+        *,
+        max_messages: int = -1,
+        throughput: int = 100,
+        repeating_keys: int | None = 60,
     ) -> None:
         self.args = [
             "--bootstrap-server", bootstrap,
@@ -485,6 +516,10 @@ class VerifiableProducer:
             "--max-messages", str(max_messages),
             "--throughput", str(throughput),
         ]  # fmt: skip
+        if repeating_keys:
+            # keyed records spread over every partition all the time; unkeyed ones go in bursts of
+            # a batch to one partition (the sticky partitioner), leaving partitions idle for seconds
+            self.args += ["--repeating-keys", str(repeating_keys)]
         self.topic = topic
         self.log = log
         self.lock = threading.Lock()
@@ -518,7 +553,9 @@ class VerifiableProducer:
             return sum(len(offsets) for offsets in self.acked.values())
 
     def await_acked(self, count: int, timeout: float = 60) -> None:
-        wait_until(lambda: self.num_acked >= count, timeout, f"{count} records acknowledged (acked {self.num_acked})")
+        wait_until(
+            lambda: self.num_acked >= count, timeout, f"{count} records acknowledged (acked {self.num_acked})"
+        )
 
     def stop(self, timeout: float = 60) -> None:
         """SIGTERM: the tool flushes what it sent, reports it and exits."""
