@@ -98,8 +98,11 @@ def java_command(version: str, main: str, *args: str, heap_mb: int | None = None
 
 def random_cluster_id() -> str:
     """A KRaft cluster id: a random UUID in URL-safe base64 without padding, as
-    ``kafka-storage.sh random-uuid`` prints."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    ``kafka-storage.sh random-uuid`` prints; like Kafka's ``Uuid.randomUuid`` never one starting
+    with ``-``, which ``kafka-storage format -t`` would take for an option (1 start in 64 failed)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cluster_id
 
 
 @dataclass
