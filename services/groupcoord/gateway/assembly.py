@@ -22,6 +22,7 @@ from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.authorization.upstream_acls import UpstreamAcls, UpstreamAclSource, UpstreamAclsUnavailable
 from groupcoord.common import kafka_security
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway.groups.group_apis import GroupApis
@@ -84,6 +85,7 @@ class GatewayOptions:
     # Kafka ACLs on the group APIs: a policy, the upstream's own (connected when built), None: off
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     metrics: bool = False  # record request latencies and leadership for /metrics
+    internal_tls: InternalTls | None = None  # the gateway's certificate for the shards (None: plaintext)
 
     @classmethod
     def from_arguments(
@@ -131,7 +133,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
             policy = policy.connect(upstream.request)
             refreshing = await _follow_upstream_acls(policy)
             owned.callback(refreshing.cancel)
-        shards = WorkerClient()
+        shards = WorkerClient(tls=options.internal_tls)
         owned.push_async_callback(shards.close)
         group_apis = GroupApis(
             leadership,
