@@ -114,6 +114,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     ACL policy of ``options`` (the upstream's own ACLs are read once here, so a gateway never
     serves before it knows them, then kept fresh); without, it is a plain proxy.
     """
+    tls_context = options.listener_security.ssl_context()
     upstream = Upstream(
         options.upstream,
         BrokerListeners(
@@ -121,7 +122,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
             options.port,
             advertised_host(options.host, options.advertised_host),
             options.broker_ports,
-            options.listener_security.ssl_context(),
+            tls_context,
         ),
         options.upstream_security,
     )
@@ -151,9 +152,14 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         metrics = GatewayMetrics()
         if leadership is not None:
             metrics.watch_leadership(leadership)
-    return Gateway(
+    gateway = Gateway(
         upstream, group_apis, listener_security=options.listener_security, metrics=metrics, owned=owned
     )
+    files = listener_security.ListenerFiles(options.listener_security, tls_context, gateway.credentials)
+    if files.watched:  # certificates and credentials reloaded when their files change
+        following = asyncio.create_task(files.follow())
+        owned.callback(following.cancel)
+    return gateway
 
 
 async def _follow_upstream_acls(policy: UpstreamAcls) -> asyncio.Task[None]:
