@@ -156,11 +156,11 @@ def _guarded(handler: grpc.RpcMethodHandler, allowed: frozenset[str]) -> grpc.Rp
     return grpc.stream_stream_rpc_method_handler(stream_stream, **codec)
 
 
-def issue(directory: Path, days: int = 30) -> dict[str, Path]:
-    """A throwaway CA and one certificate per identity under ``directory``: ``<identity>/``
-    holding ``ca.crt``, ``tls.crt``, ``tls.key`` (files 0600, folders 0700), as a TLS Secret
-    mounts them. Returns identity -> its folder. What ``groupcoord up`` makes at start."""
-    from cryptography import x509  # noqa: PLC0415 - only a local cluster issues certificates
+def issue_pems(days: int = 365) -> dict[str, InternalTls]:
+    """A new CA and one certificate per identity signed by it (PEM, in memory): identity ->
+    its CA, certificate and key. What ``groupcoord up`` writes at start and the operator
+    puts in the Secrets it generates."""
+    from cryptography import x509  # noqa: PLC0415 - only who issues certificates needs it
     from cryptography.hazmat.primitives import hashes, serialization  # noqa: PLC0415
     from cryptography.hazmat.primitives.asymmetric import ec  # noqa: PLC0415
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: PLC0415
@@ -184,8 +184,7 @@ def issue(directory: Path, days: int = 30) -> dict[str, Path]:
         .sign(ca_key, hashes.SHA256())
     )
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folders = {}
+    issued = {}
     for identity in IDENTITIES:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
@@ -206,13 +205,20 @@ def issue(directory: Path, days: int = 30) -> dict[str, Path]:
         key_pem = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
+        issued[identity] = InternalTls(ca_pem, cert.public_bytes(serialization.Encoding.PEM), key_pem)
+    return issued
+
+
+def issue(directory: Path, days: int = 30) -> dict[str, Path]:
+    """:func:`issue_pems` written under ``directory``: ``<identity>/`` holding ``ca.crt``,
+    ``tls.crt``, ``tls.key`` (files 0600, folders 0700), as a TLS Secret mounts them. Returns
+    identity -> its folder."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folders = {}
+    for identity, tls in issue_pems(days).items():
         folder = directory / identity
         folder.mkdir(mode=0o700, exist_ok=True)
-        for file, content in (
-            (CA_FILE, ca_pem),
-            (CERT_FILE, cert.public_bytes(serialization.Encoding.PEM)),
-            (KEY_FILE, key_pem),
-        ):
+        for file, content in ((CA_FILE, tls.ca), (CERT_FILE, tls.cert), (KEY_FILE, tls.key)):
             fd = os.open(folder / file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(content)
