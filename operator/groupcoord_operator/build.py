@@ -111,7 +111,8 @@ def internal_tls_secret_name(name: str, spec: Spec, component: str) -> str:
 
 
 def _internal_tls(pod: dict[str, Any], container: dict[str, Any], secret: str) -> None:
-    pod["volumes"].append({"name": "internal-tls", "secret": {"secretName": secret, "defaultMode": 0o440}})
+    # 0444: the files are root's (no fsGroup) and the container runs as a non-root user
+    pod["volumes"].append({"name": "internal-tls", "secret": {"secretName": secret, "defaultMode": 0o444}})
     container["volumeMounts"].append({"name": "internal-tls", "mountPath": INTERNAL_TLS_MOUNT, "readOnly": True})
 
 

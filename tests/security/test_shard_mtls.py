@@ -41,7 +41,10 @@ FORGED_EPOCH = 2**31 - 1
 
 @pytest.fixture(scope="module")
 def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
-    options = ClusterOptions(port=0, shards=2, partitions=PARTITIONS, metrics=False)
+    # a state topic of its own: the session's clusters share the broker with another partition count
+    options = ClusterOptions(
+        port=0, shards=2, partitions=PARTITIONS, metrics=False, state_topic=f"__mtls_{uuid.uuid4().hex[:6]}"
+    )
     with BackgroundCluster((broker.host, broker.port), options) as c:
         yield c
 
