@@ -80,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between consumer-lag updates on the shards' /metrics; 0 = off (default %(default)s)",
     )
     parser.add_argument(
+        "--no-internal-tls",
+        dest="internal_tls",
+        action="store_false",
+        help="plaintext between gateway, control plane and shards instead of mutual TLS with a CA "
+        "made at start (only to measure what mutual TLS costs)",
+    )
+    parser.add_argument(
         "--no-coordinator",
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",

@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from groupcoord import status
 from groupcoord.common import internal_tls
 from groupcoord.common.internal_tls import CONTROL_PLANE, GATEWAY, InternalTls
 from groupcoord.embedded_broker import EmbeddedBroker
@@ -140,6 +141,12 @@ def test_a_shard_serves_only_the_certificates_of_the_gateway_and_the_control_pla
     pong, reply = asyncio.run(as_gateway())
     assert pong.shard_id == "0"
     assert reply.correlation_id == 1 and (reply.HasField("offset_fetch") or reply.error_code != 0)
+
+    # `groupcoord status` asks the shards with the control plane's certificate its state file names
+    assert cluster.cluster is not None and cluster.cluster.control is not None
+    rows = asyncio.run(status.collect(cluster.cluster.control.describe()))
+    assert rows and not [r for r in rows if "error" in r]
+    assert {r["partition"] for r in rows} == set(range(PARTITIONS))
 
 
 def test_a_forged_set_leadership_is_refused_and_later_leaders_are_not_fenced(
