@@ -8,8 +8,8 @@ peers), health any of the three. A Kafka client never reaches a shard: the gatew
 it and names it in the envelope (``principal``).
 
 Every party reads the same three files, as a Kubernetes TLS Secret mounts them (``ca.crt``,
-``tls.crt``, ``tls.key``): the chart, the operator, cert-manager, or :func:`issue` (the
-throwaway CA ``groupcoord up`` makes at start) write them. Shards are verified under one name,
+``tls.crt``, ``tls.key``): the chart, cert-manager, or :func:`issue` (the throwaway CA
+``groupcoord up`` makes at start) write them. Shards are verified under one name,
 :data:`SHARD_NAME`, whatever address they are reached at (pod IPs, headless-Service names):
 every shard certificate carries it and callers check it (``grpc.ssl_target_name_override``).
 """
