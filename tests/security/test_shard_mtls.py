@@ -20,7 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord import status
@@ -69,11 +69,21 @@ def shard_address(cluster: BackgroundCluster, shard: int) -> str:
     return f"{proc.host}:{proc.grpc_port}"
 
 
-def commit_and_read(bootstrap: str, group: str, topic: str, offset: int) -> int:
-    """Commit ``offset`` for ``group`` through the gateway and read it back."""
+def commit_and_read(bootstrap: str, group: str, topic: str, offset: int, within_s: float = 60) -> int:
+    """Commit ``offset`` for ``group`` through the gateway and read it back; retriable errors
+    (a partition still loading after a failover on a busy machine) are retried, as an
+    application does, for ``within_s``."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + within_s
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        while True:
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+                break
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         return int(consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset)
     finally:
         consumer.close()
