@@ -194,12 +194,16 @@ def run(args: list[str]) -> dict[str, object]:
     add_load_options(parser)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--no-internal-tls", action="store_true", help="plaintext gateway-shard gRPC (the cost of mutual TLS)"
+    )
     opts = parser.parse_args(args)
     # The cluster runs as `groupcoord up` in processes of its own, like a real deployment: the
     # load generator here must not share an interpreter (and a GIL) with the gateway.
+    extra = ["--no-internal-tls"] if opts.no_internal_tls else []
     with (
         EmbeddedBroker() as broker,
-        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads) as up,
+        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads, extra=extra) as up,
     ):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic = f"hb-{uuid.uuid4().hex[:6]}"
@@ -207,4 +211,9 @@ def run(args: list[str]) -> dict[str, object]:
             fut.result(15)
         time.sleep(4)  # the shards' topic metadata refresh sees the topic
         result = run_load(up.bootstrap, topic, opts)
-        return {"shards": opts.shards, "threads_per_shard": opts.threads, **result}
+        return {
+            "shards": opts.shards,
+            "threads_per_shard": opts.threads,
+            "internal_tls": not opts.no_internal_tls,
+            **result,
+        }

@@ -9,10 +9,18 @@ Workload command lines (implemented by ``groupcoord shard`` / ``groupcoord gatew
     groupcoord shard --shard-id <ordinal> --threads <T> --kafka <bootstrap> --state-topic <topic>
         --partitions <P> --replication-factor <R> --min-insync-replicas <M>
         --grpc-port 50051 --metrics-port 9100 --drain-timeout 20 --leadership kubernetes:<namespace>/<name>
+        --internal-tls-dir /etc/groupcoord/internal-tls --health-port 50050
     groupcoord gateway --port <listener port> --advertised-host $(GROUPCOORD_ADVERTISED_HOST)
         --broker-ports <N> --kafka <bootstrap> --metrics-port 9100 --leadership kubernetes:<namespace>/<name>
         --shard-address-template '<name>-shard-{shard}.<name>-shard.<namespace>.svc:50051'
-        --state-topic <topic>
+        --state-topic <topic> --internal-tls-dir /etc/groupcoord/internal-tls
+
+Shards serve gRPC with mutual TLS only (``groupcoord.common.internal_tls``): the gateway and the
+shards mount a TLS Secret each, ``<name>-internal-tls-gateway`` / ``-shard`` (the chart
+generates them; the operator never touches Secrets) or the ones ``spec.internalTls.secrets``
+names (cert-manager's); the kubelet probes health on a plaintext port that serves nothing else. NetworkPolicies (:func:`build_network_policies`) let
+only gateway and operator pods reach the shards' gRPC ports, and metrics only from where
+``spec.networkPolicy.metricsFrom`` says; metrics have a ClusterIP Service of their own.
 
 Addresses clients can reach follow Strimzi's listener model (:func:`advertised_host_env`): a
 gateway pod advertises its pod IP (``internal``), its node's IP with every listener port as a
@@ -37,6 +45,8 @@ from groupcoord_operator.crd import API_VERSION, KIND
 from groupcoord_operator.spec import PodTemplate, Spec
 
 GRPC_PORT = 50051
+HEALTH_PORT = 50050  # grpc.health.v1 alone, plaintext, for the kubelet's probes
+INTERNAL_TLS_MOUNT = "/etc/groupcoord/internal-tls"
 KAFKA_PORT = 9092
 METRICS_PORT = 9100
 # A stopping shard reports NOT_SERVING and waits this long for its partitions to be moved away
@@ -92,6 +102,18 @@ def shard_service_name(name: str) -> str:
 def shard_address_template(name: str, namespace: str) -> str:
     """Stable per-pod DNS names of the headless shard Service; ``{shard}`` is the ordinal."""
     return f"{name}-shard-{{shard}}.{shard_service_name(name)}.{namespace}.svc:{GRPC_PORT}"
+
+
+def internal_tls_secret_name(name: str, spec: Spec, component: str) -> str:
+    """The TLS Secret ``component`` (shard or gateway) mounts for mutual TLS between them: the
+    one ``spec.internalTls.secrets`` names (e.g. cert-manager's), else the one the chart makes."""
+    return str(spec.internal_tls_secrets.get(component) or f"{name}-internal-tls-{component}")
+
+
+def _internal_tls(pod: dict[str, Any], container: dict[str, Any], secret: str) -> None:
+    # 0444: the files are root's (no fsGroup) and the container runs as a non-root user
+    pod["volumes"].append({"name": "internal-tls", "secret": {"secretName": secret, "defaultMode": 0o444}})
+    container["volumeMounts"].append({"name": "internal-tls", "mountPath": INTERNAL_TLS_MOUNT, "readOnly": True})
 
 
 def gateway_service_name(name: str) -> str:
@@ -285,6 +307,10 @@ def shard_args(name: str, namespace: str, spec: Spec) -> list[str]:
         str(SHARD_DRAIN_S),
         "--leadership",
         leadership_ref(namespace, name),
+        "--internal-tls-dir",
+        INTERNAL_TLS_MOUNT,
+        "--health-port",
+        str(HEALTH_PORT),
     ]
 
 
@@ -307,6 +333,8 @@ def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
         shard_address_template(name, namespace),
         "--state-topic",  # transactions add the group's state partition (AddOffsetsToTxn)
         spec.state_topic,
+        "--internal-tls-dir",
+        INTERNAL_TLS_MOUNT,
     ]
 
 
@@ -344,19 +372,21 @@ def build_shard_statefulset(
         ],
         "ports": [
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "health", "containerPort": HEALTH_PORT, "protocol": "TCP"},
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         # grpc.health.v1 on worker 0 (groupcoord.coordinator.server.health): "" is SERVING when
         # every worker can lead partitions; "liveness" when no worker is wedged. The answer
         # comes from worker 0's event loop: a busy loop may take more than the 1 s default.
+        # On the plaintext health port: gRPC probes cannot do TLS, the gRPC port wants a certificate.
         "readinessProbe": {
-            "grpc": {"port": GRPC_PORT, "service": ""},
+            "grpc": {"port": HEALTH_PORT, "service": ""},
             "periodSeconds": 5,
             "timeoutSeconds": 3,
             "failureThreshold": 2,
         },
         "livenessProbe": {
-            "grpc": {"port": GRPC_PORT, "service": "liveness"},
+            "grpc": {"port": HEALTH_PORT, "service": "liveness"},
             "periodSeconds": 10,
             "timeoutSeconds": 5,
             "failureThreshold": 6,
@@ -369,6 +399,7 @@ def build_shard_statefulset(
         "annotations": {"kubectl.kubernetes.io/default-container": SHARD},
     }
     pod = {**_pod_spec(spec, container), "terminationGracePeriodSeconds": 30}
+    _internal_tls(pod, container, internal_tls_secret_name(name, spec, SHARD))
     _apply_pod_template(pod, pod_meta, spec.shard_template, name, SHARD)
     template = {"metadata": pod_meta, "spec": pod}
     pod_meta["annotations"][TEMPLATE_HASH] = template_hash(template)
@@ -495,6 +526,7 @@ def build_gateway_deployment(
     container["env"].extend(security_env)
     pod["volumes"].extend(security_volumes)
     container["volumeMounts"].extend(security_mounts)
+    _internal_tls(pod, container, internal_tls_secret_name(name, spec, GATEWAY))
     _apply_pod_template(pod, pod_meta, spec.gateway_template, name, GATEWAY)
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1",
@@ -524,10 +556,13 @@ def build_gateway_deployment(
 def build_services(
     name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """A headless shard Service (per-pod DNS for the gateway) and the client-facing gateway Service.
+    """A headless shard Service (per-pod DNS for the gateway), the client-facing gateway
+    Service, and the gateway's metrics Service.
 
     The gateway Service carries the bootstrap port and every per-broker listener port, under
-    the type the listener asks for (ClusterIP, NodePort, LoadBalancer).
+    the type the listener asks for (ClusterIP, NodePort, LoadBalancer), and nothing else: a
+    LoadBalancer would publish whatever port it carries. Metrics are on a ClusterIP Service
+    of their own (which the chart's ServiceMonitor selects by its ``metrics`` port).
 
     The shard Service publishes not-ready addresses: a loading shard must still be reachable
     so the gateway gets COORDINATOR_LOAD_IN_PROGRESS (retriable) rather than a connect error.
@@ -559,19 +594,73 @@ def build_services(
             "type": service_type[spec.listener.type],
             "selector": selector(name, GATEWAY),
             "ports": [
-                *(
-                    {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
-                    for port_name, port in listener_port_names(spec)
-                ),
-                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+                for port_name, port in listener_port_names(spec)
             ],
         },
     }
-    services = [shard_svc, gateway_svc]
+    metrics_svc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{gateway_service_name(name)}-metrics",
+            "namespace": namespace,
+            "labels": labels(name, GATEWAY),
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(name, GATEWAY),
+            "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    }
+    services = [shard_svc, gateway_svc, metrics_svc]
     if owner is not None:
         for svc in services:
             svc["metadata"]["ownerReferences"] = [owner_reference(owner)]
     return services
+
+
+def build_network_policies(
+    name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Each port open to its callers only: a shard's gRPC ports (one per worker) to the
+    gateway pods and the operator's, its health port to anyone (health only: the kubelet's
+    probes), metrics to ``spec.networkPolicy.metricsFrom`` (default: pods of this namespace),
+    and the gateway's client listeners to anyone — clients reach the gateway and nothing else.
+    Ingress only: what the pods reach (Kafka, the API server) is not narrowed here."""
+    gateway_pods = {"podSelector": {"matchLabels": selector(name, GATEWAY)}}
+    metrics_port = {"port": METRICS_PORT, "protocol": "TCP"}
+    # an empty ``from`` would admit everyone: no peers named means nobody scrapes
+    metrics_from = [dict(p) for p in spec.network_policy.metrics_from]
+    metrics_rule = [{"from": metrics_from, "ports": [metrics_port]}] if metrics_from else []
+    grpc_ports: dict[str, Any] = {"port": GRPC_PORT, "protocol": "TCP"}
+    if spec.threads > 1:
+        grpc_ports["endPort"] = GRPC_PORT + spec.threads - 1
+    shard_rules = [
+        {"from": [gateway_pods, *(dict(p) for p in spec.network_policy.operator_from)], "ports": [grpc_ports]},
+        {"ports": [{"port": HEALTH_PORT, "protocol": "TCP"}]},
+        *metrics_rule,
+    ]
+    gateway_rules = [
+        {"ports": [{"port": port, "protocol": "TCP"} for _, port in listener_port_names(spec)]},
+        *metrics_rule,
+    ]
+    policies = []
+    for component, rules in ((SHARD, shard_rules), (GATEWAY, gateway_rules)):
+        policy: dict[str, Any] = {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {"name": f"{name}-{component}", "namespace": namespace, "labels": labels(name, component)},
+            "spec": {
+                "podSelector": {"matchLabels": selector(name, component)},
+                "policyTypes": ["Ingress"],
+                "ingress": rules,
+            },
+        }
+        if owner is not None:
+            policy["metadata"]["ownerReferences"] = [owner_reference(owner)]
+        policies.append(policy)
+    return policies
 
 
 def build_pod_disruption_budgets(

@@ -482,6 +482,41 @@ def spec_schema() -> dict[str, Any]:
                 "description": "Pod template overrides per component.",
                 "properties": {"shard": _pod_template("shard"), "gateway": _pod_template("gateway")},
             },
+            "internalTls": {
+                "type": "object",
+                "description": "Mutual TLS between gateway and shards (always on). By default the TLS Secrets "
+                "<name>-internal-tls-gateway and <name>-internal-tls-shard (ca.crt, tls.crt, tls.key; the chart "
+                "generates them); name others here, e.g. cert-manager Certificates with commonName "
+                "groupcoord-gateway / groupcoord-shard, dnsNames the same, from one CA issuer.",
+                "properties": {
+                    "secrets": {
+                        "type": "object",
+                        "description": "TLS Secrets (ca.crt, tls.crt, tls.key) per component.",
+                        "properties": {
+                            "gateway": {"type": "string", "minLength": 1, "description": "The gateway's Secret."},
+                            "shard": {"type": "string", "minLength": 1, "description": "The shards' Secret."},
+                        },
+                    },
+                },
+            },
+            "networkPolicy": {
+                "type": "object",
+                "description": "The NetworkPolicies the operator writes: shard gRPC only from gateway and "
+                "operator pods, metrics only from metricsFrom, clients only to the gateway's listeners.",
+                "properties": {
+                    "metricsFrom": {
+                        "type": "array",
+                        "description": "NetworkPolicyPeers that may scrape metrics (default: pods of this namespace).",
+                        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    },
+                    "operatorFrom": {
+                        "type": "array",
+                        "description": "NetworkPolicyPeers of the operator's pods (default: pods labelled "
+                        "app.kubernetes.io/name=groupcoord, app.kubernetes.io/component=operator in any namespace).",
+                        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    },
+                },
+            },
         },
     }
 

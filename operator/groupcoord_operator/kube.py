@@ -28,6 +28,7 @@ _PATHS: dict[str, tuple[str, str]] = {
     "Service": ("/api/v1", "services"),
     "Pod": ("/api/v1", "pods"),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
     "Lease": ("/apis/coordination.k8s.io/v1", "leases"),
     "GroupCoordinator": (f"/apis/{GROUP}/{VERSION}", PLURAL),
 }

@@ -217,6 +217,7 @@ def _reconcile(
         ),
         *build.build_services(name, namespace, spec, body),
         *build.build_pod_disruption_budgets(name, namespace, body),
+        *build.build_network_policies(name, namespace, spec, body),
     ]
     changed = []
     rejected = []

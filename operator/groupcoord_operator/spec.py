@@ -45,6 +45,23 @@ class Listener:
         return [self.port + n for n in range(self.broker_ports + 1)]
 
 
+OPERATOR_PODS: Mapping[str, Any] = {
+    "namespaceSelector": {},
+    "podSelector": {
+        "matchLabels": {"app.kubernetes.io/name": "groupcoord", "app.kubernetes.io/component": "operator"}
+    },
+}
+SAME_NAMESPACE: Mapping[str, Any] = {"podSelector": {}}
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """Who may reach what (``spec.networkPolicy``): NetworkPolicyPeers."""
+
+    metrics_from: tuple[Mapping[str, Any], ...] = (SAME_NAMESPACE,)
+    operator_from: tuple[Mapping[str, Any], ...] = (OPERATOR_PODS,)
+
+
 @dataclass(frozen=True)
 class PodTemplate:
     """Pod overrides of one component (Strimzi's ``template.pod``)."""
@@ -99,6 +116,8 @@ class Spec:
     cpu_per_shard_thread: str = "500m"
     shard_template: PodTemplate = field(default_factory=PodTemplate)
     gateway_template: PodTemplate = field(default_factory=PodTemplate)
+    internal_tls_secrets: Mapping[str, str] = field(default_factory=dict)  # component -> Secret name
+    network_policy: NetworkPolicy = field(default_factory=NetworkPolicy)
 
 
 def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
@@ -197,6 +216,7 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
     listener_raw = gateway.get("listener") or {}
     resources = raw.get("resources") or {}
     template = raw.get("template") or {}
+    policy = raw.get("networkPolicy") or {}
     spec = Spec(
         bootstrap_servers=raw["kafka"]["bootstrapServers"],
         partitions=topic["partitions"],
@@ -227,5 +247,10 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         cpu_per_shard_thread=str(resources.get("cpuPerShardThread", "500m")),
         shard_template=_pod_template(template.get("shard")),
         gateway_template=_pod_template(template.get("gateway")),
+        internal_tls_secrets=dict((raw.get("internalTls") or {}).get("secrets") or {}),
+        network_policy=NetworkPolicy(
+            metrics_from=tuple(policy.get("metricsFrom", (SAME_NAMESPACE,))),
+            operator_from=tuple(policy.get("operatorFrom") or (OPERATOR_PODS,)),
+        ),
     )
     return spec

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import shutil
 import ssl
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -20,7 +22,7 @@ from typing import Any
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.authorization.upstream_acls import UpstreamAclSource
-from groupcoord.common import kafka_security
+from groupcoord.common import internal_tls, kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
@@ -81,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between consumer-lag updates on the shards' /metrics; 0 = off (default %(default)s)",
     )
     parser.add_argument(
+        "--no-internal-tls",
+        dest="internal_tls",
+        action="store_false",
+        help="plaintext between gateway, control plane and shards instead of mutual TLS with a CA "
+        "made at start (only to measure what mutual TLS costs)",
+    )
+    parser.add_argument(
         "--no-coordinator",
         action="store_true",
         help="run no shards: forward the group APIs to the upstream cluster (a plain proxy)",
@@ -113,6 +122,9 @@ class ClusterOptions:
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # Kafka's socket configs
     allow_shared_upstream_identity: bool = False  # see GatewayOptions
+    # Mutual TLS between gateway, control plane and shards, with a throwaway CA made at start
+    # (False only to measure what it costs)
+    internal_tls: bool = True
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -132,8 +144,11 @@ class ClusterOptions:
             allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
         )
 
-    def gateway_options(self, upstream: tuple[str, int]) -> GatewayOptions:
-        """The gateway's share of these options (its upstream security: the environment's)."""
+    def gateway_options(
+        self, upstream: tuple[str, int], tls: internal_tls.InternalTls | None = None
+    ) -> GatewayOptions:
+        """The gateway's share of these options (its upstream security: the environment's;
+        ``tls``: its certificate for the shards)."""
         return GatewayOptions(
             upstream,
             bootstrap_servers=self.bootstrap_servers,
@@ -146,6 +161,7 @@ class ClusterOptions:
             metrics=self.metrics,
             connection_limits=self.connection_limits,
             allow_shared_upstream_identity=self.allow_shared_upstream_identity,
+            internal_tls=tls,
         )
 
 
@@ -159,11 +175,21 @@ class LocalCluster:
         self.gateway: Gateway | None = None  # built by start()
         self.control: LocalControlPlane | None = None
         self.metrics_server: Any = None
+        self.tls_dir: Path | None = None  # the throwaway CA's certificates, removed at stop
+
+    def _issue_certificates(self) -> dict[str, Path]:
+        """A CA made for this run and a certificate for the gateway, the control plane and the
+        shards (files 0600 in a 0700 folder of the state directory), so every local cluster
+        and every test runs the mutual-TLS path a Kubernetes deployment does."""
+        self.tls_dir = Path(tempfile.mkdtemp(prefix="internal-tls-", dir=state_dir()))
+        return internal_tls.issue(self.tls_dir)
 
     async def start(self) -> None:
         args = self.args
         table = None if args.no_coordinator else LeadershipTable(args.partitions)
-        self.gateway = await build_gateway(args.gateway_options(self.upstream), table)
+        folders = self._issue_certificates() if table is not None and args.internal_tls else {}
+        tls = {identity: internal_tls.InternalTls.from_dir(folder) for identity, folder in folders.items()}
+        self.gateway = await build_gateway(args.gateway_options(self.upstream, tls.get(internal_tls.GATEWAY)), table)
         if table is not None:
 
             def publish(placement: dict, processes: dict) -> None:
@@ -189,7 +215,11 @@ class LocalCluster:
                 lag_interval_s=args.lag_interval_s,
                 state_file=state_file(args.port) if args.port else None,
                 on_placement=publish,
+                tls=tls.get(internal_tls.CONTROL_PLANE),
+                shard_tls_dir=folders.get(internal_tls.SHARD_NAME),
             )
+            if internal_tls.CONTROL_PLANE in folders:  # for `groupcoord status`
+                self.control.extra_state["internal_tls_dir"] = str(folders[internal_tls.CONTROL_PLANE])
             await self.control.start()
         if args.metrics:
             from groupcoord.embedded_broker import free_port  # noqa: PLC0415
@@ -222,6 +252,8 @@ class LocalCluster:
             self.metrics_server.shutdown()
         if self.control is not None:
             await self.control.stop()
+        if self.tls_dir is not None:
+            shutil.rmtree(self.tls_dir, ignore_errors=True)
 
 
 async def _check_upstream_credentials(upstream: tuple[str, int]) -> None:

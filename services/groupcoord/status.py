@@ -13,6 +13,7 @@ from collections import Counter
 
 import grpc
 
+from groupcoord.common import internal_tls
 from groupcoord.local_cluster import state_file
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
@@ -34,9 +35,12 @@ async def collect(state: dict) -> list[dict]:
     """A row per partition of each shard (``{"shard", "error"}`` for one unreachable), and a row
     ``{"shard", "state_topic_problems"}`` for a shard that found its state topic misconfigured."""
     rows: list[dict] = []
+    # the control plane's certificate, which `groupcoord up` names in its state file
+    tls_dir = state.get("internal_tls_dir")
+    tls = internal_tls.InternalTls.from_dir(tls_dir) if tls_dir else None
 
     async def one(shard_id: str, info: dict) -> None:
-        async with grpc.aio.insecure_channel(f"{info['host']}:{info['grpc_port']}") as channel:
+        async with internal_tls.channel(tls, f"{info['host']}:{info['grpc_port']}") as channel:
             try:
                 resp = await sc_grpc.ShardControlStub(channel).Status(sc.StatusRequest(), timeout=5)
             except grpc.aio.AioRpcError as exc:

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import re
 import socket
+import tempfile
 import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -109,8 +112,11 @@ class Pod:
         return next(int(p["containerPort"]) for p in self.container.get("ports", []) if p.get("name") == ref)
 
 
-def docker_run_args(pod: Pod, network: str, image_user: str, kubeconfig: str) -> list[str]:
-    """``docker run`` arguments for the pod's one container, from its spec alone."""
+def docker_run_args(
+    pod: Pod, network: str, image_user: str, kubeconfig: str, volumes_on_host: Mapping[str, Path] | None = None
+) -> list[str]:
+    """``docker run`` arguments for the pod's one container, from its spec alone (and the host
+    folders :func:`secret_volumes` filled for its Secret volumes)."""
     c = pod.container
     env = pod.env()
     pod_sec = pod.spec.get("securityContext", {})
@@ -138,8 +144,11 @@ def docker_run_args(pod: Pod, network: str, image_user: str, kubeconfig: str) ->
     volumes = {v["name"]: v for v in pod.spec.get("volumes", [])}
     for mount in c.get("volumeMounts", []):
         volume = volumes[mount["name"]]
+        if "secret" in volume and volumes_on_host and mount["name"] in volumes_on_host:
+            args += ["-v", f"{volumes_on_host[mount['name']]}:{mount['mountPath']}:ro"]
+            continue
         if "emptyDir" not in volume:
-            raise NotImplementedError(f"volume {mount['name']}: only emptyDir is emulated")
+            raise NotImplementedError(f"volume {mount['name']}: only emptyDir and Secrets are emulated")
         args += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
     # What the kubelet adds to every pod: the API server's address (here a kubeconfig for
     # kmock, which serves plain HTTP, instead of the service-account projection).
@@ -240,8 +249,35 @@ def address_pool(subnet: str) -> Any:
     return (str(h) for h in hosts)
 
 
-def start(docker: Docker, pod: Pod, network: str, image_user: str, kubeconfig: str) -> None:
-    pod.container_id = docker.run(*docker_run_args(pod, network, image_user, kubeconfig)).stdout.strip()
+def secret_volumes(pod: Pod, secrets: Mapping[str, Mapping[str, bytes]]) -> dict[str, Path]:
+    """The pod's Secret volumes as the kubelet writes them: one file per key, owned by root
+    (no fsGroup) with the volume's ``defaultMode``, so a mode the container's user cannot read
+    fails here as it would in a cluster. Volume name -> host folder."""
+    folders = {}
+    for volume in pod.spec.get("volumes", []):
+        if "secret" not in volume:
+            continue
+        data = secrets[volume["secret"]["secretName"]]  # a missing Secret: the pod cannot start
+        folder = Path(tempfile.mkdtemp(prefix=f"{pod.name}-{volume['name']}-"))
+        folder.chmod(0o755)
+        for key, content in data.items():
+            (folder / key).write_bytes(content)
+            os.chmod(folder / key, volume["secret"].get("defaultMode", 0o644))
+        folders[volume["name"]] = folder
+    return folders
+
+
+def start(
+    docker: Docker,
+    pod: Pod,
+    network: str,
+    image_user: str,
+    kubeconfig: str,
+    secrets: Mapping[str, Mapping[str, bytes]] | None = None,
+) -> None:
+    """Run the pod; ``secrets`` (name -> key -> bytes) are what its Secret volumes mount."""
+    on_host = secret_volumes(pod, secrets or {})
+    pod.container_id = docker.run(*docker_run_args(pod, network, image_user, kubeconfig, on_host)).stdout.strip()
 
 
 def stop(docker: Docker, pod: Pod) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 
+from groupcoord.common import internal_tls
 from groupcoord.common.partitioning import partition_for
 from groupcoord.controlplane.placement import placement_from_status
 
@@ -340,6 +341,47 @@ async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
     return report
 
 
+def shard_refuses_strangers(pod: kubelet.Pod, issued: dict[str, internal_tls.InternalTls]) -> tuple[str, ...]:
+    """How a shard pod's gRPC port answers callers that are not the gateway: ShardControl.Ping
+    without a certificate and with another CA's (no TLS handshake), and a Coordinator stream
+    with the control plane's certificate (an identity that may not open one)."""
+    import grpc  # noqa: PLC0415
+
+    from groupcoord.rpc.v1 import coordinator_pb2 as pb  # noqa: PLC0415
+    from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc  # noqa: PLC0415
+    from groupcoord.rpc.v1 import shard_control_pb2 as sc  # noqa: PLC0415
+    from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc  # noqa: PLC0415
+
+    target = f"{pod.ip}:{pod.port('grpc')}"
+    foreign = internal_tls.issue_pems()[internal_tls.GATEWAY]
+    credentials = grpc.ssl_channel_credentials(foreign.ca, foreign.key, foreign.cert)
+    control = issued[internal_tls.CONTROL_PLANE]
+    name = [("grpc.ssl_target_name_override", internal_tls.SHARD_NAME)]
+    channels = [
+        ("ping", grpc.insecure_channel(target)),
+        ("ping", grpc.secure_channel(target, credentials, options=name)),
+        (
+            "batches",
+            grpc.secure_channel(
+                target, grpc.ssl_channel_credentials(control.ca, control.key, control.cert), options=name
+            ),
+        ),
+    ]
+    codes = []
+    for call, channel in channels:
+        with channel:
+            try:
+                if call == "ping":
+                    sc_grpc.ShardControlStub(channel).Ping(sc.ShardPingRequest(), timeout=5)
+                else:
+                    batch = pb.CoordinatorBatch(envelopes=[pb.CoordinatorEnvelope(correlation_id=1)])
+                    next(iter(pb_grpc.CoordinatorStub(channel).Batches(iter([batch]), timeout=5)))
+                codes.append("SERVED")
+            except grpc.RpcError as exc:
+                codes.append(exc.code().name)
+    return tuple(codes)
+
+
 @pytest.mark.kmock(host="0.0.0.0")
 async def test_the_operators_pods_as_containers_serve_a_client_through_the_gateway_service(
     operator: Any,
@@ -414,15 +456,21 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     services = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
     assert {s["metadata"]["name"] for s in services} >= {f"{NAME}-shard", f"{NAME}-gateway"}
 
+    # The internal mutual-TLS Secrets the chart generates (helm/.../048-Secret-internal-tls.yaml).
+    issued = internal_tls.issue_pems()
+    secrets = {
+        f"{NAME}-internal-tls-{component}": {"ca.crt": tls.ca, "tls.crt": tls.cert, "tls.key": tls.key}
+        for component, tls in (("gateway", issued[internal_tls.GATEWAY]), ("shard", issued[internal_tls.SHARD_NAME]))
+    }
     pods = [pod for workload in objects for pod in kubelet.pods_of(workload, ips)]
     for pod in pods:
         pod.aliases = kubelet.dns_aliases(pod, services)
         pod.host_ip = host_ip
         await api(k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
-        await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig))
+        await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig), secrets)
 
     def start_pod(pod: kubelet.Pod) -> None:
-        kubelet.start(docker, pod, net, image_user, str(kubeconfig))
+        kubelet.start(docker, pod, net, image_user, str(kubeconfig), secrets)
 
     shard_sts = next(w for w in objects if w["kind"] == "StatefulSet")
     shard_pods = [p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") is not None]
@@ -457,7 +505,14 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         assert client.returncode == 0, f"{client.stdout}\n{client.stderr[-3000:]}"
         result = json.loads(client.stdout.strip().splitlines()[-1])
         assert result["consumed"] == result["committed"] == result["reread"] == 5
-        assert kl.restarts == {p.name: 0 for p in pods}, "a liveness probe failed"
+        # A caller without the gateway's certificate is refused by a shard (the kubelet's
+        # plaintext probes reach health on a port of its own: the pods are Ready).
+        refused = await asyncio.to_thread(shard_refuses_strangers, shard_pods[0], issued)
+        assert refused == ("UNAVAILABLE", "UNAVAILABLE", "PERMISSION_DENIED"), refused
+        restarted = [p.name for p in pods if kl.restarts[p.name]]
+        assert not restarted, "a liveness probe failed:\n" + "\n".join(
+            f"--- {name}\n{docker.run('logs', '--tail', '25', name, check=False).stderr}" for name in restarted
+        )
 
         # librdkafka applications, classic and KIP-848, in groups coordinated by shard 0, keep
         # committing while shard 0's container is killed: its partitions move, no commit is lost.

@@ -148,6 +148,7 @@ def test_default_install_reads_in_install_order_and_is_namespaced(chart):
         "Role", "RoleBinding",  # the leader-election Lease
         "ServiceAccount", "Role", "RoleBinding",  # workloads read leadership
         "Deployment", "PodDisruptionBudget",
+        "Secret", "Secret",  # mutual TLS between gateway and shards, before the pods mounting them
         "GroupCoordinator",
         "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Job",  # CRD upgrade hook
     ]  # fmt: skip
@@ -294,3 +295,74 @@ def test_the_operator_pdb_exists_only_with_replicas_to_spare(chart):
     assert pdb["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
     single, _ = render(chart, {"operator": {"replicas": 1}})
     assert "PodDisruptionBudget" not in kinds(single), "a lone replica: a budget would only block drains"
+
+
+def _internal_tls_secrets(objects: list[dict]) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+
+
+def test_the_internal_mtls_secrets_render_with_one_ca_and_serve_mutual_tls(chart):
+    """The generated Secrets hold certificates a real shard accepts: a gRPC server with the
+    shard's and the caller check serves the gateway's certificate, refuses a plaintext caller."""
+    import asyncio  # noqa: PLC0415
+    import base64  # noqa: PLC0415
+
+    import grpc  # noqa: PLC0415
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # noqa: PLC0415
+
+    from groupcoord.common.internal_tls import CallerCheck, InternalTls  # noqa: PLC0415
+
+    objects, _ = render(chart, None)
+    secrets = _internal_tls_secrets(objects)
+    assert sorted(secrets) == ["gc-groupcoord-internal-tls-gateway", "gc-groupcoord-internal-tls-shard"]
+    tls = {}
+    for name, secret in secrets.items():
+        kubernetes_validate.validate(secret, K8S_VERSION, strict=True)
+        assert secret["type"] == "kubernetes.io/tls"
+        tls[name.rsplit("-", 1)[1]] = InternalTls(
+            *(base64.b64decode(secret["data"][k]) for k in ("ca.crt", "tls.crt", "tls.key"))
+        )
+    assert tls["gateway"].ca == tls["shard"].ca
+    gc = next(o for o in objects if o["kind"] == "GroupCoordinator")
+    sts = __import__("groupcoord_operator.build", fromlist=["build"]).build_shard_statefulset(
+        gc["metadata"]["name"], "kafka", parse_spec(gc["spec"])
+    )
+    mounted = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}["internal-tls"]
+    assert mounted["secret"]["secretName"] in secrets  # what the operator mounts is what the chart made
+
+    async def calls() -> tuple[int, grpc.StatusCode]:
+        server = grpc.aio.server(interceptors=[CallerCheck()])
+        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), server)
+        port = server.add_secure_port("127.0.0.1:0", tls["shard"].server_credentials())
+        await server.start()
+        try:
+            request = health_pb2.HealthCheckRequest(service="")
+            async with tls["gateway"].channel(f"127.0.0.1:{port}") as channel:
+                served = (await health_pb2_grpc.HealthStub(channel).Check(request, timeout=5)).status
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                try:
+                    await health_pb2_grpc.HealthStub(channel).Check(request, timeout=5)
+                except grpc.aio.AioRpcError as exc:
+                    return served, exc.code()
+            raise AssertionError("a plaintext caller was served")
+        finally:
+            await server.stop(None)
+
+    served, refused = asyncio.run(calls())
+    assert served == health_pb2.HealthCheckResponse.SERVING
+    assert refused is grpc.StatusCode.UNAVAILABLE
+
+
+def test_cert_manager_or_named_secrets_replace_the_generated_ones(chart):
+    issuer = {"name": "internal-ca", "kind": "Issuer"}
+    objects, _ = render(chart, {"internalTls": {"certManager": {"enabled": True, "issuerRef": issuer}}})
+    assert _internal_tls_secrets(objects) == {}
+    certificates = {o["spec"]["commonName"]: o for o in objects if o["kind"] == "Certificate"}
+    assert sorted(certificates) == ["groupcoord-gateway", "groupcoord-shard"]
+    for identity, cert in certificates.items():
+        assert cert["spec"]["issuerRef"] == issuer and cert["spec"]["dnsNames"] == [identity]
+        assert {"server auth", "client auth"} <= set(cert["spec"]["usages"])
+    secrets = {"gateway": "gw-cert", "shard": "shard-cert"}
+    objects, _ = render(chart, {"coordinator": {"internalTls": {"secrets": secrets}}})
+    assert _internal_tls_secrets(objects) == {}
+    assert not [o for o in objects if o["kind"] == "Certificate"]

@@ -112,6 +112,7 @@ def all_objects(spec_raw):
         build.build_gateway_deployment("gc", "kafka", spec, OWNER),
         *build.build_services("gc", "kafka", spec, OWNER),
         *build.build_pod_disruption_budgets("gc", "kafka", OWNER),
+        *build.build_network_policies("gc", "kafka", spec, OWNER),
     ]
 
 
@@ -131,6 +132,7 @@ def test_shard_command_line_matches_the_documented_contract():
         "--state-topic", "gc-state", "--partitions", "48",
         "--replication-factor", "5", "--min-insync-replicas", "3", "--grpc-port", "50051",
         "--metrics-port", "9100", "--drain-timeout", "20", "--leadership", "kubernetes:kafka/gc",
+        "--internal-tls-dir", "/etc/groupcoord/internal-tls", "--health-port", "50050",
     ]  # fmt: skip
     env = {e["name"]: e for e in container["env"]}
     assert env["SHARD_ID"]["valueFrom"]["fieldRef"]["fieldPath"] == (
@@ -159,22 +161,25 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
         "--kafka", "kafka:9092", "--metrics-port", "9100",
         "--leadership", "kubernetes:kafka/gc",
         "--shard-address-template", "gc-shard-{shard}.gc-shard.kafka.svc:50051",
-        "--state-topic", "__groupcoord_state",
+        "--state-topic", "__groupcoord_state", "--internal-tls-dir", "/etc/groupcoord/internal-tls",
     ]  # fmt: skip
     env = {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["GROUPCOORD_KAFKA_SECURITY_PROTOCOL"]["value"] == "PLAINTEXT"
     # an internal listener: each pod advertises its own pod IP, never 127.0.0.1
     assert env["GROUPCOORD_ADVERTISED_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    shard_svc, gateway_svc = build.build_services("gc", "kafka", parse_spec(MINIMAL))
+    shard_svc, gateway_svc, metrics_svc = build.build_services("gc", "kafka", parse_spec(MINIMAL))
     assert shard_svc["spec"]["clusterIP"] == "None" and shard_svc["spec"]["publishNotReadyAddresses"]
     assert gateway_svc["spec"]["type"] == "ClusterIP"
     # every per-broker listener port (port + 1 + node id) is on the Service and the pod
     ports = {p["name"]: p["port"] for p in gateway_svc["spec"]["ports"]}
-    assert ports == {"kafka": 9092, "broker-0": 9093, "broker-1": 9094, "broker-2": 9095, "metrics": 9100}
+    assert ports == {"kafka": 9092, "broker-0": 9093, "broker-1": 9094, "broker-2": 9095}
+    # metrics on a ClusterIP Service of their own, never on the client-facing one
+    assert metrics_svc["spec"]["type"] == "ClusterIP"
+    assert [(p["name"], p["port"]) for p in metrics_svc["spec"]["ports"]] == [("metrics", 9100)]
     container_ports = {
         p["name"]: p["containerPort"] for p in dep["spec"]["template"]["spec"]["containers"][0]["ports"]
     }
-    assert container_ports == ports
+    assert container_ports == {**ports, "metrics": 9100}
 
 
 def test_building_twice_gives_identical_objects():
@@ -439,9 +444,9 @@ def test_listener_types_advertise_a_reachable_address(listener, service_type, ad
     assert [p["containerPort"] for p in ports] == [9092, 9093, 9094]
     assert all(("hostPort" in p) == host_port for p in ports)
     assert ("strategy" in dep["spec"]) == host_port, "hostPorts: no surge pod that could not schedule"
-    _, svc = build.build_services("gc", "kafka", spec)
+    _, svc, _ = build.build_services("gc", "kafka", spec)
     assert svc["spec"]["type"] == service_type
-    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094, 9100]
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
     for obj in (dep, svc):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -512,3 +517,58 @@ def test_status_with_warning_listeners_and_scale_fields_fits_the_crd():
     assert status["stateTopic"] == {"replicationFactor": 1, "minInsyncReplicas": 1, "kafkaBrokers": 1}
     assert status["labelSelector"] == "app.kubernetes.io/component=shard,app.kubernetes.io/instance=gc"
     jsonschema.validate({"spec": MINIMAL, "status": status}, strict(openapi_schema()))
+
+
+def test_network_policies_open_each_port_to_its_callers_only():
+    spec = parse_spec({**FULL, "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}})
+    shard, gateway = build.build_network_policies("gc", "kafka", spec, OWNER)
+    for policy in (shard, gateway):
+        kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+        assert policy["spec"]["policyTypes"] == ["Ingress"]
+    grpc, health, metrics = shard["spec"]["ingress"]
+    # every worker's gRPC port (50051 + i), from gateway pods and the operator's, nobody else
+    assert grpc["ports"] == [{"port": 50051, "endPort": 50051 + 8 - 1, "protocol": "TCP"}]
+    assert grpc["from"][0] == {"podSelector": {"matchLabels": build.selector("gc", build.GATEWAY)}}
+    assert grpc["from"][1]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert len(grpc["from"]) == 2
+    assert health == {"ports": [{"port": build.HEALTH_PORT, "protocol": "TCP"}]}  # the kubelet's probes
+    assert metrics["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    listeners, gateway_metrics = gateway["spec"]["ingress"]
+    assert "from" not in listeners  # clients from anywhere, to the listener ports only
+    assert [p["port"] for p in listeners["ports"]] == [p for _, p in build.listener_port_names(spec)]
+    assert gateway_metrics == metrics
+
+
+def test_no_metrics_peers_means_nobody_scrapes_not_everybody():
+    spec = parse_spec({**MINIMAL, "networkPolicy": {"metricsFrom": []}})
+    for policy in build.build_network_policies("gc", "kafka", spec):
+        assert all(rule.get("from") != [] for rule in policy["spec"]["ingress"])
+        assert all(p["port"] != build.METRICS_PORT for rule in policy["spec"]["ingress"] for p in rule["ports"])
+
+
+def test_internal_tls_secrets_are_mounted_the_chart_s_or_the_named_ones():
+    spec = parse_spec(MINIMAL)
+    for obj, component in (
+        (build.build_shard_statefulset("gc", "kafka", spec), build.SHARD),
+        (build.build_gateway_deployment("gc", "kafka", spec), build.GATEWAY),
+    ):
+        pod = obj["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes["internal-tls"]["secret"]["secretName"] == f"gc-internal-tls-{component}"
+        mounts = {m["name"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+        assert mounts["internal-tls"] == build.INTERNAL_TLS_MOUNT
+    # cert-manager's Secrets named in the spec
+    own = parse_spec({**MINIMAL, "internalTls": {"secrets": {"gateway": "gw-cert", "shard": "shard-cert"}}})
+    for obj, secret in (
+        (build.build_shard_statefulset("gc", "kafka", own), "shard-cert"),
+        (build.build_gateway_deployment("gc", "kafka", own), "gw-cert"),
+    ):
+        volumes = {v["name"]: v for v in obj["spec"]["template"]["spec"]["volumes"]}
+        assert volumes["internal-tls"]["secret"]["secretName"] == secret
+
+
+def test_kubelet_probes_reach_health_on_its_plaintext_port():
+    container = build.build_shard_statefulset("gc", "kafka", parse_spec(MINIMAL))["spec"]["template"]["spec"]["containers"][0]
+    assert container["readinessProbe"]["grpc"]["port"] == build.HEALTH_PORT
+    assert container["livenessProbe"]["grpc"]["port"] == build.HEALTH_PORT
+    assert {"name": "health", "containerPort": build.HEALTH_PORT, "protocol": "TCP"} in container["ports"]

@@ -572,7 +572,7 @@ async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(opera
     svc_path = f"/api/v1/namespaces/{NS}/services/{NAME}-gateway"
     svc = await eventually(k, svc_path, lambda o: True, "gateway Service")
     assert svc["spec"]["type"] == "LoadBalancer"
-    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094, 9100]
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
     cr = await eventually(k, CR, lambda o: o["status"]["listeners"][0]["name"] == "external", "listener")
     assert "bootstrapServers" not in cr["status"]["listeners"][0], "no address before the cloud gives one"
 

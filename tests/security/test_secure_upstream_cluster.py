@@ -195,6 +195,8 @@ def test_groupcoord_up_against_a_sasl_ssl_upstream_serves_real_consumers(
             "--partitions",
             "4",
             "--allow-shared-upstream-identity",  # tansu behind the checking gateway enforces no ACLs
+            "--state-topic",  # not the session broker's default one: other clusters there use 8 partitions
+            f"__sasl_{uuid.uuid4().hex[:6]}",
             "--kafka-security-protocol",
             "SASL_SSL",
             "--kafka-ssl-cafile",

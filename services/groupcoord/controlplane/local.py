@@ -29,6 +29,8 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groupcoord.common import internal_tls
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.controlplane.placement import Assignment, place
 from groupcoord.embedded_broker import free_port, stop_process_group
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
@@ -75,10 +77,11 @@ class ShardProcess:
     workers: int = 0  # worker processes the shard itself reports (0: not known yet)
     restarting: bool = False  # being replaced on purpose (set_threads): the watcher keeps off
     channel: grpc.aio.Channel | None = field(default=None, repr=False)
+    tls: InternalTls | None = field(default=None, repr=False)  # the control plane's certificate
 
     def _channel(self) -> grpc.aio.Channel:
         if self.channel is None:
-            self.channel = grpc.aio.insecure_channel(f"{self.host}:{self.grpc_port}")
+            self.channel = internal_tls.channel(self.tls, f"{self.host}:{self.grpc_port}")
         return self.channel
 
     def stub(self) -> sc_grpc.ShardControlStub:
@@ -116,6 +119,10 @@ class LocalControlPlane:
     placement: dict[int, Assignment] = field(default_factory=dict)
     processes: dict[int, ShardProcess] = field(default_factory=dict)
     extra_state: dict[str, object] = field(default_factory=dict)  # more for the state file
+    # Mutual TLS to the shards: the control plane's own certificate, and the folder of the
+    # shards' (``--internal-tls-dir``); None: plaintext
+    tls: InternalTls | None = None
+    shard_tls_dir: Path | None = None
     _task: asyncio.Task[None] | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -125,7 +132,7 @@ class LocalControlPlane:
         for shard_id in range(self.shards):
             grpc_port = free_port_block(self.threads, self.host)
             metrics_port = free_port(self.host) if self.metrics else 0
-            proc = ShardProcess(shard_id, self.host, grpc_port, metrics_port, self.threads)
+            proc = ShardProcess(shard_id, self.host, grpc_port, metrics_port, self.threads, tls=self.tls)
             self.processes[shard_id] = proc
             self._spawn(proc)
         await self._wait_alive(list(self.processes.values()), timeout_s)
@@ -170,6 +177,8 @@ class LocalControlPlane:
             "--leadership",
             "local",
         ]
+        if self.shard_tls_dir is not None:
+            cmd += ["--internal-tls-dir", str(self.shard_tls_dir)]
         out: int | object = subprocess.DEVNULL
         if self.log_dir is not None:
             self.log_dir.mkdir(parents=True, exist_ok=True)

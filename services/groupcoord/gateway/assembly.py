@@ -38,6 +38,7 @@ from groupcoord.authorization.upstream_acls import (
     describe_all_acls_request,
 )
 from groupcoord.common import kafka_security
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
 from groupcoord.gateway.groups.group_apis import GroupApis
@@ -129,6 +130,7 @@ class GatewayOptions:
     #: clients of a listener that does not relay their SASL may use the coordinator's upstream
     #: credentials in front of an upstream that enforces ACLs (else: refused at start)
     allow_shared_upstream_identity: bool = False
+    internal_tls: InternalTls | None = None  # the gateway's certificate for the shards (None: plaintext)
 
     @classmethod
     def from_arguments(
@@ -176,6 +178,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
     ACL policy of ``options`` (the upstream's own ACLs are read once here, so a gateway never
     serves before it knows them, then kept fresh); without, it is a plain proxy.
     """
+    tls_context = options.listener_security.ssl_context()
     upstream = Upstream(
         options.upstream,
         BrokerListeners(
@@ -183,7 +186,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
             options.port,
             advertised_host(options.host, options.advertised_host),
             options.broker_ports,
-            options.listener_security.ssl_context(),
+            tls_context,
         ),
         options.upstream_security,
         options.bootstrap_servers,
@@ -203,7 +206,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
                 policy = None
             else:
                 owned.callback(refreshing.cancel)
-        shards = WorkerClient()
+        shards = WorkerClient(tls=options.internal_tls)
         owned.push_async_callback(shards.close)
         group_apis = GroupApis(
             leadership,
@@ -221,7 +224,7 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         metrics = GatewayMetrics()
         if leadership is not None:
             metrics.watch_leadership(leadership)
-    return Gateway(
+    gateway = Gateway(
         upstream,
         group_apis,
         listener_security=options.listener_security,
@@ -230,6 +233,11 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
         limits=options.connection_limits,
         internal_topics=InternalTopics((options.state_topic, options.metrics_topic)),
     )
+    files = listener_security.ListenerFiles(options.listener_security, tls_context, gateway.credentials)
+    if files.watched:  # certificates and credentials reloaded when their files change
+        following = asyncio.create_task(files.follow())
+        owned.callback(following.cancel)
+    return gateway
 
 
 async def _follow_upstream_acls(policy: UpstreamAcls, implicit: bool) -> asyncio.Task[None] | None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import functools
+import os
 from collections.abc import Callable
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address, parse_bootstrap
-from groupcoord.gateway.groups.layout import LayoutFollower
+from groupcoord.gateway.groups.layout import LayoutFollower, ask_workers
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 
@@ -45,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="address of shard {shard}'s gRPC base port, e.g. 'gc-shard-{shard}.gc-shard.kafka.svc:50051'",
     )
+    parser.add_argument(
+        "--internal-tls-dir",
+        default=os.environ.get("GROUPCOORD_INTERNAL_TLS_DIR") or None,
+        help="folder with ca.crt, tls.crt, tls.key (a mounted TLS Secret): the gateway's "
+        "certificate for mutual TLS to the shards (env GROUPCOORD_INTERNAL_TLS_DIR; default: plaintext)",
+    )
 
 
 def _shard_addresses(template: str | None) -> Callable[[int], tuple[str, int]]:
@@ -64,15 +74,21 @@ def _shard_addresses(template: str | None) -> Callable[[int], tuple[str, int]]:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    options = GatewayOptions.from_arguments(
-        args, args.kafka, broker_ports=args.broker_ports, metrics=bool(args.metrics_port)
+    tls = InternalTls.from_dir(args.internal_tls_dir) if args.internal_tls_dir else None
+    options = dataclasses.replace(
+        GatewayOptions.from_arguments(
+            args, args.kafka, broker_ports=args.broker_ports, metrics=bool(args.metrics_port)
+        ),
+        internal_tls=tls,
     )
     follower: LayoutFollower | None = None
     following: asyncio.Task[None] | None = None
     if args.leadership:
         from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership  # noqa: PLC0415
 
-        follower = LayoutFollower(_shard_addresses(args.shard_address_template))
+        follower = LayoutFollower(
+            _shard_addresses(args.shard_address_template), ask=functools.partial(ask_workers, tls=tls)
+        )
         try:
             source = KubernetesLeadership.from_ref(args.leadership)
         except ValueError as exc:

@@ -10,6 +10,8 @@ import asyncio
 
 import grpc
 
+from groupcoord.common import internal_tls
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.health import ShardHealth
@@ -30,7 +32,12 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
 
     Until the worker's runtime has started (``health.started``) every call is refused with
     UNAVAILABLE: a control plane that pings a starting shard must not push it leadership it
-    cannot take up yet (the gRPC server starts early so health probes get an answer)."""
+    cannot take up yet (the gRPC server starts early so health probes get an answer).
+
+    ``serves_leadership`` is false when leadership comes from the GroupCoordinator resource's
+    status (Kubernetes): then SetLeadership is refused whoever calls it. A control plane's
+    push is the only other source of epochs, and an epoch nobody placed (one call with
+    2^31-1) would become the partition's highest fence marker and fence every later leader."""
 
     def __init__(
         self,
@@ -39,6 +46,9 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
         base_port: int,
         health: ShardHealth | None = None,
         state_topic_problems: tuple[str, ...] = (),
+        *,
+        tls: InternalTls | None = None,
+        serves_leadership: bool = True,
     ) -> None:
         self.runtime = runtime
         #: reported by Status (``groupcoord status`` prints them)
@@ -46,12 +56,14 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
         self.host = host
         self.base_port = base_port
         self.health = health
+        self.tls = tls  # the shard's own certificate, to forward to its peers
+        self.serves_leadership = serves_leadership
         self._peers: dict[int, sc_grpc.ShardControlStub] = {}
 
     def _peer(self, worker: int) -> sc_grpc.ShardControlStub:
         stub = self._peers.get(worker)
         if stub is None:
-            channel = grpc.aio.insecure_channel(f"{self.host}:{self.base_port + worker}")
+            channel = internal_tls.channel(self.tls, f"{self.host}:{self.base_port + worker}")
             stub = self._peers[worker] = sc_grpc.ShardControlStub(channel)
         return stub
 
@@ -67,6 +79,11 @@ class ShardControlServicer(sc_grpc.ShardControlServicer):
     async def SetLeadership(
         self, request: sc.SetLeadershipRequest, context: grpc.aio.ServicerContext
     ) -> sc.SetLeadershipResponse:
+        if not self.serves_leadership:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "leadership comes from the GroupCoordinator status: SetLeadership is not served",
+            )
         await self._check_started(context)
         leaders = {pe.partition: pe.epoch for pe in request.leaders}
         standbys = set(request.standbys) - set(leaders)

@@ -104,9 +104,15 @@ one per group API declared with a shard operation (its name is the oneof field; 
 never wait on a write)."""
 
 
+AUDITED = frozenset({"delete_groups", "offset_delete", "alter_group_configs"})
+"""The group-admin operations a worker logs with the client principal of their envelope."""
+
+
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, runtime: WorkerRuntime) -> None:
-        self.dispatcher = EnvelopeDispatcher(runtime, coordinator_pb2.CoordinatorReply, OPERATIONS)
+        self.dispatcher = EnvelopeDispatcher(
+            runtime, coordinator_pb2.CoordinatorReply, OPERATIONS, audited=AUDITED
+        )
 
     async def Batches(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
         def batch(replies: list[Any]) -> coordinator_pb2.CoordinatorReplyBatch:

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import grpc
+from google.protobuf import text_format
 from google.protobuf.message import Message
 
 from groupcoord.common import grpc_limits
@@ -40,11 +41,15 @@ class EnvelopeDispatcher:
         operations: Mapping[str, Callable[[Any], CoordinatorOperation[Any, Any]]],
         *,
         request_oneof: str = "request",
+        audited: frozenset[str] = frozenset(),
     ) -> None:
         self.runtime = runtime
         self.reply_type = reply_type
         self.operations = operations
         self.request_oneof = request_oneof
+        # Operations logged with the client principal the envelope names (who deleted what):
+        # the shard never sees the client, the gateway authorized it.
+        self.audited = audited
 
     def reply_for(self, envelope: Any, fut: asyncio.Future[Any], api: str) -> Message:
         reply = self.reply_type(correlation_id=envelope.correlation_id)
@@ -128,6 +133,14 @@ class EnvelopeDispatcher:
                             )
                         )
                         continue
+                    if api in self.audited:
+                        log.info(
+                            "%s by %s on partition %d: %s",
+                            api,
+                            getattr(envelope, "principal", "") or "(no principal)",
+                            envelope.partition,
+                            text_format.MessageToString(getattr(envelope, api), as_one_line=True)[:500],
+                        )
                     fut = self.runtime.submit(envelope.partition, operation(getattr(envelope, api)))
                     fut.add_done_callback(answered(envelope, api, time.perf_counter()))
             finally:

@@ -41,6 +41,9 @@ import time
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from groupcoord.common import internal_tls
+from groupcoord.common.internal_tls import InternalTls
+
 log = logging.getLogger(__name__)
 
 READINESS_SERVICE = ""
@@ -63,6 +66,7 @@ class ShardHealth:
         needs_leadership_source: bool,
         poll_s: float = 1.0,
         wedged_after_s: float = 30.0,
+        tls: InternalTls | None = None,
     ) -> None:
         self.worker = worker
         self.workers = workers
@@ -78,6 +82,7 @@ class ShardHealth:
         self._peers_seen: dict[int, float] = {}
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._task: asyncio.Task[None] | None = None
+        self._tls = tls  # the shard's own certificate, to ask its peers
 
     def add_to(self, server: grpc.aio.Server) -> None:
         health_pb2_grpc.add_HealthServicer_to_server(self.servicer, server)
@@ -132,7 +137,8 @@ class ShardHealth:
             # A subchannel of its own: gRPC shares subchannels between channels to one target,
             # and a peer that is still starting would put ShardControl's fan-out channel to it
             # into reconnect backoff (its calls then fail fast).
-            channel = self._channels[worker] = grpc.aio.insecure_channel(
+            channel = self._channels[worker] = internal_tls.channel(
+                self._tls,
                 f"{self._peer_host}:{self._base_port + worker}",
                 options=[("grpc.use_local_subchannel_pool", 1)],
             )

@@ -73,6 +73,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     kafka_security.add_arguments(parser)
     parser.add_argument("--grpc-host", default="0.0.0.0", help="address to bind gRPC to")
     parser.add_argument(
+        "--internal-tls-dir",
+        default=os.environ.get("GROUPCOORD_INTERNAL_TLS_DIR") or None,
+        help="folder with ca.crt, tls.crt, tls.key (a mounted TLS Secret): mutual TLS on every gRPC "
+        "port, serving only the gateway's and the control plane's certificates (env "
+        "GROUPCOORD_INTERNAL_TLS_DIR; default: plaintext, anyone who reaches the port is served)",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=0,
+        help="grpc.health.v1 alone, plaintext, on this port (the kubelet's gRPC probes cannot do "
+        "TLS); 0 = none (default). Health is served on the gRPC port in any case",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=9100,
@@ -142,6 +156,8 @@ def configs(args: argparse.Namespace, state_topic_problems: tuple[str, ...] = ()
             log_level=str(getattr(args, "log_level", "INFO")),
             drain_timeout_s=args.drain_timeout,
             state_topic_problems=state_topic_problems,
+            internal_tls_dir=args.internal_tls_dir,
+            health_port=args.health_port,
         )
         for i in range(args.threads)
     ]

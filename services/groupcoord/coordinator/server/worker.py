@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import multiprocessing
 import signal
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -24,6 +25,7 @@ import grpc
 from groupcoord.cli import configure_logging
 from groupcoord.common import grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.internal_tls import CallerCheck, InternalTls
 from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
@@ -68,6 +70,12 @@ class WorkerConfig:
     log_level: str = "INFO"
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
     state_topic_problems: tuple[str, ...] = ()  # the supervisor's check of an existing state topic
+    # ca.crt, tls.crt, tls.key: mutual TLS on the gRPC port, callers checked (common/internal_tls.py);
+    # None: plaintext, anyone who reaches the port is served
+    internal_tls_dir: str | None = None
+    # worker 0: grpc.health.v1 alone, plaintext, on this port (kubelet gRPC probes cannot do
+    # TLS); 0: none (health is served on the gRPC port in any case)
+    health_port: int = 0
 
 
 async def _follow_leadership(spec: str, runtime: WorkerRuntime, health: ShardHealth) -> None:
@@ -91,6 +99,29 @@ async def _follow_leadership(spec: str, runtime: WorkerRuntime, health: ShardHea
             task.add_done_callback(pending.discard)
 
     await source.follow(apply)
+
+
+def _stop_with_parent(stop: asyncio.Event) -> asyncio.Event:
+    """An event set (with ``stop``) when the supervisor that spawned this worker is gone, even
+    killed with SIGKILL: nothing of a shard process may outlive it (its ports would stay taken
+    by a worker nobody watches; a restarted shard process would share them). The spawn start
+    method hands the worker the reading end of a pipe only the parent holds the writing end
+    of (``multiprocessing.parent_process().sentinel``): it turns readable when the parent
+    dies. A pipe, not ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked exits."""
+    orphaned = asyncio.Event()
+    parent = multiprocessing.parent_process()
+    if parent is None:  # run in-process (tests): nobody to outlive
+        return orphaned
+    loop = asyncio.get_running_loop()
+
+    def parent_died() -> None:
+        loop.remove_reader(parent.sentinel)
+        log.error("the shard process's supervisor is gone: stopping this worker")
+        orphaned.set()
+        stop.set()
+
+    loop.add_reader(parent.sentinel, parent_died)
+    return orphaned
 
 
 async def _publish_metrics(runtime: WorkerRuntime, every_s: float = 1.0) -> None:
@@ -157,29 +188,53 @@ async def serve(
     )
     if config.leadership != "local" and not config.leadership.startswith("kubernetes:"):
         raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")
+    tls = InternalTls.from_dir(config.internal_tls_dir) if config.internal_tls_dir else None
     health = ShardHealth(
         worker=config.worker,
         workers=config.workers,
         peer_host=config.peer_host,
         base_port=config.grpc_port,
         needs_leadership_source=config.leadership != "local",
+        tls=tls,
     )
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
-    server = grpc.aio.server(options=grpc_limits.OPTIONS)
+    server = grpc.aio.server(
+        options=grpc_limits.OPTIONS, interceptors=[CallerCheck()] if tls is not None else None
+    )
     health.add_to(server)
     sc_grpc.add_ShardControlServicer_to_server(
         ShardControlServicer(
-            runtime, config.peer_host, config.grpc_port, health, config.state_topic_problems
-        ), server
+            runtime,
+            config.peer_host,
+            config.grpc_port,
+            health,
+            config.state_topic_problems,
+            tls=tls,
+            serves_leadership=config.leadership == "local",
+        ),
+        server,
     )
     hosted.add_services(server, runtime)
     port = config.grpc_port + config.worker
-    if server.add_insecure_port(f"{config.bind_host}:{port}") == 0:
-        raise OSError(f"cannot listen on {config.bind_host}:{port}")
+    address = f"{config.bind_host}:{port}"
+    bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot listen on {address}")
+    if tls is None:
+        log.warning("gRPC on %s is plaintext and unauthenticated (no --internal-tls-dir)", address)
+    servers = [server]
+    if config.worker == 0 and config.health_port:
+        probes = grpc.aio.server()  # health alone: nothing else is reachable without a certificate
+        health.add_to(probes)
+        if probes.add_insecure_port(f"{config.bind_host}:{config.health_port}") == 0:
+            raise OSError(f"cannot listen on {config.bind_host}:{config.health_port}")
+        servers.append(probes)
     await health.start()
-    await server.start()
+    for s in servers:
+        await s.start()
     stop = stop_on_signals()
+    orphaned = _stop_with_parent(stop)
     await runtime.start()
     await health.mark_started()
     background = [asyncio.create_task(job(runtime)) for job in hosted.background]
@@ -214,7 +269,8 @@ async def serve(
     try:
         await stop.wait()
         await health.drain()
-        await _drain(runtime, config.drain_timeout_s)
+        if not orphaned.is_set():  # no control plane waits for a dead shard process to drain
+            await _drain(runtime, config.drain_timeout_s)
     finally:
         await health.close()
         if watcher is not None:
@@ -223,7 +279,8 @@ async def serve(
             task.cancel()
         if samples is not None:
             await samples.stop()  # publishes the last partial interval
-        await server.stop(grace=1)
+        for s in servers:
+            await s.stop(grace=1)
         await runtime.close()
 
 

@@ -59,6 +59,10 @@ LEADERSHIP_POLL_S = 0.25  # also re-try a leader whose stream broke without a ta
 # metric's ``shard`` label); "" for forwarded APIs and requests fanned out to several shards
 # (each part runs in a task of its own, so its setting stays there).
 served_by: contextvars.ContextVar[str] = contextvars.ContextVar("groupcoord_served_by", default="")
+# The client principal of the request being handled: every envelope sent for it names it.
+principal_of_request: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "groupcoord_principal", default="User:ANONYMOUS"
+)
 
 
 Upstream = Callable[[Any], Awaitable[Any]]
@@ -167,6 +171,7 @@ class GroupApis:
         """The response to one group-API request of a client; ``ask`` sends the upstream's
         share of it on that client's own upstream connection."""
         ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal, ask)
+        principal_of_request.set(principal)
         handler = self.apis[int(header.request_api_key)].handler
         if self.authorization is None:
             return await handler(self, ctx, request)
@@ -210,6 +215,7 @@ class GroupApis:
                 )
             else:
                 request.partition = partition
+                request.principal = principal_of_request.get()
                 leader = self.leadership.leaders.get(partition)
                 served_by.set("" if leader is None else str(leader[0]))
                 reply = await self.shards.call(address, request)

@@ -29,6 +29,8 @@ from typing import Any
 
 import grpc
 
+from groupcoord.common import internal_tls
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.controlplane.placement import Assignment
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
@@ -38,11 +40,13 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 
 
-async def ask_workers(shard: int, address: Address, timeout_s: float = 2.0) -> int | None:
+async def ask_workers(
+    shard: int, address: Address, timeout_s: float = 2.0, *, tls: InternalTls | None = None
+) -> int | None:
     """The worker count shard ``shard`` at ``address`` reports, or None if it does not answer
-    as that shard."""
-    async with grpc.aio.insecure_channel(
-        f"{address[0]}:{address[1]}", options=[("grpc.use_local_subchannel_pool", 1)]
+    as that shard (asked with the gateway's certificate ``tls``)."""
+    async with internal_tls.channel(
+        tls, f"{address[0]}:{address[1]}", options=[("grpc.use_local_subchannel_pool", 1)]
     ) as channel:
         try:
             ping = await sc_grpc.ShardControlStub(channel).Ping(sc.ShardPingRequest(), timeout=timeout_s)

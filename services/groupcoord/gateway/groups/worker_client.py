@@ -20,11 +20,11 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import grpc
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
-from groupcoord.common import grpc_limits
+from groupcoord.common import grpc_limits, internal_tls
+from groupcoord.common.internal_tls import InternalTls
 from groupcoord.rpc.v1 import coordinator_pb2 as pb
 from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc
 
@@ -51,10 +51,11 @@ MAX_BATCH = 256
 
 
 class _Stream:
-    def __init__(self, address: Address, max_message_bytes: int) -> None:
+    def __init__(self, address: Address, max_message_bytes: int, tls: InternalTls | None) -> None:
         self.address = address
         self.max_message_bytes = max_message_bytes
-        self.channel = grpc.aio.insecure_channel(
+        self.channel = internal_tls.channel(
+            tls,
             f"{address[0]}:{address[1]}",
             options=[("grpc.so_reuseport", 0), ("grpc.enable_retries", 0), *grpc_limits.OPTIONS],
         )
@@ -125,14 +126,17 @@ class _Stream:
 
 
 class WorkerClient:
-    """Sends coordinator envelopes to shard workers over shared streams."""
+    """Sends coordinator envelopes to shard workers over shared streams (mutual TLS with the
+    gateway's certificate ``tls``; plaintext without)."""
 
     def __init__(
         self,
         timeout_s: float = 60.0,
         streams_per_worker: int = 4,
         max_message_bytes: int = grpc_limits.MAX_MESSAGE_BYTES,
+        tls: InternalTls | None = None,
     ) -> None:
+        self.tls = tls
         self.timeout_s = timeout_s
         self.streams_per_worker = streams_per_worker
         self.max_message_bytes = max_message_bytes
@@ -156,7 +160,7 @@ class WorkerClient:
             if stream is not None:  # its channel would stay open (a failover retries every 0.25 s)
                 self._closing.add(task := asyncio.create_task(stream.close()))
                 task.add_done_callback(self._closing.discard)
-            stream = self._streams[key] = _Stream(address, self.max_message_bytes)
+            stream = self._streams[key] = _Stream(address, self.max_message_bytes, self.tls)
         envelope.correlation_id = next(self._ids)
         try:
             return await asyncio.wait_for(stream.send(envelope), self.timeout_s)

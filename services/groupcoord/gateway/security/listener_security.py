@@ -14,15 +14,22 @@ certificates, and SASL in one of two modes:
 The principal of a connection is Kafka's default: ``User:<SASL name>``, else
 ``User:<certificate subject, RFC 2253>`` for a client certificate, else ``User:ANONYMOUS``.
 Configured by ``GROUPCOORD_LISTENER_*`` variables and ``--listener-*`` flags.
+
+Certificates and credentials are reloaded when their files change (:class:`ListenerFiles`), as
+Kafka reloads a keystore altered in place: cert-manager renews certificates and a mounted
+Secret is updated under a running pod, so a renewal must not need a restart.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from groupcoord.gateway.security.sasl_server import (
@@ -32,6 +39,8 @@ from groupcoord.gateway.security.sasl_server import (
     CredentialStore,
     SaslServer,
 )
+
+log = logging.getLogger(__name__)
 
 ANONYMOUS = "User:ANONYMOUS"
 CLIENT_AUTH = ("none", "requested", "required")
@@ -134,6 +143,7 @@ class ListenerSecurity:
         if not self.uses_tls:
             return None
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=self.ssl_cafile or None)
+        assert self.ssl_certfile is not None
         context.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
         context.verify_mode = {
             "none": ssl.CERT_NONE,
@@ -171,6 +181,90 @@ class ListenerSecurity:
         if mechanisms:
             values["sasl_mechanisms"] = tuple(m.strip().upper() for m in mechanisms.split(",") if m.strip())
         return cls(**values)
+
+
+Stamp = tuple[tuple[int, int, int] | None, ...]
+
+
+def _stamp(paths: Iterable[str | None]) -> Stamp:
+    """What identifies the content of ``paths`` now: inode, modification time and size of
+    each (symlinks followed: a Secret volume swaps its ``..data`` link), a directory's entries
+    included; None for a missing one."""
+    stamps: list[tuple[int, int, int] | None] = []
+    for path in paths:
+        if not path:
+            continue
+        entries = [Path(path)]
+        if entries[0].is_dir():
+            entries += sorted(e for e in entries[0].iterdir() if not e.name.startswith("."))
+        for entry in entries:
+            try:
+                st = entry.stat()
+            except OSError:
+                stamps.append(None)
+                continue
+            stamps.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(stamps)
+
+
+class ListenerFiles:
+    """Reloads the listeners' certificate and key (into the live ``context``, in place: new
+    connections get the new certificate, established ones keep theirs) and the credential
+    store (its users, in place: the next authentication reads them) when their files change
+    on disk. A half-written change (a certificate that does not match its key) is kept out
+    until it is whole: the listeners go on with what they had."""
+
+    def __init__(
+        self, security: ListenerSecurity, context: ssl.SSLContext | None, store: CredentialStore | None
+    ) -> None:
+        self.security = security
+        self.context = context
+        self.store = store
+        tls_files = (security.ssl_certfile, security.ssl_keyfile, security.ssl_cafile)
+        self._tls_files = tls_files if context is not None else ()
+        self._store_files = (security.sasl_credentials,) if store is not None else ()
+        self._tls_stamp = _stamp(self._tls_files)
+        self._store_stamp = _stamp(self._store_files)
+
+    @property
+    def watched(self) -> bool:
+        return bool(self._tls_files or self._store_files)
+
+    async def refresh(self) -> None:
+        """Reload whatever changed since the last call."""
+        stamp = _stamp(self._tls_files)
+        if stamp != self._tls_stamp and self.context is not None:
+            try:
+                self.security.ssl_context()  # whole and consistent? (raises if not)
+                assert self.security.ssl_certfile is not None
+                self.context.load_cert_chain(self.security.ssl_certfile, self.security.ssl_keyfile)
+                if self.security.ssl_cafile:  # a CA added is trusted; one removed stays until a restart
+                    self.context.load_verify_locations(self.security.ssl_cafile)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("listener certificate changed but cannot be loaded yet: %s", exc)
+            else:
+                self._tls_stamp = stamp
+                log.info("listener certificate reloaded from %s", self.security.ssl_certfile)
+        stamp = _stamp(self._store_files)
+        if stamp != self._store_stamp and self.store is not None:
+            assert self.security.sasl_credentials is not None
+            try:  # SCRAM derivation of every password: off the event loop
+                fresh = await asyncio.to_thread(CredentialStore.load, self.security.sasl_credentials)
+            except CredentialError as exc:
+                log.warning("listener credentials changed but cannot be loaded yet: %s", exc)
+            else:
+                self.store.users = fresh.users
+                self._store_stamp = stamp
+                log.info("listener credentials reloaded: %d user(s)", len(fresh.users))
+
+    async def follow(self, every_s: float = 2.0) -> None:
+        """:meth:`refresh` every ``every_s`` until cancelled (a few stat calls each time)."""
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await self.refresh()
+            except Exception:  # a watcher must never take the listeners down
+                log.exception("listener files check failed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
