@@ -223,11 +223,14 @@ def _running(pid: int) -> bool:
 
 def test_workers_die_with_their_supervisor_killed_with_sigkill(cluster: BackgroundCluster, topic: str) -> None:
     assert cluster.cluster is not None and cluster.cluster.control is not None
-    proc = cluster.cluster.control.processes[0]
+    control = cluster.cluster.control
+    proc = control.processes[0]
     deadline = time.monotonic() + 60
-    while not proc.alive or proc.process is None or not _children(proc.process.pid):
-        assert time.monotonic() < deadline, "shard 0 is not up"
+    # every shard up again (the test before stops shard 1), so shard 0's partitions have a home
+    while not all(p.alive and p.process is not None and _children(p.process.pid) for p in control.processes.values()):
+        assert time.monotonic() < deadline, "the shards are not up"
         time.sleep(0.2)
+    assert commit_and_read(cluster.bootstrap, f"before-kill-{uuid.uuid4().hex[:6]}", topic, 7) == 7
     supervisor = proc.process.pid
     workers = _children(supervisor)
     os.kill(supervisor, signal.SIGKILL)

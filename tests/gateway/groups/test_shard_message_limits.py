@@ -65,7 +65,7 @@ def test_an_envelope_over_the_message_limit_is_refused_before_it_is_sent(cluster
     address = apis.leadership.address_of(partition)
 
     async def scenario() -> tuple[object, object]:
-        client = WorkerClient(max_message_bytes=64 * 1024)
+        client = WorkerClient(max_message_bytes=64 * 1024, tls=apis.shards.tls)
         try:
             big, small = commit(group, 20_000), commit(group, 2)
             big.partition = small.partition = partition
