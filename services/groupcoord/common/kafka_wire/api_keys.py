@@ -18,6 +18,7 @@ class ApiKey(IntEnum):
     a request header carries."""
 
     PRODUCE = 0
+    FETCH = 1
     METADATA = 3
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9

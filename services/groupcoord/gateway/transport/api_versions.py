@@ -43,6 +43,17 @@ class ServedApi:
 GROUP_API_KEYS: frozenset[ApiKey] = frozenset(api.key for api in DECLARATIONS if api.only_groups) | NOT_SERVED
 
 
+# Produce v10+ and Fetch v16+ (KIP-951) name the new partition leader's host and port in their
+# answers (``node_endpoints``) when a leader moved, and clients then connect to it directly:
+# past the gateway, to an address that may not even be reachable from them. Librdkafka did so
+# against Kafka 4.4 right after a topic was created (its first Produce met
+# NOT_LEADER_OR_FOLLOWER), dropped that connection at the next Metadata, and resent the batch:
+# duplicates. The gateway forwards these two APIs byte for byte (rewriting every answer would
+# decode the data path), so it advertises them below KIP-951; clients then find the new leader
+# through Metadata, which names gateway listeners.
+FORWARDED_CEILINGS: Mapping[int, int] = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 15}
+
+
 def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
     lo, hi = max(a[0], b[0]), min(a[1], b[1])
     return (lo, hi) if lo <= hi else None
@@ -58,6 +69,8 @@ def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict
         if theirs is None or codec_range is None:
             continue
         both = _intersect(theirs, codec_range)
+        if both is not None and key in FORWARDED_CEILINGS:
+            both = _intersect(both, (0, FORWARDED_CEILINGS[key]))
         if both is not None:
             out[key] = both
     return out
