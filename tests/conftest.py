@@ -19,23 +19,13 @@ import pytest
 # goes on to use gRPC (shard processes are spawned), so the handlers are not needed.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from real_parts import require_binary, unavailable
+from real_parts import require_binary, start_apache_kafka
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, KafkaUnavailable
+from groupcoord.testing.apache_kafka import ApacheKafka
 
 Upstream = EmbeddedBroker | ApacheKafka
-
-
-def start_apache_kafka(name: str, workdir: Any, **options: Any) -> ApacheKafka:
-    """Apache Kafka ``name`` (``kafka-4.4``, ``kafka-3.9``) started in ``workdir``, or the test
-    skipped (failed under CI) when Java or the jars ``scripts/test`` resolves are missing."""
-    try:
-        return ApacheKafka(workdir, version=VERSIONS[name], **options).start()
-    except KafkaUnavailable as exc:
-        unavailable(str(exc))
-        raise
 
 
 @pytest.fixture(scope="session")

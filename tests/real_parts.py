@@ -5,8 +5,11 @@ missing: a developer's machine skips the tests that need it with one line saying
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
+
+from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, KafkaUnavailable
 
 
 def on_ci() -> bool:
@@ -30,3 +33,13 @@ def require_binary(name: str, package: str) -> str:
         unavailable(f"{name} is not installed (Debian package {package}; scripts/test installs it)")
     assert found is not None
     return found
+
+
+def start_apache_kafka(name: str, workdir: Any, **options: Any) -> ApacheKafka:
+    """Apache Kafka ``name`` (``kafka-4.4``, ``kafka-3.9``) started in ``workdir``, or the test
+    skipped (failed under CI) when Java or the jars ``scripts/test`` resolves are missing."""
+    try:
+        return ApacheKafka(workdir, version=VERSIONS[name], **options).start()
+    except KafkaUnavailable as exc:
+        unavailable(str(exc))
+        raise

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import start_apache_kafka
+from real_parts import start_apache_kafka
 
 from groupcoord.testing import BackgroundCluster
 from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, java_command

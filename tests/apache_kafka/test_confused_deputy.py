@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import start_apache_kafka
 from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.types import GroupId, ProducerId, TransactionalId
 from kio.static.primitive import i8, i16
+from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_security import ENV, KafkaSecurity
 from groupcoord.common.kafka_wire.exchange import exchange

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import start_apache_kafka
+from real_parts import start_apache_kafka
 
 from groupcoord.authorization.upstream_acls import UpstreamAclSource
 from groupcoord.common.kafka_security import ENV

@@ -198,8 +198,11 @@ def test_static_consumer_bounce(scenario: Scenario, mode: str, static: bool) -> 
     revokes = group.num_revokes_for_alive(keep_alive=1) - revokes_before
     if static:
         assert revokes == 0, f"{revokes} revocations of the live static member"
-    else:
+    elif mode == "range":  # an eager rebalance revokes everything from everyone
         assert revokes != 0, "bouncing dynamic members revoked nothing from the live one"
+    # KIP-848 with dynamic members: the live member gives back a partition only if it already
+    # received one of the leaver's before the new member joined; a quick rejoin leaves it
+    # untouched (CI saw 0 revocations once), so only the checks of every scenario apply
     scenario.finish(exactly_once=True)
 
 
@@ -272,7 +275,7 @@ def test_consumer_protocol_in_front_of_kafka_3_9(tmp_path: Path) -> None:
     """The reason groupcoord exists: Kafka 3.9 has no KIP-848 — Kafka 4.4's consumer with
     ``group.protocol=consumer`` gives up on it directly — yet the same consumers read everything
     through the gateway in front of it."""
-    from conftest import start_apache_kafka  # noqa: PLC0415 - the suite's root conftest
+    from real_parts import start_apache_kafka  # noqa: PLC0415
 
     kafka: ApacheKafka = start_apache_kafka("kafka-3.9", tmp_path / "kafka-3.9")
     try:

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import start_apache_kafka
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.common.partitioning import partition_for

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from conftest import start_apache_kafka
+from real_parts import start_apache_kafka
 
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster

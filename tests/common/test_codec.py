@@ -68,7 +68,7 @@ def test_advertised_versions_intersect_upstream_codec_and_handlers() -> None:
     upstream = {0: (0, 11), 3: (0, 12), 18: (0, 4), 11: (0, 9), 999: (0, 1)}
     handled = {11: (2, 5), 68: (0, 1)}
     adv = advertised_versions(upstream, handled)
-    assert adv[0] == (3, 11)  # kio starts Produce at v3
+    assert adv[0] == (3, 9)  # kio starts Produce at v3; v10+ names leaders past the gateway (KIP-951)
     assert adv[3] == (0, 12)
     assert adv[11] == (2, 5)  # our handler's range, not the upstream's
     assert adv[68] == (0, 1)  # served by us although the upstream lacks it
