@@ -277,12 +277,20 @@ class VerifiableConsumerGroup:
 
     def _handle_partitions_revoked(self, node: ConsumerNode, event: Event) -> None:
         node.revoked_count += 1
-        self._give_up(node, list(node.position) if node.mode is Mode.EAGER else event.partitions())
-        node.position = {}
         if node.mode is Mode.EAGER:
+            self._give_up(node, list(node.position))
+            node.position = {}
             node.state = ConsumerState.REBALANCING
             node.assignment = []
             return
+        # An incremental revocation gives up only its partitions: the consumer keeps consuming
+        # the others from where it is, and what it consumes of them past the group's commit is
+        # still a window when it lets them go later (forgetting every position here lost the
+        # window of a commit refused in the next rebalance: a record consumed twice inside an
+        # at-least-once window was reported as unexplained).
+        self._give_up(node, event.partitions())
+        for tp in event.partitions():
+            node.position.pop(tp, None)
         if node.mode is Mode.INCREMENTAL:
             # (a KIP-848 consumer stays joined: it consumes its other partitions while it reconciles)
             node.state = ConsumerState.REBALANCING
