@@ -604,8 +604,13 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         return found if {w["kind"] for w in found} == {"StatefulSet", "Deployment"} else []
 
     objects = await eventually("the operator's workloads", made)
-    services = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
-    assert {s["metadata"]["name"] for s in services} >= {f"{NAME}-shard", f"{NAME}-gateway"}
+
+    async def services_made() -> list[dict[str, Any]]:
+        # one reconcile writes the workloads, then the Services: they may lag behind by a write
+        items = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
+        return items if {s["metadata"]["name"] for s in items} >= {f"{NAME}-shard", f"{NAME}-gateway"} else []
+
+    services = await eventually("the operator's Services (shard, gateway)", services_made)
 
     # The internal mutual-TLS Secrets the chart generates (helm/.../048-Secret-internal-tls.yaml).
     issued = internal_tls.issue_pems()
