@@ -29,6 +29,7 @@ import itertools
 import json
 import os
 import random
+import subprocess
 import threading
 import time
 import urllib.request
@@ -373,7 +374,60 @@ def container_started(docker: Docker, name: str) -> str:
     return docker.run("inspect", "--format", "{{.State.StartedAt}} {{.RestartCount}}", name).stdout.strip()
 
 
-async def zombie_leader_phase(
+class NetworkCut:
+    """The zombie's shard pod loses its only interface (``docker network disconnect``): the
+    kubelet, the operator, the gateway and the state topic's other writer see a pod that
+    stopped answering; the shard sees nothing go, keeps believing it leads (it cannot read the
+    status either) and keeps its in-flight writes. Healing connects it again under the same IP
+    and DNS names."""
+
+    label = "zombie"
+
+    def __init__(self, docker: Docker, net: str) -> None:
+        self.docker, self.net = docker, net
+
+    def cut(self, pod: kubelet.Pod) -> None:
+        self.docker.run("network", "disconnect", self.net, pod.name)
+
+    def heal(self, pod: kubelet.Pod) -> None:
+        aliases = [arg for alias in pod.aliases for arg in ("--alias", alias)]
+        self.docker.run("network", "connect", "--ip", pod.ip, *aliases, self.net, pod.name)
+
+
+class UpstreamCut:
+    """The shard pod loses the Kafka cluster only: packets between its network namespace and
+    the broker's container are dropped (iptables in the pod's namespace, as a NetworkPolicy or
+    a broken route would), while the gateway, the operator, the API server and the kubelet still
+    reach it and it reaches them. Healing deletes the rules."""
+
+    label = "upstream"
+
+    def __init__(self, docker: Docker, broker: str) -> None:
+        self.docker = docker
+        address = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+        self.broker_ip = docker.run("inspect", "--format", address, broker).stdout.strip()
+        self.rules = [("OUTPUT", "-d"), ("INPUT", "-s")]
+
+    def _iptables(self, pod: kubelet.Pod, action: str) -> None:
+        pid = self.docker.run("inspect", "--format", "{{.State.Pid}}", pod.name).stdout.strip()
+        for chain, side in self.rules:
+            done = subprocess.run(
+                ["nsenter", "-t", pid, "-n", "iptables", action, chain, side, self.broker_ip, "-j", "DROP"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert done.returncode == 0, f"iptables {action} {chain} in {pod.name}: {done.stderr}"
+
+    def cut(self, pod: kubelet.Pod) -> None:
+        self._iptables(pod, "-I")
+
+    def heal(self, pod: kubelet.Pod) -> None:
+        self._iptables(pod, "-D")
+
+
+async def cut_off_phase(
+    cutter: NetworkCut | UpstreamCut,
     docker: Docker,
     k: Any,
     kl: Kubelet,
@@ -382,18 +436,17 @@ async def zombie_leader_phase(
     bootstrap: str,
     shard_pods: list[kubelet.Pod],
     all_ready: Any,
-) -> None:
-    """Issue 23: a shard that is alive but cut off. ``docker network disconnect`` takes the pod's
-    only interface away for CUT_S while two members per group (classic and KIP-848) commit in
-    groups it coordinates; then the same IP and DNS names come back. The kubelet, the operator,
-    the gateway and the state topic's other writer see a pod that stopped answering; the shard
-    itself sees nothing go, keeps believing it leads, and keeps its in-flight writes.
+) -> dict[str, Any]:
+    """Issue 23: a shard that is alive but cut off (see ``cutter``) for CUT_S, the shard that
+    leads the most partitions, while two members per group (classic and KIP-848) commit in
+    groups it coordinates.
 
     Checked: its partitions move (epoch + 1) and commits are acknowledged during the cut; no
     acknowledged commit is lost; no partition is owned by two members at once; the clients see
     only retriable errors; the zombie's late writes count nowhere (every commit reads back, and
     the fencing counters say what was fenced); and the same container (never restarted) is
-    Ready again and leads partitions again, serving them on its metrics port."""
+    Ready again and leads partitions again, serving them on its metrics port. Returns the
+    figures it prints."""
     cr = await api(k, "get", f"{CR_PATH}/{NAME}")
     placement = placement_from_status(cr["status"]["partitions"])
     shard = Counter(a.leader for a in placement.values()).most_common(1)[0][0]
@@ -401,12 +454,12 @@ async def zombie_leader_phase(
     others = [p for p in shard_pods if p is not zombie]
     cut_off = {p: a.epoch for p, a in placement.items() if a.leader == shard}
     groups = [
-        f"{next(g for i in range(1000) if partition_for(g := f'zombie-{kind}-{i}', len(placement)) in cut_off)}"
+        f"{next(g for i in range(1000) if partition_for(g := f'{cutter.label}-{kind}-{i}', len(placement)) in cut_off)}"
         f":{protocol}:2"
         for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
     ]
-    clients = f"{net}-zombie"
-    await run_committing_clients(docker, client_image, net, bootstrap, clients, "zombie", groups)
+    clients = f"{net}-{cutter.label}"
+    await run_committing_clients(docker, client_image, net, bootstrap, clients, cutter.label, groups)
     started = await asyncio.to_thread(container_started, docker, zombie.name)
     restarts, revived = kl.restarts[zombie.name], kl.revived[zombie.name]
     fenced_families = ("groupcoord_state_records_fenced_total", "groupcoord_partitions_fenced_total")
@@ -415,7 +468,7 @@ async def zombie_leader_phase(
     }
 
     cut_at = time.time()
-    await asyncio.to_thread(docker.run, "network", "disconnect", net, zombie.name)
+    await asyncio.to_thread(cutter.cut, zombie)
     try:
 
         async def deposed() -> bool:
@@ -426,10 +479,7 @@ async def zombie_leader_phase(
         deposed_s = time.time() - cut_at
         await asyncio.sleep(max(0.0, cut_at + CUT_S - time.time()))
     finally:
-        aliases = [arg for alias in zombie.aliases for arg in ("--alias", alias)]
-        await asyncio.to_thread(
-            docker.run, "network", "connect", "--ip", zombie.ip, *aliases, net, zombie.name
-        )
+        await asyncio.to_thread(cutter.heal, zombie)
     reconnected_at = time.time()
 
     async def zombie_ready() -> bool:
@@ -442,7 +492,9 @@ async def zombie_leader_phase(
         now = placement_from_status((await api(k, "get", f"{CR_PATH}/{NAME}"))["status"]["partitions"])
         led = {p: a.epoch for p, a in now.items() if a.leader == shard}
         try:
-            active = await asyncio.to_thread(shard_metric, zombie, "groupcoord_partition_count", state="active")
+            active = await asyncio.to_thread(
+                shard_metric, zombie, "groupcoord_partition_count", state="active"
+            )
         except OSError as exc:
             active = repr(exc)
         led_again.update(led=led, active=active)
@@ -464,24 +516,20 @@ async def zombie_leader_phase(
         group: sum(n for sec, n in seen["ack_seconds"].items() if cut_at <= int(sec) < reconnected_at)
         for group, seen in report.items()
     }
-    print(
-        "\nzombie phase: "
-        + json.dumps(
-            {
-                "shard": shard,
-                "cut_s": round(reconnected_at - cut_at, 1),
-                "deposed_after_s": round(deposed_s, 1),
-                "rejoined_after_reconnect_s": round(rejoined_at - reconnected_at, 1),
-                "acked_during_cut": during,
-                "fenced": fenced,
-                "fenced_on": {
-                    p.name: {f: fenced_after[(p.name, f)] for f in fenced_families} for p in [zombie, *others]
-                },
-                "led_again": {str(p): e for p, e in led_again["led"].items()},
-                "retriable": {g: (s["retriable_count"], s["retriable"][-5:]) for g, s in report.items()},
-            }
-        )
-    )
+    figures = {
+        "shard": shard,
+        "cut_s": round(reconnected_at - cut_at, 1),
+        "deposed_after_s": round(deposed_s, 1),
+        "rejoined_after_reconnect_s": round(rejoined_at - reconnected_at, 1),
+        "acked_during_cut": during,
+        "fenced": fenced,
+        "fenced_on": {
+            p.name: {f: fenced_after[(p.name, f)] for f in fenced_families} for p in [zombie, *others]
+        },
+        "led_again": {str(p): e for p, e in led_again["led"].items()},
+        "retriable": {g: (s["retriable_count"], s["retriable"][-5:]) for g, s in report.items()},
+    }
+    print(f"\n{cutter.label} phase: {json.dumps(figures)}")
     assert restarted[0] == started, "the cut-off shard's container was restarted"
     assert (restarted[1], kl.revived[zombie.name]) == (restarts, revived)
     for group, seen in report.items():
@@ -490,6 +538,7 @@ async def zombie_leader_phase(
         assert during[group] > 0, f"{group} committed nothing while the shard was cut off: {seen}"
         assert seen["last_ack_wall"] > rejoined_at, f"{group} committed nothing after the rejoin: {seen}"
     assert all(v is not None for v in fenced_after.values()), f"a fencing counter is missing: {fenced_after}"
+    return figures
 
 
 def shard_refuses_strangers(pod: kubelet.Pod, issued: dict[str, internal_tls.InternalTls]) -> tuple[str, ...]:
@@ -699,7 +748,13 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
 
         # A zombie leader: the shard leading the most partitions is cut off the network for
         # CUT_S (alive, reaching nothing, reached by nothing) under committing applications.
-        await zombie_leader_phase(docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready)
+        await cut_off_phase(
+            NetworkCut(docker, net), docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready
+        )
+        # ... and one cut off the Kafka cluster alone: it still reaches (and is reached by) the
+        # gateway, the operator and the kubelet; its readiness must say it cannot write.
+        upstream_cut = UpstreamCut(docker, f"{net}-tansu")
+        await cut_off_phase(upstream_cut, docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready)
 
         # threadsPerShard 1 -> 2: the shard pods are replaced one at a time while the same kind
         # of applications commit; none sees an error beyond retriable ones, no commit is lost.
