@@ -14,6 +14,13 @@ know only ``<name>-gateway.<namespace>.svc:9092``:
 2. librdkafka applications (classic and KIP-848) commit after every message while the container
    of the shard coordinating their groups is killed: its partitions move (new leader, epoch + 1),
    the kubelet starts it again, and every acknowledged commit reads back, without an error;
+2b. partitions, not only crashes (issue 23): the shard leading the most partitions is cut off
+   for 30 s while two members per group (classic, KIP-848) commit, first off the network (a
+   zombie: ``docker network disconnect``), then off the Kafka cluster alone (iptables in its
+   network namespace). Each time its partitions move while it still runs, commits are
+   acknowledged during the cut, none is lost, no partition is owned twice, the clients see no
+   error beyond retriable ones, the fencing counters are exported (and printed with the cut's
+   figures), and the same container, never restarted, is Ready again and leads partitions again;
 3. ``threadsPerShard`` 1 -> 2: the shard pods are replaced one at a time (never two down at
    once, none while its shard still leads a partition) while the applications commit; no error beyond retriable ones, no commit lost, and
    commits acknowledged after the roll;
