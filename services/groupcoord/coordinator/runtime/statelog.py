@@ -198,10 +198,11 @@ class StateLogWriter:
 class UpstreamProbe:
     """Whether this process reaches the Kafka cluster holding the state topic: a Metadata
     request, on connections of its own (a probe stuck on a cut connection never holds up the
-    writer's requests, and times out after ``timeout_s`` with its connection closed, so the
-    next probe connects afresh). Raises when the cluster did not answer."""
+    writer's requests). Each broker gets ``timeout_s`` to answer (then its connection closes,
+    so the next probe connects afresh) before the next known broker is asked: one broker cut
+    off does not make the cluster silent. Raises when no broker answered."""
 
-    def __init__(self, bootstrap: str, security: KafkaSecurity | None = None, timeout_s: float = 5.0) -> None:
+    def __init__(self, bootstrap: str, security: KafkaSecurity | None = None, timeout_s: float = 3.0) -> None:
         self._client = AIOKafkaClient(
             bootstrap_servers=bootstrap,
             client_id="groupcoord-upstream-probe",

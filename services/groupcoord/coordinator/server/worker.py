@@ -108,13 +108,14 @@ async def _watch_upstream(
     health: ShardHealth,
     *,
     every_s: float = 2.0,
-    timeout_s: float = 5.0,
+    timeout_s: float = 10.0,
     grace_s: float = UPSTREAM_GRACE_S,
 ) -> None:
     """Readiness follows the Kafka cluster holding the state topic: after ``grace_s`` without an
     answer to ``probe`` this worker is not ready (it could not write a partition it leads: a
     shard cut off from Kafka but not from its clients is a zombie leader the operator must
-    replace), and it is ready again as soon as one probe is answered."""
+    replace), and it is ready again as soon as one probe is answered. ``timeout_s`` bounds a
+    whole probe (which may ask several brokers in turn, each for the probe's own timeout)."""
     loop = asyncio.get_running_loop()
     last_answer = loop.time()
     while True:
