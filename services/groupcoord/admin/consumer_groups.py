@@ -400,8 +400,12 @@ class ConsumerGroupsAdmin:
         return self.security.aiokafka_options()
 
     async def __aenter__(self) -> ConsumerGroupsAdmin:
-        await self.admin.start()
-        await self.offsets.start()
+        try:
+            await self.admin.start()
+            await self.offsets.start()
+        except BaseException:
+            await self.__aexit__()  # a refused connection (TLS, SASL) leaves nothing open
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
