@@ -176,3 +176,31 @@ def test_json_documents_parse_back_with_every_fact_of_the_tables() -> None:
     assert json.loads(output.document(output.plan_json({Tp("t", 1): 5}))) == [
         {"topic": "t", "partition": 1, "offset": 5}
     ]
+
+
+def test_a_kip848_member_shows_its_epochs_target_assignment_and_instance_id() -> None:
+    group = GroupDescription(
+        "g",
+        "Reconciling",
+        "consumer",
+        (Member("m-1", "app", "10.0.0.1", (Tp("t", 0),), 7, (Tp("t", 0), Tp("t", 1)), "pod-0"),),
+        "uniform",
+        9,
+        8,
+    )
+    lines = output.members_table(group, verbose=True).splitlines()
+    assert lines[0].split() == [
+        "GROUP",
+        "CONSUMER-ID",
+        "GROUP-INSTANCE-ID",
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+        "CURRENT-EPOCH",
+        "CURRENT-ASSIGNMENT",
+        "TARGET-EPOCH",
+        "TARGET-ASSIGNMENT",
+    ]
+    assert lines[1].split() == ["g", "m-1", "pod-0", "10.0.0.1", "app", "1", "7", "t:0", "8", "t:0,1"]
+    state = output.state_table(group, Coordinator(0, "gw", 9092), verbose=True).splitlines()
+    assert state[1].split() == ["g", "gw:9092", "(0)", "uniform", "Reconciling", "9", "8", "1"]

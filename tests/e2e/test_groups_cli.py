@@ -343,12 +343,20 @@ def test_describe_views_list_filters_and_json(
         status, out, _ = run(
             capsys, "groups", "describe", live, "--members", "--verbose", "--bootstrap", bootstrap
         )
-        assert status == 0 and rows(out)[0][4:6] == ["2", "-"] and f"{topic}:0,1" in rows(out)[0]
+        (verbose,) = rows(out)
+        # a KIP-848 member: its epoch, its assignment and the group's target assignment (epoch, partitions)
+        assert status == 0 and verbose[4] == "2" and verbose[6] == verbose[8] == f"{topic}:0,1", out
+        assert int(verbose[5]) >= 1 and int(verbose[7]) >= 1
         status, out, _ = run(capsys, "groups", "describe", live, "--state", "--bootstrap", bootstrap)
         host, port = bootstrap.rsplit(":", 1)
         assert status == 0
         (line,) = rows(out)
         assert line[0] == live and line[1] == f"{host}:{port}" and line[-2:] == ["Stable", "1"], out
+        status, out, _ = run(
+            capsys, "groups", "describe", live, "--state", "--verbose", "--bootstrap", bootstrap
+        )
+        (line,) = rows(out)
+        assert status == 0 and line[-4] == "Stable" and int(line[-3]) >= 1 and int(line[-2]) >= 1, out
         status, out, _ = run(
             capsys, "groups", "describe", live, "--offsets", "--verbose", "--bootstrap", bootstrap
         )

@@ -28,6 +28,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
+from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
 from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -36,7 +37,7 @@ from kio.schema.offset_delete.v0.request import (
 from kio.static.primitive import i32
 
 from groupcoord.common.kafka_security import KafkaSecurity
-from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.observability.consumer_lag import LogEndOffsets
 
 INACTIVE_STATES = frozenset({"Empty", "Dead"})
@@ -52,6 +53,10 @@ class Member:
     client_id: str
     host: str
     assignment: tuple[TopicPartition, ...] = ()
+    # KIP-848 members only (ConsumerGroupDescribe): None in a classic group
+    member_epoch: int | None = None
+    target_assignment: tuple[TopicPartition, ...] | None = None
+    group_instance_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,9 @@ class GroupDescription:
     protocol_type: str
     members: tuple[Member, ...] = ()
     protocol: str = ""  # the assignment strategy ("range", "uniform"...), "" while there is none
+    # KIP-848 groups only (ConsumerGroupDescribe): None in a classic group
+    group_epoch: int | None = None
+    target_assignment_epoch: int | None = None
 
     @property
     def exists(self) -> bool:
@@ -361,6 +369,39 @@ class Coordinator:
     port: int
 
 
+def _partitions(assignment: Any) -> tuple[TopicPartition, ...]:
+    return tuple(
+        sorted(
+            TopicPartition(t.topic_name, int(p)) for t in assignment.topic_partitions for p in t.partitions
+        )
+    )
+
+
+def consumer_group_description(group: Any) -> GroupDescription:
+    """A ConsumerGroupDescribe group (kio's ``DescribedGroup``) as :class:`GroupDescription`."""
+    members = tuple(
+        Member(
+            m.member_id,
+            m.client_id,
+            m.client_host.lstrip("/"),
+            _partitions(m.assignment),
+            int(m.member_epoch),
+            _partitions(m.target_assignment),
+            m.instance_id or None,
+        )
+        for m in group.members
+    )
+    return GroupDescription(
+        group.group_id,
+        group.group_state,
+        "consumer",
+        members,
+        group.assignor_name,
+        int(group.group_epoch),
+        int(group.assignment_epoch),
+    )
+
+
 class ConsumerGroupsAdmin:
     """An aiokafka admin client and consumer (for ListOffsets) on ``bootstrap``, every
     connection secured as ``security`` says (``--command-config``): use as
@@ -423,10 +464,34 @@ class ConsumerGroupsAdmin:
         return sorted((str(g[0]), str(g[1])) for g in await self.admin.list_consumer_groups())
 
     async def describe(self, group_ids: list[str]) -> list[GroupDescription]:
+        """Each group as Kafka's AdminClient describes it: ConsumerGroupDescribe for a KIP-848
+        group (its epochs, target assignment and assignor), DescribeGroups for a classic one."""
         # One group per request: aiokafka 0.14 decodes DescribeGroups v3 responses with the v2
         # schema (no authorized_operations), which misreads every group after the first.
         responses = await asyncio.gather(*(self.admin.describe_consumer_groups([g]) for g in group_ids))
-        return [_group_description(r[0].groups[0]) for r in responses]
+        classic = [_group_description(r[0].groups[0]) for r in responses]
+        return list(await asyncio.gather(*(self._kip848(d) for d in classic)))
+
+    async def _kip848(self, group: GroupDescription) -> GroupDescription:
+        """``group`` from ConsumerGroupDescribe if it is a KIP-848 group (as is otherwise: a
+        classic group is GROUP_ID_NOT_FOUND there, and a coordinator without the API says so)."""
+        if group.protocol_type not in ("consumer", ""):
+            return group
+        try:
+            where = await self.coordinator(group.group_id)
+            response = await exchange(
+                (where.host, where.port),
+                ConsumerGroupDescribeRequest(
+                    group_ids=(group.group_id,), include_authorized_operations=False
+                ),
+                self.client_id,
+                self.timeout_s,
+                self.security,
+            )
+        except (ExchangeFailed, AdminError):
+            return group
+        described = [g for g in response.groups if g.group_id == group.group_id and g.error_code == 0]
+        return consumer_group_description(described[0]) if described else group
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:
         fetched = await self.admin.list_consumer_group_offsets(group_id)

@@ -86,26 +86,37 @@ def offsets_table(rows: Sequence[PartitionRow], *, verbose: bool = False) -> str
 
 
 def members_table(group: GroupDescription, *, verbose: bool = False) -> str:
-    """``--describe --members [--verbose]``: a row per member (verbose: its epoch and
-    assignment; the target assignment and epochs are KIP-848's, ``-`` where the group's
-    description has none)."""
+    """``--describe --members [--verbose]``: a row per member, GROUP-INSTANCE-ID when a member
+    has one; verbose adds the epochs and the current and target assignments (KIP-848's: ``-``
+    in a classic group, as Kafka prints them)."""
     members = group.members
-    g = _width(15, [group.group_id])
-    c = _width(15, (m.member_id for m in members))
-    h = _width(15, (m.host for m in members))
-    k = _width(15, (m.client_id for m in members))
+    with_instance = any(m.group_instance_id for m in members)
+    widths = [
+        _width(15, [group.group_id]),
+        _width(15, (m.member_id for m in members)),
+        *([_width(17, (m.group_instance_id or "" for m in members))] if with_instance else []),
+        _width(15, (m.host for m in members)),
+        _width(15, (m.client_id for m in members)),
+    ]
+    header: list[str] = [
+        "GROUP",
+        "CONSUMER-ID",
+        *(["GROUP-INSTANCE-ID"] if with_instance else []),
+        "HOST",
+        "CLIENT-ID",
+        "#PARTITIONS",
+    ]
     assignments = [assignment_string(m.assignment) for m in members]
-    a = _width(20, assignments)
-    widths = [g, c, h, k]
-    header: list[str] = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
     if verbose:
         header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-        widths += [15, 15, a, 15]
+        widths += [15, 15, _width(20, assignments), 15]
     lines = [columns(widths, header)]
     for m, assignment in zip(members, assignments, strict=True):
-        cells: list[object] = [group.group_id, m.member_id, m.host, m.client_id, len(m.assignment)]
+        instance = [m.group_instance_id or ""] if with_instance else []
+        cells: list[object] = [group.group_id, m.member_id, *instance, m.host, m.client_id, len(m.assignment)]
         if verbose:
-            cells += [None, assignment, None, None]
+            target = assignment_string(m.target_assignment) if m.target_assignment is not None else None
+            cells += [m.member_epoch, assignment, group.target_assignment_epoch, target]
         lines.append(columns(widths, cells))
     return "\n".join(lines)
 
@@ -120,7 +131,7 @@ def state_table(group: GroupDescription, coordinator: Coordinator, *, verbose: b
     if verbose:
         header += ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
         widths += [15, 25]
-        cells += [None, None]
+        cells += [group.group_epoch, group.target_assignment_epoch]
     return "\n".join([columns(widths, [*header, "#MEMBERS"]), columns(widths, [*cells, len(group.members)])])
 
 
@@ -197,6 +208,10 @@ def members_json(group: GroupDescription) -> list[dict[str, Any]]:
             "client_id": m.client_id,
             "partitions": len(m.assignment),
             "assignment": [{"topic": tp.topic, "partition": tp.partition} for tp in m.assignment],
+            "member_epoch": m.member_epoch,
+            "target_assignment": None
+            if m.target_assignment is None
+            else [{"topic": tp.topic, "partition": tp.partition} for tp in m.target_assignment],
         }
         for m in group.members
     ]
@@ -209,6 +224,8 @@ def group_json(group: GroupDescription) -> dict[str, Any]:
         "protocol_type": group.protocol_type,
         "assignment_strategy": group.protocol or None,
         "members": len(group.members),
+        "group_epoch": group.group_epoch,
+        "target_assignment_epoch": group.target_assignment_epoch,
     }
 
 
