@@ -326,7 +326,7 @@ async def run_reset(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int
         print(export_csv(plans, with_group=not single), end="")
     else:
         print()
-        print(output.reset_table({g: p for g, p in plans.items() if g not in errors}))
+        print(output.reset_table(plans))  # a refused group's header too, as Kafka prints it
     return 1 if errors else 0
 
 
