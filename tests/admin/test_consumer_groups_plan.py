@@ -156,3 +156,9 @@ def test_partitions_to_reset_must_exist_and_assignments_print_as_kafka_does() ->
         check_partitions_exist([T0, Tp("t", 2), Tp("x", 0)], {"t": 2})
     assert assignment_string([Tp("u", 0), T1, T0]) == "t:0,1;u:0"
     assert assignment_string([]) == "-"
+
+
+def test_leader_epochs_show_only_beside_a_committed_offset() -> None:
+    group = GroupDescription("g", "Stable", "consumer", (Member("m-1", "app", "h", (T0, T1)),))
+    rows = describe_rows(group, {T0: 4}, {T0: 9, T1: 9}, {T0: 3, T1: 5})
+    assert [(r.partition, r.current_offset, r.leader_epoch) for r in rows] == [(0, 4, 3), (1, None, None)]

@@ -93,7 +93,15 @@ def compare(
 @pytest.mark.parametrize("role", ["empty", "classic", "consumer"])
 @pytest.mark.parametrize(
     "view",
-    [(), ("--offsets",), ("--members",), ("--members", "--verbose"), ("--state",), ("--state", "--verbose")],
+    [
+        (),
+        ("--offsets",),
+        ("--offsets", "--verbose"),
+        ("--members",),
+        ("--members", "--verbose"),
+        ("--state",),
+        ("--state", "--verbose"),
+    ],
 )
 def test_describe_views_match(shape: Shape, role: str, view: tuple[str, ...]) -> None:
     group = shape.group(role)

@@ -216,7 +216,8 @@ async def _describe_one(
     else:
         partitions = sorted(set(committed) | {tp for m in group.members for tp in m.assignment})
         bounds = await admin.bounds(partitions)
-        rows: list[PartitionRow] = describe_rows(group, committed, bounds.latest)
+        epochs = await admin.leader_epochs(group.group_id) if args.verbose else {}
+        rows: list[PartitionRow] = describe_rows(group, committed, bounds.latest, epochs)
         doc["offsets"] = output.offsets_json(rows)
         text = output.offsets_table(rows, verbose=args.verbose)
     return doc, (f"\n{notice}\n\n{text}" if notice else f"\n{text}")

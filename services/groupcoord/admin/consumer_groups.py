@@ -34,6 +34,7 @@ from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest
 from kio.static.primitive import i32
 
 from groupcoord.common.kafka_security import KafkaSecurity
@@ -89,12 +90,14 @@ class PartitionRow:
     consumer_id: str | None = None
     host: str | None = None
     client_id: str | None = None
+    leader_epoch: int | None = None  # of the committed offset (--verbose's LEADER-EPOCH)
 
 
 def describe_rows(
     group: GroupDescription,
     committed: Mapping[TopicPartition, int],
     end_offsets: Mapping[TopicPartition, int],
+    leader_epochs: Mapping[TopicPartition, int] | None = None,
 ) -> list[PartitionRow]:
     """Every partition the group is assigned or has committed, with its lag (as
     ``kafka-consumer-groups --describe``: assigned partitions without a commit show no lag), in
@@ -121,6 +124,7 @@ def describe_rows(
                 m.member_id if m else None,
                 m.host if m else None,
                 m.client_id if m else None,
+                (leader_epochs or {}).get(tp) if current is not None else None,
             )
         )
     return rows
@@ -496,6 +500,27 @@ class ConsumerGroupsAdmin:
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:
         fetched = await self.admin.list_consumer_group_offsets(group_id)
         return {tp: om.offset for tp, om in fetched.items() if om.offset >= 0}
+
+    async def leader_epochs(self, group_id: str) -> dict[TopicPartition, int]:
+        """The leader epoch of each committed offset (OffsetFetch v7, which aiokafka does not
+        send): what Kafka's tool prints as LEADER-EPOCH. Best effort: {} if it cannot be had."""
+        try:
+            where = await self.coordinator(group_id)
+            response = await exchange(
+                (where.host, where.port),
+                OffsetFetchRequest(group_id=group_id, topics=None),
+                self.client_id,
+                self.timeout_s,
+                self.security,
+            )
+        except (ExchangeFailed, AdminError):
+            return {}
+        return {
+            TopicPartition(t.name, int(p.partition_index)): int(p.committed_leader_epoch)
+            for t in response.topics
+            for p in t.partitions
+            if p.committed_leader_epoch >= 0 and p.committed_offset >= 0
+        }
 
     async def partition_counts(self) -> dict[str, int]:
         cluster = await self.offsets._client.fetch_all_metadata()

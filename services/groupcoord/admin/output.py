@@ -66,7 +66,7 @@ OFFSETS_HEADER = (
 
 def offsets_table(rows: Sequence[PartitionRow], *, verbose: bool = False) -> str:
     """``--describe [--offsets] [--verbose]``: a row per partition (LEADER-EPOCH, verbose only,
-    is the epoch of the committed offset: not known to this client, so ``-``)."""
+    is the leader epoch the committed offset was committed with, ``-`` where none was)."""
     g = _width(15, (r.group for r in rows))
     t = _width(15, (r.topic for r in rows))
     c = _width(15, (r.consumer_id for r in rows))
@@ -80,7 +80,7 @@ def offsets_table(rows: Sequence[PartitionRow], *, verbose: bool = False) -> str
     for r in rows:
         cells: list[object] = [r.group, r.topic, r.partition, r.current_offset, r.log_end_offset, r.lag]
         if verbose:
-            cells.insert(3, None)
+            cells.insert(3, r.leader_epoch)
         lines.append(columns(widths, [*cells, r.consumer_id, r.host, r.client_id]))
     return "\n".join(lines)
 
