@@ -90,9 +90,19 @@ def test_reset_and_list_tables_and_notices() -> None:
         "orders-app      orders          1          7",
     ]
     assert output.reset_table({}) == ""
-    assert output.list_table([("orders-app", "Stable")]).splitlines() == [
+    assert output.list_table([GROUP]).splitlines() == [
         "GROUP                     STATE",
         "orders-app                Stable",
+    ]
+    kip848 = GroupDescription("kip-848", "Empty", "consumer", (), "uniform", 3, 3)
+    assert output.list_table([GROUP, kip848], types=True).splitlines() == [
+        "GROUP                     TYPE                 STATE",
+        "orders-app                Classic              Stable",
+        "kip-848                   Consumer             Empty",
+    ]
+    assert output.list_table([kip848], types=True, states=False).splitlines()[1].split() == [
+        "kip-848",
+        "Consumer",
     ]
     assert (
         output.group_notice(GroupDescription("g", "Empty", "consumer"))

@@ -118,15 +118,19 @@ def test_describe_of_a_live_kip848_member_shows_epochs_like_kafka(shape: Shape) 
     assert re.search(rf"\s\d+\s+{shape.topic('audit')}:0;{shape.topic('orders')}:0,1,2\s+\d+\s", out), out
 
 
-def test_list_with_states_matches(shape: Shape) -> None:
-    compare(shape, ("--list", "--state"), ("list", "--state"), only_prefix=True, unordered=True)
-    compare(
-        shape,
-        ("--list", "--state", "Stable"),
-        ("list", "--state", "Stable"),
-        only_prefix=True,
-        unordered=True,
-    )
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("--state",),
+        ("--state", "Stable"),
+        ("--state", "--type"),
+        ("--type", "consumer"),
+        ("--type", "classic"),
+    ],
+)
+def test_list_with_states_and_types_matches(shape: Shape, options: tuple[str, ...]) -> None:
+    out = compare(shape, ("--list", *options), ("list", *options), only_prefix=True, unordered=True)
+    assert shape.prefix in out, out
 
 
 @pytest.mark.parametrize(

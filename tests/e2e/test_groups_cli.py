@@ -395,6 +395,14 @@ def test_describe_views_list_filters_and_json(
         )
         states = {g["group"]: g["state"] for g in as_json(out)["groups"]}
         assert status == 0 and states.get(empty) == "Empty" and live not in states
+        status, out, _ = run(
+            capsys, "groups", "list", "--type", "consumer", "--output", "json", "--bootstrap", bootstrap
+        )
+        types = {g["group"]: g["type"] for g in as_json(out)["groups"]}
+        assert status == 0 and types.get(live) == "Consumer" and empty not in types
+        status, out, _ = run(capsys, "groups", "list", "--state", "--type", "--bootstrap", bootstrap)
+        listed_types = {r[0]: r[1:] for r in rows(out)}
+        assert listed_types[live] == ["Consumer", "Stable"] and listed_types[empty] == ["Classic", "Empty"]
         status, _, err = run(capsys, "groups", "list", "--state", "Sleeping", "--bootstrap", bootstrap)
         assert status == 1 and "Invalid state list 'Sleeping'" in err
 

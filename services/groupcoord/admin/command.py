@@ -108,6 +108,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="STATES",
         help="print each group's state too; with STATES (e.g. Stable,Empty) only groups in those",
     )
+    listing.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TYPES",
+        help="print each group's type (Classic, Consumer) too; with TYPES (e.g. consumer) only those",
+    )
     describe = actions.add_parser("describe", help="per partition: committed offset, log end, lag, owner")
     _groups_arguments(describe, "a group to describe (repeatable; or GROUP...)")
     view = describe.add_mutually_exclusive_group()
@@ -185,16 +193,28 @@ def _states(text: str) -> set[str]:
 async def run_list(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     groups = await admin.list_groups()
     wanted = _states(args.state) if args.state else None
-    if args.state is None and args.output == "table":
+    kinds = _types(args.type) if args.type else None
+    if args.state is None and args.type is None and args.output == "table":
         print("\n".join(g for g, _ in groups))
         return 0
     described = await admin.describe([g for g, _ in groups]) if groups else []
-    chosen = [d for d in described if wanted is None or d.state in wanted]
+    chosen = [
+        d
+        for d in described
+        if (wanted is None or d.state in wanted) and (kinds is None or d.group_type in kinds)
+    ]
     if args.output == "json":
         print(output.document({"groups": [output.group_json(d) for d in chosen]}))
     else:
-        print(output.list_table([(d.group_id, d.state) for d in chosen]))
+        print(output.list_table(chosen, types=args.type is not None, states=args.state is not None))
     return 0
+
+
+def _types(text: str) -> set[str]:
+    chosen = {t.strip().capitalize() for t in text.split(",") if t.strip()}
+    if not chosen or chosen - {"Classic", "Consumer"}:
+        raise AdminError(f"Invalid types list '{text}'. Valid types are: classic, consumer")
+    return chosen
 
 
 async def _describe_one(

@@ -75,6 +75,11 @@ class GroupDescription:
     def exists(self) -> bool:
         return self.state != "Dead"
 
+    @property
+    def group_type(self) -> str:
+        """Kafka's ``GroupType``: Consumer for a KIP-848 group, Classic otherwise."""
+        return "Consumer" if self.group_epoch is not None else "Classic"
+
 
 @dataclass(frozen=True, slots=True)
 class PartitionRow:

@@ -135,10 +135,12 @@ def state_table(group: GroupDescription, coordinator: Coordinator, *, verbose: b
     return "\n".join([columns(widths, [*header, "#MEMBERS"]), columns(widths, [*cells, len(group.members)])])
 
 
-def list_table(groups: Sequence[tuple[str, str]]) -> str:
-    """``--list --state``: GROUP and STATE of each (group, state)."""
-    width = max([15, *(len(g) for g, _ in groups)]) + 10
-    return "\n".join(columns([width], row) for row in [("GROUP", "STATE"), *groups])
+def list_table(groups: Sequence[GroupDescription], *, types: bool = False, states: bool = True) -> str:
+    """``--list --state`` / ``--type``: GROUP, then TYPE (Classic or Consumer) and STATE."""
+    width = max([15, *(len(g.group_id) for g in groups)]) + 10
+    header = ["GROUP", *(["TYPE"] if types else []), *(["STATE"] if states else [])]
+    rows = [[g.group_id, *([g.group_type] if types else []), *([g.state] if states else [])] for g in groups]
+    return "\n".join(columns([width, 20][: len(header) - 1], row) for row in [header, *rows])
 
 
 def reset_table(plans: Mapping[str, Mapping[TopicPartition, int]]) -> str:
@@ -222,6 +224,7 @@ def group_json(group: GroupDescription) -> dict[str, Any]:
         "group": group.group_id,
         "state": group.state,
         "protocol_type": group.protocol_type,
+        "type": group.group_type,
         "assignment_strategy": group.protocol or None,
         "members": len(group.members),
         "group_epoch": group.group_epoch,
