@@ -158,7 +158,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete_offsets = actions.add_parser(
         "delete-offsets", help="delete a group's committed offsets of some topics (as --delete-offsets)"
     )
-    delete_offsets.add_argument("group", metavar="GROUP")
+    delete_offsets.add_argument("group", nargs="?", metavar="GROUP")
+    delete_offsets.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
     delete_offsets.add_argument(
         "--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)"
     )
@@ -374,6 +375,10 @@ async def run_delete(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> in
 async def run_delete_offsets(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     """Kafka's ``--delete-offsets``: TOPIC:P,P as given; a TOPIC's partitions from the metadata
     (a topic that does not exist is reported with partition ``-``, the others still deleted)."""
+    group = args.group or args.group_option
+    if not group or (args.group and args.group_option):
+        raise AdminError("Option delete-offsets takes exactly one group: GROUP or --group GROUP")
+    args.group = group
     counts = await admin.partition_counts()
     partitions: set[TopicPartition] = set()
     results: dict[TopicPartition, int] = {}
