@@ -1,10 +1,14 @@
 """Consumer-group administration over the Kafka protocol, as ``kafka-consumer-groups.sh`` does it.
 
 Everything goes through the gateway's Kafka listener with aiokafka (ListGroups, DescribeGroups,
-OffsetFetch, ListOffsets and Fetch high watermarks, an admin OffsetCommit, DeleteGroups), so the same commands work
-against ``groupcoord up`` and a Kubernetes deployment. The decisions are pure functions
-(:func:`describe_rows`, :func:`reset_plan`, :func:`check_inactive`); :class:`ConsumerGroupsAdmin`
-only fetches what they need and applies what they decide.
+OffsetFetch, ListOffsets and Fetch high watermarks, an admin OffsetCommit, DeleteGroups) and,
+for what aiokafka lacks, kio requests over :mod:`groupcoord.common.kafka_wire`
+(ConsumerGroupDescribe, OffsetFetch v7 for leader epochs, OffsetDelete), all secured alike by
+``--command-config`` (:mod:`groupcoord.admin.client_config`), so the same commands work
+against ``groupcoord up`` and a Kubernetes deployment, plaintext or TLS/SASL. The decisions are
+pure functions (:func:`describe_rows`, :func:`reset_plan`, :func:`check_inactive`,
+:func:`parse_reset_file`, :func:`export_csv`...); :class:`ConsumerGroupsAdmin` only fetches what
+they need and applies what they decide.
 
 Kafka's safety rule is kept: offsets are reset only while the group is inactive (Empty or
 Dead). The coordinator enforces it too — an admin commit to a group with members is refused
