@@ -3,7 +3,7 @@ rows describe shows, where reset-offsets moves each partition, when a reset is r
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiokafka.structs import TopicPartition as Tp
@@ -14,9 +14,14 @@ from groupcoord.admin.consumer_groups import (
     Member,
     OffsetBounds,
     ResetSpec,
+    assignment_string,
     check_inactive,
+    check_partitions_exist,
     describe_rows,
+    export_csv,
     parse_datetime,
+    parse_duration,
+    parse_reset_file,
     parse_topic_partitions,
     reset_plan,
 )
@@ -87,3 +92,73 @@ def test_topic_partitions_and_datetimes_parse_as_kafkas_tool_takes_them() -> Non
     assert parse_datetime("2026-11-24T08:00:00") == datetime(2026, 11, 24, 8, tzinfo=UTC)
     assert parse_datetime("2026-11-24T09:00:00+01:00") == datetime(2026, 11, 24, 8, tzinfo=UTC)
     assert parse_datetime("2026-11-24T08:00:00Z") == datetime(2026, 11, 24, 8, tzinfo=UTC)
+
+
+def test_describe_rows_follow_kafkas_order_biggest_member_first() -> None:
+    group = GroupDescription(
+        "g",
+        "Stable",
+        "consumer",
+        (
+            Member("small", "a", "h1", (Tp("u", 1),)),
+            Member("big", "b", "h2", (T1, T0)),
+            Member("idle", "c", "h3"),
+        ),
+    )
+    rows = describe_rows(group, {U0: 1}, {})
+    assert [(r.topic, r.partition, r.consumer_id) for r in rows] == [
+        ("t", 0, "big"),
+        ("t", 1, "big"),
+        ("u", 1, "small"),
+        ("u", 0, None),  # committed, owned by nobody: last
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        (ResetSpec(to_offset=40), {T0: 40, T1: 20}),  # clamped to t-1's log end
+        (ResetSpec(to_offset=0), {T0: 5, T1: 0}),  # clamped to t-0's log start
+        (ResetSpec(to_current=True), {T0: 10, T1: 20}),  # t-1 never committed: the log end
+        (ResetSpec(from_file={T0: 7, T1: 99}), {T0: 7, T1: 20}),
+    ],
+)
+def test_to_offset_to_current_and_from_file(spec: ResetSpec, expected: dict) -> None:
+    assert reset_plan(spec, [T0, T1], {T0: 10}, BOUNDS) == expected
+
+
+def test_durations_parse_as_javas_duration_parse() -> None:
+    assert parse_duration("PT2H") == timedelta(hours=2)
+    assert parse_duration("P1DT30M") == timedelta(days=1, minutes=30)
+    assert parse_duration("PT0.5S") == timedelta(milliseconds=500)
+    assert parse_duration("pt15m") == timedelta(minutes=15)
+    for bad in ("2h", "P1Y", "PT", "P", "PT2X", ""):
+        with pytest.raises(AdminError, match="ISO 8601 duration"):
+            parse_duration(bad)
+
+
+def test_reset_file_in_both_of_kafkas_csv_shapes_and_export_round_trips() -> None:
+    assert parse_reset_file("t,0,2\nt,1,6\n\nu,0,9\n", ["g"]) == {"g": {T0: 2, T1: 6, U0: 9}}
+    assert parse_reset_file("g,t,0,2\nh,u,0,9\n", ["g", "h"]) == {"g": {T0: 2}, "h": {U0: 9}}
+    for bad in ("t,0\n", "t,x,1\n", "g,t,0,2,9\n"):
+        with pytest.raises(AdminError, match="--from-file"):
+            parse_reset_file(bad, ["g"])
+    plans = {"g": {T0: 2, T1: 6}, "h": {U0: 9}}
+    assert export_csv({"g": plans["g"]}, with_group=False) == "t,0,2\nt,1,6\n"
+    exported = export_csv(plans, with_group=True)
+    assert exported == "g,t,0,2\ng,t,1,6\nh,u,0,9\n"
+    assert parse_reset_file(exported, ["g", "h"]) == plans
+
+
+def test_partitions_to_reset_must_exist_and_assignments_print_as_kafka_does() -> None:
+    check_partitions_exist([T0, T1], {"t": 2})
+    with pytest.raises(AdminError, match='The partitions "t-2,x-0" do not exist'):
+        check_partitions_exist([T0, Tp("t", 2), Tp("x", 0)], {"t": 2})
+    assert assignment_string([Tp("u", 0), T1, T0]) == "t:0,1;u:0"
+    assert assignment_string([]) == "-"
+
+
+def test_leader_epochs_show_only_beside_a_committed_offset() -> None:
+    group = GroupDescription("g", "Stable", "consumer", (Member("m-1", "app", "h", (T0, T1)),))
+    rows = describe_rows(group, {T0: 4}, {T0: 9, T1: 9}, {T0: 3, T1: 5})
+    assert [(r.partition, r.current_offset, r.leader_epoch) for r in rows] == [(0, 4, 3), (1, None, None)]

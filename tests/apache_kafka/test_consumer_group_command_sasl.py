@@ -40,7 +40,15 @@ def _grant_prefix(kafka: ApacheKafka, prefix: str) -> None:
     """ALL on the groups and topics named ``prefix*`` for ``User:app``, created on Kafka."""
     admin = AdminClient(kafka.client_config(COORDINATOR[0]))
     bindings = [
-        AclBinding(kind, prefix, ResourcePatternType.PREFIXED, f"User:{APP[0]}", "*", AclOperation.ALL, AclPermissionType.ALLOW)
+        AclBinding(
+            kind,
+            prefix,
+            ResourcePatternType.PREFIXED,
+            f"User:{APP[0]}",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        )
         for kind in (ResourceType.GROUP, ResourceType.TOPIC)
     ]
     for future in admin.create_acls(bindings).values():
@@ -85,7 +93,9 @@ def shape(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shape]:
             cluster = BackgroundCluster((kafka.host, kafka.port), options).start()
         try:
             client = {k: v for k, v in kafka.client_config(APP[0]).items() if k != "bootstrap.servers"}
-            with group_shape(kafka.bootstrap, cluster.bootstrap, workdir, client, _command_config(workdir, pki.ca)) as built:
+            with group_shape(
+                kafka.bootstrap, cluster.bootstrap, workdir, client, _command_config(workdir, pki.ca)
+            ) as built:
                 yield built
         finally:
             cluster.stop()
@@ -128,3 +138,47 @@ def test_describe_a_group_app_may_not_see(shape: Shape) -> None:
     """Outside its prefix ``app`` gets Kafka's authorization error from both."""
     refused = assert_same(shape, "--describe", "--group", "other-group")
     assert "GroupAuthorizationException" in refused, refused
+
+
+@pytest.mark.parametrize("role", ["classic", "consumer"])
+def test_groupcoord_groups_with_the_same_properties_file(shape: Shape, role: str) -> None:
+    """``groupcoord groups --command-config`` takes the very file Kafka's tool took (SCRAM in
+    ``sasl.jaas.config``, a PEM trust store) and its JSON says what Kafka's table says."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    group = shape.group(role)
+    kafka = assert_same(shape, "--describe", "--group", group)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "groupcoord.cli",
+            "groups",
+            "describe",
+            group,
+            "--output",
+            "json",
+            "--bootstrap",
+            shape.sides[1].bootstrap,
+            *shape.tool,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (doc,) = json.loads(done.stdout)["groups"]
+    assert doc["state"] == "Stable"
+
+    def cell(value: object) -> str:
+        return "-" if value is None else str(value)
+
+    ours = [
+        [group, o["topic"], *(cell(o[k]) for k in ("partition", "current_offset", "log_end_offset", "lag"))]
+        for o in doc["offsets"]
+    ]
+    theirs = [line.split()[:6] for line in kafka.splitlines() if line.startswith(group)]
+    assert ours == theirs and ours, kafka

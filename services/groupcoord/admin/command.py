@@ -1,9 +1,16 @@
-"""``groupcoord groups``: list, describe, reset offsets of and delete consumer groups.
+"""``groupcoord groups``: list, describe, reset offsets of, delete and delete offsets of consumer groups.
 
-In the spirit of Apache Kafka's ``kafka-consumer-groups.sh`` (same columns, same safety rules,
-same messages where Kafka has them), and like it a Kafka client of the gateway: point
-``--bootstrap`` at ``groupcoord up`` or at a Kubernetes deployment's gateway Service.
-Kafka's own tool works against the gateway too (see docs/consumer-groups.md).
+Apache Kafka's ``kafka-consumer-groups.sh`` as subcommands (``groups describe G`` for
+``--describe --group G``), with its options (``--all-groups``, ``--members``/``--offsets``/
+``--state`` and ``--verbose``, every ``--reset-offsets`` scenario and scope, ``--export``,
+``--delete-offsets``), its column names, state names, messages and safety rules, and its
+``--command-config`` of Kafka client properties for TLS and SASL listeners. Like it a Kafka client
+of the gateway: point ``--bootstrap`` at ``groupcoord up`` or at a Kubernetes deployment's gateway
+Service. ``--output json`` prints one machine-readable document instead of the tables. Kafka's own
+tool works against the gateway too (see docs/consumer-groups.md).
+
+Exit status: 0, or 1 when a group could not be described, reset, deleted or have its offsets
+deleted (Kafka's tool prints the same errors and exits 0), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -11,32 +18,51 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka.errors import KafkaError
+from aiokafka.structs import TopicPartition
 from kio.schema.errors import ErrorCode
 
+from groupcoord.admin import output
+from groupcoord.admin.client_config import ClientConfig, CommandConfigError, load_client_config
 from groupcoord.admin.consumer_groups import (
+    INACTIVE_STATES,
     AdminError,
     ConsumerGroupsAdmin,
+    GroupDescription,
     PartitionRow,
     ResetSpec,
-    check_inactive,
+    check_partitions_exist,
     describe_rows,
+    export_csv,
     parse_datetime,
+    parse_duration,
+    parse_reset_file,
     parse_topic_partitions,
     reset_plan,
 )
 
 HELP = "list, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)"
 
+DRY_RUN_WARNING = (
+    "WARN: No action will be performed as the --execute option is missing. "
+    "In a future major release, the default behavior of this command will be to prompt the user before "
+    "executing the reset rather than doing a dry run. You should add the --dry-run option explicitly "
+    "if you are scripting this command and want to keep the current default behavior without prompting."
+)
+
 
 def _connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """--bootstrap and --timeout, accepted before and after the action (``groups list
-    --bootstrap X`` as Kafka's tool takes them); only the top level sets the defaults."""
+    """--bootstrap, --timeout, --command-config and --output, accepted before and after the
+    action (``groups list --bootstrap X`` as Kafka's tool takes them); only the top level sets
+    the defaults."""
     keep = argparse.SUPPRESS
     parser.add_argument(
         "--bootstrap",
+        "--bootstrap-server",
+        dest="bootstrap",
         default="127.0.0.1:9092" if defaults else keep,
         metavar="HOST:PORT",
         help="the gateway's bootstrap address (default 127.0.0.1:9092)",
@@ -47,155 +73,387 @@ def _connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) ->
         default=30.0 if defaults else keep,
         help="request timeout in seconds (default 30)",
     )
+    parser.add_argument(
+        "--command-config",
+        default=None if defaults else keep,
+        metavar="FILE",
+        help="Kafka client properties: security.protocol, sasl.mechanism, sasl.jaas.config, "
+        "ssl.truststore.* / ssl.ca.location and ssl.keystore.* as PEM (see docs/consumer-groups.md)",
+    )
+    parser.add_argument(
+        "--output",
+        choices=("table", "json"),
+        default="table" if defaults else keep,
+        help="Kafka's tables (default) or one JSON document",
+    )
+
+
+def _groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("groups", nargs="*", metavar="GROUP")
+    parser.add_argument(
+        "--group", dest="more_groups", action="append", default=[], metavar="GROUP", help=what
+    )
+    parser.add_argument("--all-groups", action="store_true", help="every group")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     _connection_arguments(parser, defaults=True)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every group")
-    listing.add_argument("--state", action="store_true", help="print each group's state too")
+    listing.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="STATES",
+        help="print each group's state too; with STATES (e.g. Stable,Empty) only groups in those",
+    )
+    listing.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="TYPES",
+        help="print each group's type (Classic, Consumer) too; with TYPES (e.g. consumer) only those",
+    )
     describe = actions.add_parser("describe", help="per partition: committed offset, log end, lag, owner")
-    describe.add_argument("groups", nargs="+", metavar="GROUP")
+    _groups_arguments(describe, "a group to describe (repeatable; or GROUP...)")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help="per partition (the default)")
+    view.add_argument("--members", action="store_true", help="per member")
+    view.add_argument("--state", action="store_true", help="the group's state and coordinator")
+    describe.add_argument("--verbose", action="store_true", help="more columns")
     reset = actions.add_parser("reset-offsets", help="move a group's committed offsets (group must be empty)")
-    reset.add_argument("group", metavar="GROUP")
-    reset.add_argument("--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)")
+    _groups_arguments(reset, "a group to reset (repeatable; or GROUP...)")
+    scope = reset.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", help="TOPIC or TOPIC:P,P (repeatable)")
+    scope.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
     target = reset.add_mutually_exclusive_group(required=True)
     target.add_argument("--to-earliest", action="store_true", help="the log start")
     target.add_argument("--to-latest", action="store_true", help="the log end")
     target.add_argument(
+        "--to-current", action="store_true", help="the committed offset (the log end if none)"
+    )
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    target.add_argument(
         "--to-datetime", metavar="ISO", help="first offset at or after this time (UTC if no zone)"
+    )
+    target.add_argument(
+        "--by-duration",
+        metavar="PnDTnHnMnS",
+        help="first offset at or after now minus this ISO 8601 duration",
     )
     target.add_argument(
         "--shift-by", type=int, metavar="N", help="current committed offset + N (may be negative)"
     )
+    target.add_argument(
+        "--from-file", metavar="CSV", help="offsets from Kafka's CSV (topic,partition,offset per line)"
+    )
     mode = reset.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the new offsets only (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
+    reset.add_argument("--export", action="store_true", help="print the plan as --from-file's CSV")
     delete = actions.add_parser("delete", help="delete empty groups and their offsets")
-    delete.add_argument("groups", nargs="+", metavar="GROUP")
-    for action in (listing, describe, reset, delete):
+    _groups_arguments(delete, "a group to delete (repeatable; or GROUP...)")
+    delete_offsets = actions.add_parser(
+        "delete-offsets", help="delete a group's committed offsets of some topics (as --delete-offsets)"
+    )
+    delete_offsets.add_argument("group", nargs="?", metavar="GROUP")
+    delete_offsets.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
+    delete_offsets.add_argument(
+        "--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)"
+    )
+    for action in (listing, describe, reset, delete, delete_offsets):
         _connection_arguments(action, defaults=False)
 
 
-def _cell(value: object) -> str:
-    return "-" if value is None else str(value)
+def _error(message: str) -> None:
+    print(f"Error: {message}", file=sys.stderr)
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Left-aligned columns, as Kafka's tool prints them."""
-    cells = [list(header)] + [[_cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+async def _group_ids(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> list[str]:
+    """The groups named (positionally or by --group), or every group with --all-groups."""
+    named = [*args.groups, *args.more_groups]
+    if args.all_groups:
+        if named:
+            raise AdminError("Option --all-groups cannot be used with a group")
+        return [g for g, _ in await admin.list_groups()]
+    if not named:
+        raise AdminError(f"Option {args.action} takes one of these options: GROUP, --group, --all-groups")
+    return list(dict.fromkeys(named))
 
 
-DESCRIBE_HEADER = (
-    "GROUP",
-    "TOPIC",
-    "PARTITION",
-    "CURRENT-OFFSET",
-    "LOG-END-OFFSET",
-    "LAG",
-    "CONSUMER-ID",
-    "HOST",
-    "CLIENT-ID",
-)
-
-
-def _describe_line(r: PartitionRow) -> tuple[object, ...]:
-    return (
-        r.group,
-        r.topic,
-        r.partition,
-        r.current_offset,
-        r.log_end_offset,
-        r.lag,
-        r.consumer_id,
-        r.host,
-        r.client_id,
-    )
+def _states(text: str) -> set[str]:
+    by_lower = {s.lower(): s for s in output.STATES}
+    chosen = {by_lower.get(s.strip().lower()) for s in text.split(",") if s.strip()}
+    if None in chosen or not chosen:
+        raise AdminError(f"Invalid state list '{text}'. Valid states are: {', '.join(output.STATES)}")
+    return {s for s in chosen if s is not None}
 
 
 async def run_list(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     groups = await admin.list_groups()
-    if not args.state:
+    wanted = _states(args.state) if args.state else None
+    kinds = _types(args.type) if args.type else None
+    if args.state is None and args.type is None and args.output == "table":
         print("\n".join(g for g, _ in groups))
         return 0
     described = await admin.describe([g for g, _ in groups]) if groups else []
-    print(table(("GROUP", "STATE"), [(d.group_id, d.state) for d in described]))
+    chosen = [
+        d
+        for d in described
+        if (wanted is None or d.state in wanted) and (kinds is None or d.group_type in kinds)
+    ]
+    if args.output == "json":
+        print(output.document({"groups": [output.group_json(d) for d in chosen]}))
+    else:
+        print(output.list_table(chosen, types=args.type is not None, states=args.state is not None))
     return 0
+
+
+def _types(text: str) -> set[str]:
+    chosen = {t.strip().capitalize() for t in text.split(",") if t.strip()}
+    if not chosen or chosen - {"Classic", "Consumer"}:
+        raise AdminError(f"Invalid types list '{text}'. Valid types are: classic, consumer")
+    return chosen
+
+
+async def _describe_one(
+    admin: ConsumerGroupsAdmin, group: GroupDescription, args: argparse.Namespace
+) -> tuple[dict[str, Any] | None, str | None]:
+    """One group's JSON object and table text (None, None: it does not exist)."""
+    committed = await admin.committed(group.group_id)
+    if not group.exists and not committed:
+        return None, None
+    doc = output.group_json(group)
+    notice = output.group_notice(group)
+    if args.members:
+        doc["consumers"] = output.members_json(group)
+        text = output.members_table(group, verbose=args.verbose)
+    elif args.state:
+        coordinator = await admin.coordinator(group.group_id)
+        doc["coordinator"] = {"id": coordinator.node_id, "host": coordinator.host, "port": coordinator.port}
+        text = output.state_table(group, coordinator, verbose=args.verbose)
+    else:
+        partitions = sorted(set(committed) | {tp for m in group.members for tp in m.assignment})
+        bounds = await admin.bounds(partitions)
+        epochs = await admin.leader_epochs(group.group_id) if args.verbose else {}
+        rows: list[PartitionRow] = describe_rows(group, committed, bounds.latest, epochs)
+        doc["offsets"] = output.offsets_json(rows)
+        text = output.offsets_table(rows, verbose=args.verbose)
+    return doc, (f"\n{notice}\n\n{text}" if notice else f"\n{text}")
 
 
 async def run_describe(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     status = 0
-    for group in await admin.describe(list(args.groups)):
-        committed = await admin.committed(group.group_id)
-        if not group.exists and not committed:
-            print(f"Error: Consumer group '{group.group_id}' does not exist.", file=sys.stderr)
+    docs = []
+    described = await admin.describe(await _group_ids(admin, args))
+    for group in sorted(described, key=lambda g: g.group_id):  # Kafka prints them sorted
+        doc, text = await _describe_one(admin, group, args)
+        if doc is None:
+            _error(f"Consumer group '{group.group_id}' does not exist.")
             status = 1
             continue
-        partitions = sorted(set(committed) | {tp for m in group.members for tp in m.assignment})
-        bounds = await admin.bounds(partitions)
-        print()
-        if not group.members:
-            print(f"Consumer group '{group.group_id}' has no active members.\n")
-        rows = describe_rows(group, committed, bounds.latest)
-        print(table(DESCRIBE_HEADER, [_describe_line(r) for r in rows]))
+        docs.append(doc)
+        if args.output == "table":
+            print(text)
+    if args.output == "json":
+        print(output.document({"groups": docs}))
     return status
 
 
-async def run_reset(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
-    at = parse_datetime(args.to_datetime) if args.to_datetime else None
-    spec = ResetSpec(args.to_earliest, args.to_latest, at, args.shift_by)
-    (group,) = await admin.describe([args.group])
-    check_inactive(group)
-    counts = await admin.partition_counts()
-    partitions = sorted({tp for t in args.topic for tp in parse_topic_partitions(t, counts)})
-    committed = await admin.committed(args.group)
-    plan = reset_plan(spec, partitions, committed, await admin.bounds(partitions, at))
-    if args.execute:
-        await admin.commit(args.group, plan)
-    else:
-        print(
-            "WARN: No action will be performed as the --execute option is missing. "
-            "Add --execute to commit these offsets.",
-            file=sys.stderr,
-        )
-    print()
-    print(
-        table(
-            ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
-            [(args.group, tp.topic, tp.partition, o) for tp, o in plan.items()],
-        )
+def _reset_spec(args: argparse.Namespace, file_plan: dict[TopicPartition, int] | None) -> ResetSpec:
+    at = None
+    if args.to_datetime:
+        at = parse_datetime(args.to_datetime)
+    elif args.by_duration:
+        at = datetime.now(UTC) - parse_duration(args.by_duration)
+    return ResetSpec(
+        to_earliest=args.to_earliest,
+        to_latest=args.to_latest,
+        to_datetime=at,
+        shift_by=args.shift_by,
+        to_offset=args.to_offset,
+        to_current=args.to_current,
+        from_file=file_plan,
     )
-    return 0
+
+
+def _read_plan(path: str, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_reset_file(f.read(), groups)
+    except OSError as exc:
+        raise AdminError(f"--from-file {path}: {exc.strerror or exc}") from None
+
+
+async def run_reset(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    if not (args.topic or args.all_topics or args.from_file):
+        raise AdminError("One of the reset scopes should be defined: --all-topics, --topic.")
+    group_ids = await _group_ids(admin, args)
+    file_plans = _read_plan(args.from_file, group_ids) if args.from_file else None
+    if args.by_duration:
+        parse_duration(args.by_duration)  # a bad duration is refused before anything is fetched
+    if args.to_datetime:
+        parse_datetime(args.to_datetime)
+    counts = await admin.partition_counts()
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    errors: dict[str, str] = {}
+    for group in await admin.describe(group_ids):
+        gid = group.group_id
+        if group.state not in INACTIVE_STATES:
+            errors[gid] = (
+                f"Assignments can only be reset if the group '{gid}' is inactive, "
+                f"but the current state is {group.state}."
+            )
+            plans[gid] = {}
+            continue
+        committed = await admin.committed(gid)
+        file_plan = None
+        if file_plans is not None:
+            if gid not in file_plans:
+                errors[gid] = f"No reset plan for group {gid} found."
+                plans[gid] = {}
+                continue
+            file_plan = file_plans[gid]
+            partitions = sorted(file_plan)
+        elif args.all_topics:
+            partitions = sorted(committed)
+        else:
+            partitions = sorted({tp for t in args.topic for tp in parse_topic_partitions(t, counts)})
+        check_partitions_exist(partitions, counts)
+        spec = _reset_spec(args, file_plan)
+        plan = reset_plan(spec, partitions, committed, await admin.bounds(partitions, spec.to_datetime))
+        if args.execute and plan:
+            await admin.commit(gid, plan)
+        plans[gid] = plan
+    for message in errors.values():
+        _error(message)
+    if not args.execute and not args.dry_run:
+        print(DRY_RUN_WARNING, file=sys.stderr)
+    if args.output == "json":
+        print(
+            output.document(
+                {
+                    "executed": bool(args.execute),
+                    "groups": [
+                        {"group": g, "offsets": output.plan_json(p), "error": errors.get(g)}
+                        for g, p in plans.items()
+                    ],
+                }
+            )
+        )
+    elif args.export:
+        single = len([*args.groups, *args.more_groups]) == 1 and not args.all_groups
+        print(export_csv(plans, with_group=not single), end="")
+    else:
+        print()
+        print(output.reset_table(plans))  # a refused group's header too, as Kafka prints it
+    return 1 if errors else 0
 
 
 async def run_delete(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
-    results = await admin.delete(list(args.groups))
-    failed = {g: code for g, code in results.items() if code}
+    group_ids = await _group_ids(admin, args)
+    results = await admin.delete(group_ids)
+    failed = {g: ErrorCode(code).name.upper() for g, code in results.items() if code}
+    deleted = [g for g in group_ids if not results.get(g)]
+    if args.output == "json":
+        print(output.document({"deleted": deleted, "failed": failed}))
+        return 1 if failed else 0
     if not failed:
-        names = ", ".join(f"'{g}'" for g in args.groups)
+        names = ", ".join(f"'{g}'" for g in deleted)
         print(f"Deletion of requested consumer groups ({names}) was successful.")
         return 0
     print("Error: Deletion of some consumer groups failed:", file=sys.stderr)
-    for group, code in failed.items():
-        print(
-            f"* Group '{group}' could not be deleted due to: {ErrorCode(code).name.upper()}", file=sys.stderr
-        )
+    for group, name in failed.items():
+        print(f"* Group '{group}' could not be deleted due to: {name}", file=sys.stderr)
+    if deleted:
+        print(f"\nThese consumer groups were deleted successfully: {', '.join(repr(g) for g in deleted)}")
     return 1
 
 
-ACTIONS = {"list": run_list, "describe": run_describe, "reset-offsets": run_reset, "delete": run_delete}
+async def run_delete_offsets(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    """Kafka's ``--delete-offsets``: TOPIC:P,P as given; a TOPIC's partitions from the metadata
+    (a topic that does not exist is reported with partition ``-``, the others still deleted)."""
+    group = args.group or args.group_option
+    if not group or (args.group and args.group_option):
+        raise AdminError("Option delete-offsets takes exactly one group: GROUP or --group GROUP")
+    args.group = group
+    counts = await admin.partition_counts()
+    partitions: set[TopicPartition] = set()
+    results: dict[TopicPartition, int] = {}
+    for spec in args.topic:
+        topic, _, listed = spec.partition(":")
+        if listed:
+            try:
+                partitions |= {TopicPartition(topic, int(p)) for p in listed.split(",")}
+            except ValueError:
+                raise AdminError(f"Invalid partition in topic arg '{spec}'") from None
+        elif topic in counts:
+            partitions |= {TopicPartition(topic, p) for p in range(counts[topic])}
+        else:
+            results[TopicPartition(topic, -1)] = 3  # UNKNOWN_TOPIC_OR_PARTITION
+    error = 0
+    if partitions:
+        error, codes = await admin.delete_offsets(args.group, partitions)
+        for tp in partitions:
+            results[tp] = codes.get(tp, error)
+        if not error:
+            error = next((c for _, c in sorted(codes.items()) if c), 0)
+    if not error:
+        error = next((c for c in results.values() if c), 0)
+    name = ErrorCode(error).name.upper() if error else "NONE"
+    if args.output == "json":
+        doc = {
+            "group": args.group,
+            "error": name if error else None,
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition if tp.partition >= 0 else None,
+                    "status": "Successful" if code == 0 else ErrorCode(code).name.upper(),
+                }
+                for tp, code in sorted(results.items())
+            ],
+        }
+        print(output.document(doc))
+    else:
+        summary = output.delete_offsets_summary(args.group, error, name)
+        print(summary if not error else f"\n{summary}")
+        print()
+        print(output.delete_offsets_table(results))
+    return 1 if error else 0
 
 
-async def run(args: argparse.Namespace) -> int:
-    async with ConsumerGroupsAdmin(args.bootstrap, timeout_s=args.timeout) as admin:
+ACTIONS = {
+    "list": run_list,
+    "describe": run_describe,
+    "reset-offsets": run_reset,
+    "delete": run_delete,
+    "delete-offsets": run_delete_offsets,
+}
+
+
+async def run(args: argparse.Namespace, config: ClientConfig) -> int:
+    async with ConsumerGroupsAdmin(
+        args.bootstrap,
+        client_id=config.client_id or "groupcoord-admin",
+        timeout_s=args.timeout,
+        security=config.security,
+    ) as admin:
         return await ACTIONS[args.action](admin, args)
 
 
 def main(args: argparse.Namespace) -> int:
     try:
-        return asyncio.run(run(args))
+        config = load_client_config(args.command_config)
+    except CommandConfigError as exc:
+        raise SystemExit(f"Error: --command-config: {exc}") from None
+    warning = config.warning()
+    if warning:
+        print(warning, file=sys.stderr)
+    try:
+        return asyncio.run(run(args, config))
     except AdminError as exc:
         raise SystemExit(f"Error: {exc}") from None
     except (KafkaError, OSError) as exc:

@@ -205,8 +205,11 @@ class LogEndOffsets:
     for at most 1 KiB. The embedded broker answers a Fetch with ``min_bytes`` 0 or no wait
     with no partitions at all, so the request waits up to 100 ms for one byte."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, client_options: Mapping[str, Any] | None = None) -> None:
+        """``client_options``: aiokafka's security keywords (default: the upstream's, from the
+        environment); ``groupcoord groups`` passes its ``--command-config``'s for the gateway."""
         self.bootstrap = bootstrap
+        self.client_options = client_options
         self._client: object | None = None
         self._cluster: Any = None
 
@@ -221,7 +224,11 @@ class LogEndOffsets:
             client = AIOKafkaClient(
                 bootstrap_servers=self.bootstrap,
                 client_id="groupcoord-lag",
-                **upstream_security().aiokafka_options(),
+                **(
+                    self.client_options
+                    if self.client_options is not None
+                    else upstream_security().aiokafka_options()
+                ),
             )
             await client.bootstrap()
             self._client = client
