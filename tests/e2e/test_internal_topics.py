@@ -45,8 +45,9 @@ def ask_gateway(cluster: BackgroundCluster, body: object) -> object:
     return asyncio.run(exchange((host, int(port)), body, "internal-topics-test", 10.0))
 
 
-def state_keys(broker: EmbeddedBroker) -> set[bytes]:
-    """Every key in the state topic, read from the broker itself (not through the gateway)."""
+def state_keys(broker: EmbeddedBroker, topic: str = STATE) -> set[bytes]:
+    """Every key in ``topic`` (the state topic), read from the broker itself (not through the
+    gateway)."""
     consumer = Consumer(
         {
             "bootstrap.servers": f"{broker.host}:{broker.port}",
@@ -56,8 +57,8 @@ def state_keys(broker: EmbeddedBroker) -> set[bytes]:
         }
     )
     try:
-        partitions = consumer.list_topics(STATE, timeout=10).topics[STATE].partitions
-        consumer.assign([TopicPartition(STATE, p, 0) for p in partitions])
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         keys: set[bytes] = set()
         at_end: set[int] = set()
         while len(at_end) < len(partitions):

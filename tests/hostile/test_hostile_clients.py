@@ -41,6 +41,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from e2e.consumers import ConfluentConsumer
+from e2e.test_internal_topics import state_keys
 from kio.schema.delete_records.v2 import request as delete_records
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_coordinator
@@ -369,35 +370,6 @@ class Attack:
         assert errors == [], f"{self.name}: the healthy groups saw {errors}"
 
 
-def state_keys(bed: Bed, topic: str) -> set[bytes]:
-    """Every key of ``topic``, read from the broker itself (not through the gateway)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": f"{bed.broker.host}:{bed.broker.port}",
-            "group.id": f"reader-{uuid.uuid4().hex[:6]}",
-            "enable.partition.eof": True,
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        keys: set[bytes] = set()
-        at_end: set[int] = set()
-        while len(at_end) < len(partitions):
-            msg = consumer.poll(1.0)
-            if msg is None:
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-            elif msg.key() is not None:
-                keys.add(msg.key())
-        return keys
-    finally:
-        consumer.close()
-
-
 # -- the coordinator's own topics -------------------------------------------------------------
 
 
@@ -421,7 +393,7 @@ def test_produce_to_the_internal_topics_is_refused(bed: Bed) -> None:
                 )  # fmt: skip
         assert producer.flush(30) == 0
         assert outcomes == [KafkaError.TOPIC_EXCEPTION] * 40  # INVALID_TOPIC_EXCEPTION, as Kafka
-        assert poison not in state_keys(bed, bed.state_topic)
+        assert poison not in state_keys(bed.broker, bed.state_topic)
         attack.outcome = "40 of 40 refused INVALID_TOPIC_EXCEPTION, none stored"
 
 
