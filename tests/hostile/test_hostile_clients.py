@@ -619,33 +619,37 @@ def test_ten_thousand_pipelined_requests_on_one_connection(bed: Bed) -> None:
         attack.outcome = "all 10,000 answered in order, reading paused at queued.max.requests"
 
 
+def admin_commit(group: str, topic: str, offsets: dict[int, int]) -> offset_commit.OffsetCommitRequest:
+    """An OffsetCommit v8 outside any generation (as an admin commits): partition -> offset."""
+    return offset_commit.OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=i32(-1),
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            offset_commit.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=tuple(
+                    offset_commit.OffsetCommitRequestPartition(
+                        partition_index=i32(p),
+                        committed_offset=i64(o),
+                        committed_leader_epoch=i32(-1),
+                        committed_metadata=None,
+                    )
+                    for p, o in offsets.items()
+                ),
+            ),
+        ),
+    )
+
+
 def test_a_one_mib_group_id(bed: Bed) -> None:
     with Attack(bed, "1 MiB group id (FindCoordinator, OffsetFetch, OffsetCommit)") as attack:
         group = "mallory-" + "x" * (1 << 20)
         started = time.monotonic()
         found = bed.ask(find_coordinator.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)))
         assert [c.error_code for c in found.coordinators] == [ErrorCode.none]
-        committed = bed.ask(
-            offset_commit.OffsetCommitRequest(
-                group_id=group,
-                generation_id_or_member_epoch=i32(-1),
-                member_id="",
-                group_instance_id=None,
-                topics=(
-                    offset_commit.OffsetCommitRequestTopic(
-                        name=bed.mallory_topic,
-                        partitions=(
-                            offset_commit.OffsetCommitRequestPartition(
-                                partition_index=i32(0),
-                                committed_offset=i64(3),
-                                committed_leader_epoch=i32(-1),
-                                committed_metadata=None,
-                            ),
-                        ),
-                    ),
-                ),
-            )
-        )
+        committed = bed.ask(admin_commit(group, bed.mallory_topic, {0: 3}))
         # its offset record's key alone is over one state-topic batch (1 MiB): refused on its
         # own, as Kafka's coordinator answers a RecordTooLargeException (UNKNOWN_SERVER_ERROR)
         assert [p.error_code for t in committed.topics for p in t.partitions] == [
@@ -672,27 +676,7 @@ def test_an_offset_commit_of_200000_partitions(bed: Bed) -> None:
         group = f"mallory-huge-{uuid.uuid4().hex[:6]}"
         started = time.monotonic()
         answer = bed.ask(
-            offset_commit.OffsetCommitRequest(
-                group_id=group,
-                generation_id_or_member_epoch=i32(-1),
-                member_id="",
-                group_instance_id=None,
-                topics=(
-                    offset_commit.OffsetCommitRequestTopic(
-                        name=bed.mallory_topic,
-                        partitions=tuple(
-                            offset_commit.OffsetCommitRequestPartition(
-                                partition_index=i32(i),
-                                committed_offset=i64(i),
-                                committed_leader_epoch=i32(-1),
-                                committed_metadata=None,
-                            )
-                            for i in range(200_000)
-                        ),
-                    ),
-                ),
-            ),
-            timeout_s=120,
+            admin_commit(group, bed.mallory_topic, {i: i for i in range(200_000)}), timeout_s=120
         )
         elapsed = time.monotonic() - started
         codes = [p.error_code for t in answer.topics for p in t.partitions]
