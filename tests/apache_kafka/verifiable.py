@@ -382,6 +382,14 @@ class VerifiableConsumerGroup:
         owned = [tp for a in self.current_assignment().values() for tp in a]
         return sorted(owned) == [(self.topic, p) for p in range(partitions)]
 
+    def balanced_assignment(self, partitions: int) -> bool:
+        """A valid assignment spread evenly: no consumer owns two partitions more than another,
+        so no revocation of the first rebalances is still on its way (KIP-848's coordinator
+        assigns on each heartbeat: the first member to join gets every partition, and gives
+        them back as the others arrive)."""
+        counts = [len(a) for a in self.current_assignment().values()]
+        return self.valid_assignment(partitions) and max(counts) - min(counts) <= 1
+
     def await_members(self, count: int, timeout: float | None = None) -> None:
         wait_until(
             lambda: len(self.joined()) == count,

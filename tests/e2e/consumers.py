@@ -25,6 +25,7 @@ class History:
     records: set[tuple[int, int]] = field(default_factory=set)  # (partition, offset)
     commits: list[tuple[float, dict[int, int]]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    error_times: list[float] = field(default_factory=list)  # when each of ``errors`` was raised
 
     @property
     def owned(self) -> frozenset[int]:
@@ -63,6 +64,7 @@ class ConsumerThread(threading.Thread):
                     self.poll_once()
                 except Exception as exc:  # noqa: BLE001 - recorded, the scenario asserts on it
                     self.history.errors.append(repr(exc))
+                    self.history.error_times.append(time.monotonic())
                     time.sleep(0.2)
         finally:
             with contextlib.suppress(Exception):
@@ -229,7 +231,9 @@ CLIENTS: dict[str, tuple[type[ConsumerThread], dict[str, Any]]] = {
 }
 
 
-def assert_acknowledged_commits_kept(bootstrap: str, topic: str, group: str, consumers: list[ConsumerThread]) -> None:
+def assert_acknowledged_commits_kept(
+    bootstrap: str, topic: str, group: str, consumers: list[ConsumerThread]
+) -> None:
     """Every acknowledged commit is still visible: offsets only move forward in these scenarios,
     so the latest acknowledged offset per partition is what a fresh client's OffsetFetch must
     return (a lost commit would show as an older offset, or none)."""

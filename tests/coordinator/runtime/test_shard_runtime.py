@@ -20,6 +20,7 @@ from register_shard import OPERATIONS, RegisterShard
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
+from groupcoord.coordinator.runtime import write_pipeline
 from groupcoord.coordinator.runtime.fencing import ReplayFilter, fence_tag, parse_marker
 from groupcoord.coordinator.runtime.partition_state import PartitionState
 from groupcoord.coordinator.runtime.replicas import ShardFactory
@@ -417,6 +418,50 @@ class FailingWriter(CountingWriter):
         return await super().append(partition, entries, tag)
 
 
+class StalledWriter(CountingWriter):
+    """The real writer, whose appends wait until ``released`` is set: a state partition
+    whose leader died and whose new one the upstream has not elected yet."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)
+        self.stall = False
+        self.released = asyncio.Event()
+
+    async def append(self, partition, entries, tag):  # type: ignore[no-untyped-def]
+        if self.stall and tag is not None:
+            await self.released.wait()
+        return await super().append(partition, entries, tag)
+
+
+async def test_a_write_not_acknowledged_in_time_answers_coordinator_not_available_and_lands_later(
+    broker, topic, monkeypatch
+) -> None:
+    """Kafka's offsets.commit.timeout.ms: the callers of a write the upstream does not
+    acknowledge in time are answered COORDINATOR_NOT_AVAILABLE (they retry) instead of waiting
+    for the upstream; the write goes on, and once it lands the state has it."""
+    monkeypatch.setattr(write_pipeline, "WRITE_TIMEOUT_S", 0.5)
+    writer = StalledWriter(broker.bootstrap, topic)
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=RegisterShard, writer=writer
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        writer.stall = True
+        with pytest.raises(CoordinatorError) as timed_out:
+            await asyncio.wait_for(call(rt, "put", put("k", 1)), 10)
+        assert timed_out.value.code == ErrorCode.coordinator_not_available
+        part = rt.partition(P)
+        assert part.state is PartitionState.ACTIVE
+        writer.stall = False
+        writer.released.set()
+        # the retried request finds the value the late write left
+        assert (await asyncio.wait_for(call(rt, "put", put("k", 2)), 10)).previous == 1
+        assert registers(rt) == {"k": 2} and rt.partition(P) is part
+    finally:
+        await rt.close()
+
+
 async def test_a_failed_write_reverts_to_the_committed_state_without_a_reload(broker, topic) -> None:
     writer = FailingWriter(broker.bootstrap, topic)
     rt = WorkerRuntime(
@@ -506,7 +551,9 @@ def _admin_commit(offset: int) -> object:
             topics=[
                 offsets_pb2.OffsetCommitRequestTopic(
                     name="orders",
-                    partitions=[offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)],
+                    partitions=[
+                        offsets_pb2.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+                    ],
                 )
             ],
         )

@@ -81,7 +81,9 @@ async def _hangs_up() -> AsyncIterator[tuple[str, int]]:
         server.close()
 
 
-async def test_an_ask_whose_link_breaks_is_upstream_unavailable_and_ends_the_client() -> None:
+async def test_an_ask_whose_link_breaks_is_upstream_unavailable_and_the_client_stays() -> None:
+    """Nothing of the client's own was waiting on the link: its connection has no answer to
+    miss, so it stays (the ask's caller answers its request with an error)."""
     failures: list[str] = []
     async with _hangs_up() as address:
         link = _link(address, [], failures)
@@ -90,7 +92,48 @@ async def test_an_ask_whose_link_breaks_is_upstream_unavailable_and_ends_the_cli
                 await link.ask(METADATA)
         finally:
             link.close()
-    assert len(failures) == 1
+    assert failures == []
+
+
+async def test_a_forwarded_request_whose_link_breaks_ends_the_client() -> None:
+    """Its answer will never come, and the client's answers go in request order."""
+    failures: list[str] = []
+    async with _hangs_up() as address:
+        link = _link(address, [], failures)
+        try:
+            await link.send(_client_request(0, 7), True)
+            async with asyncio.timeout(10):
+                while not failures:
+                    await asyncio.sleep(0.01)
+        finally:
+            link.close()
+    assert len(failures) == 1 and "upstream closed the connection" in failures[0]
+
+
+@pytest.mark.broker
+async def test_a_link_that_broke_idle_connects_again_for_the_next_request(broker: EmbeddedBroker) -> None:
+    """A broker connection lost while nothing was forwarded on it (a broker restart, or the
+    broker behind a coordinator connection dying) costs the client nothing."""
+    delivered: list[tuple[int, bytes]] = []
+    failures: list[str] = []
+    link = _link((broker.host, broker.port), delivered, failures)
+    try:
+        await link.send(_client_request(0, 7), True)
+        async with asyncio.timeout(10):
+            while not delivered:
+                await asyncio.sleep(0.01)
+        assert link.writer is not None
+        link.writer.transport.abort()  # the connection breaks while idle
+        async with asyncio.timeout(10):
+            while link.writer is not None:
+                await asyncio.sleep(0.01)
+        await link.send(_client_request(1, 8), True)
+        async with asyncio.timeout(10):
+            while len(delivered) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        link.close()
+    assert failures == [] and [seq for seq, _ in delivered] == [0, 1]
 
 
 async def test_an_unanswered_ask_times_out_as_upstream_unavailable() -> None:

@@ -33,6 +33,7 @@ the gap check passes over them (the marker follower of :mod:`.transactions` repl
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -49,6 +50,14 @@ from groupcoord.coordinator.runtime.transactions import (
     append_transactional,
 )
 from groupcoord.observability.shard_metrics import ShardMetrics
+
+WRITE_TIMEOUT_S = 5.0
+"""How long a write's callers wait for its acknowledgement: Kafka's ``offsets.commit.timeout.ms``
+(5,000 ms by default), which its coordinator runtime applies to every write. Past it they are
+answered COORDINATOR_NOT_AVAILABLE (Kafka's answer to a write that timed out) and retry, while
+the write itself goes on: if it lands, the state has it, as with a retried commit."""
+
+log = logging.getLogger(__name__)
 
 Waiter = tuple[asyncio.Future[Any], Any]
 """A caller's future and the response it gets once the write is committed."""
@@ -80,6 +89,8 @@ class Write:
     # How many of ``waiters`` are the callers of the write itself (a transactional write's;
     # answers without records waiting for it are appended after them).
     own_waiters: int = 0
+    # Answers its callers COORDINATOR_NOT_AVAILABLE once the write timeout has passed.
+    expiry: asyncio.TimerHandle | None = None
 
 
 class WritePipeline:
@@ -98,8 +109,11 @@ class WritePipeline:
         replay_live: Callable[[list[CoordinatorRecord]], None],
         on_failed: Callable[[BaseException, list[Waiter]], None],
         metrics: ShardMetrics | None = None,
+        write_timeout_s: float | None = None,
     ) -> None:
         self.partition = partition
+        self.write_timeout_s = WRITE_TIMEOUT_S if write_timeout_s is None else write_timeout_s
+        self.writes_timed_out = 0
         self.stale_keys_seen = 0
         self.newest_unconfirmed: Write | None = None
         self._writer = writer
@@ -136,6 +150,7 @@ class WritePipeline:
             w = queued[-1]
         else:
             w = Write(transaction=transaction)
+            w.expiry = asyncio.get_running_loop().call_later(self.write_timeout_s, self._expire, w)
             queued.append(w)
         w.records.extend(records)
         w.entries.extend(entries)
@@ -147,7 +162,10 @@ class WritePipeline:
         """Whether a transactional write of ``producer_id`` is unacknowledged: the producer's
         next batch's sequence follows it, so it must wait (CONCURRENT_TRANSACTIONS)."""
         writes = (self._inflight, *self._queued)
-        return any(w is not None and w.transaction is not None and w.transaction.producer_id == producer_id for w in writes)
+        return any(
+            w is not None and w.transaction is not None and w.transaction.producer_id == producer_id
+            for w in writes
+        )
 
     def defer_commit(self, records: list[CoordinatorRecord]) -> bool:
         """Commit records that are already in the log after the newest unconfirmed write;
@@ -167,6 +185,8 @@ class WritePipeline:
         """Forget every unconfirmed write; returns their callers (to be failed). Their deferred
         records (in the log already) are kept in ``orphaned`` for the caller to commit."""
         writes = [w for w in (self._inflight, *self._queued) if w is not None]
+        for w in writes:
+            _settled(w)
         waiters = [wt for w in writes for wt in w.waiters]
         self.orphaned.extend(r for w in writes for r in w.deferred)
         self._inflight = self.newest_unconfirmed = None
@@ -210,6 +230,7 @@ class WritePipeline:
                     self.partition, time.perf_counter() - started, len(w.entries)
                 )
             self._inflight = None
+            _settled(w)
             if self.newest_unconfirmed is w:
                 self.newest_unconfirmed = None
             if w.transaction is not None:
@@ -228,6 +249,7 @@ class WritePipeline:
         callers get the error; whoever only waited for it is answered; markers to be committed
         after it (in the log already) are committed now."""
         self._inflight = None
+        _settled(w)
         if self.newest_unconfirmed is w:
             self.newest_unconfirmed = None
         for i, (fut, response) in enumerate(w.waiters):
@@ -241,6 +263,30 @@ class WritePipeline:
             self._commit(w.deferred)
         if self._queued:
             self._ready.set()
+
+    def _expire(self, w: Write) -> None:
+        """The write timeout passed before ``w`` was acknowledged (an upstream without a leader
+        for the partition, a broker that died mid-write): its callers learn it now, as Kafka's
+        coordinator answers a write that timed out, instead of waiting out the upstream."""
+        w.expiry = None
+        waiting = [fut for fut, _ in w.waiters if not fut.done()]
+        if not waiting:
+            return
+        self.writes_timed_out += 1
+        log.warning(
+            "partition %d: a write of %d record(s) not acknowledged within %.0f s: its %d caller(s) "
+            "answered COORDINATOR_NOT_AVAILABLE",
+            self.partition,
+            len(w.entries),
+            self.write_timeout_s,
+            len(waiting),
+        )
+        error = CoordinatorError(
+            ErrorCode.coordinator_not_available,
+            f"The coordinator's write was not acknowledged within {self.write_timeout_s:g} s.",
+        )
+        for fut in waiting:
+            fut.set_exception(error)
 
     async def _confirm(self, first: int, last: int) -> None:
         if first < self._next_expected:
@@ -269,3 +315,10 @@ class WritePipeline:
                     f"partition {self.partition}: {ours} record(s) of a failed write landed before {first}"
                 )
         self._next_expected = last + 1
+
+
+def _settled(w: Write) -> None:
+    """``w`` no longer waits for the upstream (acknowledged, refused or abandoned)."""
+    if w.expiry is not None:
+        w.expiry.cancel()
+        w.expiry = None

@@ -12,6 +12,7 @@ Metadata, DescribeAcls) each go on a connection of their own through :class:`Ups
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
 from groupcoord.gateway.proxy import broker_addresses
 from groupcoord.gateway.transport.protocol import Request
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from groupcoord.gateway.proxy.listeners import BrokerListeners
@@ -185,8 +188,8 @@ class UpstreamLink:
     """One client connection's connection to one upstream broker (FIFO of pending requests).
 
     Responses go back through ``deliver(seq, payload)``, after ``rewrite(api_key, version,
-    payload)`` for the APIs in ``rewritten`` (those naming brokers); any upstream failure ends
-    the client connection through ``fail(reason)``. The connection is secured as ``security``
+    payload)`` for the APIs in ``rewritten`` (those naming brokers); an upstream failure with a
+    client request still unanswered ends the client connection through ``fail(reason)``. The connection is secured as ``security``
     says (TLS, and SASL with the gateway's credentials unless the client's own SASL exchange is
     relayed on it).
 
@@ -294,10 +297,28 @@ class UpstreamLink:
                         p.answer.set_result(payload)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - any upstream failure ends this client connection
-            reason = f"upstream {self.address[0]}:{self.address[1]}: {exc}"
-            self._abandon(reason)
+        except Exception as exc:  # noqa: BLE001 - an upstream failure: see _lost
+            self._lost(f"upstream {self.address[0]}:{self.address[1]}: {exc}")
+
+    def _lost(self, reason: str) -> None:
+        """The upstream connection broke. With a client request forwarded and unanswered, the
+        client connection ends (its answers go in request order, and that one will never
+        come), as it would had the client been connected to that broker. With none, only the
+        link is dropped and the next forwarded request connects again: a broker that dies
+        must not take down the connection a client uses for its group coordinator, which is
+        served here (librdkafka sends KIP-714's GetTelemetrySubscriptions on every
+        connection, so even a coordinator connection has a link to the broker its listener
+        stands for)."""
+        forwarded = any(p.answer is None for p in self.pending)
+        self._abandon(reason)
+        self.reader_task = None
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if forwarded:
             self.fail(reason)
+        else:
+            log.info("%s (no client request outstanding on it: the client connection stays)", reason)
 
     def _abandon(self, reason: str) -> None:
         """Requests of the gateway's own still waiting fail: no answer will come."""
