@@ -1,12 +1,16 @@
 """Committing applications with librdkafka, run in a client container during a deployment test.
 
-``python committing_clients.py BOOTSTRAP TOPIC SECONDS GROUP:PROTOCOL...`` produces to TOPIC
-all along and runs one confluent-kafka consumer per GROUP (``classic`` or ``consumer``, KIP-848),
-each committing synchronously after every message and remembering the offsets the coordinator
-acknowledged. It prints ``consuming`` once every group consumed (the test then disturbs the
-cluster), and after SECONDS (or once /tmp/stop exists) one JSON line: per group what was consumed, the last acknowledged
-commit per partition, what the coordinator answers as committed afterwards, and every error the
-application saw. A committed offset below an acknowledged one is a lost commit.
+``python committing_clients.py BOOTSTRAP TOPIC SECONDS GROUP:PROTOCOL[:MEMBERS]...`` produces to
+TOPIC all along and runs MEMBERS (default 1) confluent-kafka consumers per GROUP (``classic`` or
+``consumer``, KIP-848), each committing synchronously after every message and remembering the
+offsets the coordinator acknowledged. It prints ``consuming`` once every group consumed (the test
+then disturbs the cluster), and after SECONDS (or once /tmp/stop exists) one JSON line: per group
+what was consumed, the last acknowledged commit per partition, what the coordinator answers as
+committed afterwards, every error the application saw, how many commits were acknowledged in
+each wall-clock second, and every moment a partition was handed to a member while another
+member of the group still owned it (its rebalance callbacks had not revoked or lost it). A
+committed offset below an acknowledged one is a lost commit; a partition owned twice is a
+coordinator that let two generations (or two leaders) assign at once.
 """
 
 from __future__ import annotations
@@ -46,9 +50,41 @@ def produce_all_along(bootstrap: str, topic: str, stop: threading.Event) -> None
     producer.flush(30)
 
 
+class Ownership:
+    """Which member of each group owns each partition, from the members' rebalance callbacks
+    (all in this process, on one clock): a partition assigned while another member still owns
+    it is owned twice."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: dict[tuple[str, int], str] = {}
+        self.twice: list[str] = []
+
+    def assigned(self, group: str, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                held = self.owner.get((group, p))
+                if held is not None and held != member:
+                    self.twice.append(
+                        f"{time.time():.3f} {group}[{p}] assigned to {member} while {held} owns it"
+                    )
+                self.owner[(group, p)] = member
+
+    def released(self, group: str, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owner.get((group, p)) == member:
+                    del self.owner[(group, p)]
+
+
+OWNERSHIP = Ownership()
+
+
 class CommittingConsumer(threading.Thread):
-    def __init__(self, bootstrap: str, topic: str, group: str, protocol: str, stop: threading.Event) -> None:
-        super().__init__(daemon=True, name=group)
+    def __init__(
+        self, bootstrap: str, topic: str, group: str, protocol: str, stop: threading.Event, member: int = 0
+    ) -> None:
+        super().__init__(daemon=True, name=f"{group}#{member}")
         self.bootstrap, self.topic, self.group, self.protocol, self.stop = (
             bootstrap,
             topic,
@@ -61,6 +97,7 @@ class CommittingConsumer(threading.Thread):
         self.errors: list[str] = []
         self.retriable: list[str] = []
         self.last_ack_wall = 0.0  # time.time() of the last acknowledged commit
+        self.ack_seconds: dict[int, int] = {}  # acknowledged commits per wall-clock second
         self.started = threading.Event()
 
     def run(self) -> None:
@@ -74,7 +111,14 @@ class CommittingConsumer(threading.Thread):
         if self.protocol == "classic":
             config["session.timeout.ms"] = 10000
         consumer = Consumer(config)
-        consumer.subscribe([self.topic])
+
+        def assigned(_: Consumer, tps: list[TopicPartition]) -> None:
+            OWNERSHIP.assigned(self.group, self.name, [tp.partition for tp in tps])
+
+        def released(_: Consumer, tps: list[TopicPartition]) -> None:
+            OWNERSHIP.released(self.group, self.name, [tp.partition for tp in tps])
+
+        consumer.subscribe([self.topic], on_assign=assigned, on_revoke=released, on_lost=released)
         try:
             while not self.stop.is_set():
                 msg = consumer.poll(0.5)
@@ -90,6 +134,8 @@ class CommittingConsumer(threading.Thread):
                         if tp.error is None and tp.offset >= 0:
                             self.acked[tp.partition] = max(self.acked.get(tp.partition, -1), tp.offset)
                             self.last_ack_wall = time.time()
+                            second = int(self.last_ack_wall)
+                            self.ack_seconds[second] = self.ack_seconds.get(second, 0) + 1
                 except KafkaException as exc:
                     self.note(exc.args[0])
         finally:
@@ -121,13 +167,14 @@ def main(argv: list[str]) -> int:
     producer.start()
     consumers = []
     for spec in groups:
-        group, protocol = spec.split(":")
-        consumers.append(CommittingConsumer(bootstrap, topic, group, protocol, stop))
+        group, protocol, *members = spec.split(":")
+        for member in range(int(members[0]) if members else 1):
+            consumers.append(CommittingConsumer(bootstrap, topic, group, protocol, stop, member))
     for c in consumers:
         c.start()
     for c in consumers:
         if not c.started.wait(120):
-            print(f"{c.group} consumed nothing", flush=True)
+            print(f"{c.name} consumed nothing", flush=True)
             stop.set()
             return 2
     print("consuming", flush=True)
@@ -138,18 +185,29 @@ def main(argv: list[str]) -> int:
     producer.join(60)
     for c in consumers:
         c.join(60)
-    report = {
-        c.group: {
-            "protocol": c.protocol,
-            "consumed": c.consumed,
-            "acked": c.acked,
-            "committed": c.committed_now(),
-            "errors": c.errors,
-            "retriable": c.retriable[-20:],
-            "last_ack_wall": c.last_ack_wall,
+    report = {}
+    for group in dict.fromkeys(c.group for c in consumers):
+        members = [c for c in consumers if c.group == group]
+        acked: dict[int, int] = {}
+        ack_seconds: dict[int, int] = {}
+        for c in members:
+            for p, offset in c.acked.items():
+                acked[p] = max(acked.get(p, -1), offset)
+            for second, n in c.ack_seconds.items():
+                ack_seconds[second] = ack_seconds.get(second, 0) + n
+        report[group] = {
+            "protocol": members[0].protocol,
+            "members": len(members),
+            "consumed": sum(c.consumed for c in members),
+            "acked": acked,
+            "committed": members[0].committed_now(),
+            "errors": [e for c in members for e in c.errors],
+            "retriable": [e for c in members for e in c.retriable][-20:],
+            "retriable_count": sum(len(c.retriable) for c in members),
+            "last_ack_wall": max(c.last_ack_wall for c in members),
+            "ack_seconds": ack_seconds,
+            "owned_twice": [t for t in OWNERSHIP.twice if f" {group}[" in t],
         }
-        for c in consumers
-    }
     print(json.dumps(report), flush=True)
     return 0
 

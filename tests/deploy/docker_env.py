@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("GROUPCOORD_TEST_BASE_IMAGE", "groupcoord-base:test")
-IMAGE = "groupcoord:test"
+# Another checkout on the same Docker Engine (a CI run beside a developer) builds its own tag.
+IMAGE = os.environ.get("GROUPCOORD_TEST_IMAGE", "groupcoord:test")
 SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # What a slim Debian image leaves out too: documentation and translations (~50 MB).

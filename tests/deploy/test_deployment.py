@@ -14,6 +14,13 @@ know only ``<name>-gateway.<namespace>.svc:9092``:
 2. librdkafka applications (classic and KIP-848) commit after every message while the container
    of the shard coordinating their groups is killed: its partitions move (new leader, epoch + 1),
    the kubelet starts it again, and every acknowledged commit reads back, without an error;
+2b. partitions, not only crashes (issue 23): the shard leading the most partitions is cut off
+   for 30 s while two members per group (classic, KIP-848) commit, first off the network (a
+   zombie: ``docker network disconnect``), then off the Kafka cluster alone (iptables in its
+   network namespace). Each time its partitions move while it still runs, commits are
+   acknowledged during the cut, none is lost, no partition is owned twice, the clients see no
+   error beyond retriable ones, the fencing counters are exported (and printed with the cut's
+   figures), and the same container, never restarted, is Ready again and leads partitions again;
 3. ``threadsPerShard`` 1 -> 2: the shard pods are replaced one at a time (never two down at
    once, none while its shard still leads a partition) while the applications commit; no error beyond retriable ones, no commit lost, and
    commits acknowledged after the roll;
@@ -29,8 +36,10 @@ import itertools
 import json
 import os
 import random
+import subprocess
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -47,13 +56,14 @@ from .docker_env import Docker
 
 os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(720)]
 NS, NAME = "kafka", "orders"
 CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 CLIENT = Path(__file__).with_name("kafka_roundtrip.py")
 COMMITTING = Path(__file__).with_name("committing_clients.py")
 CLIENT_SECONDS = 30
 READY_TIMEOUT_S = 180.0
+CUT_S = 30.0  # how long the zombie phase keeps a shard off the network
 
 
 def declare_resources(k: Any) -> None:
@@ -174,8 +184,11 @@ def load_prometheus() -> Any:
 
 
 class Kubelet:
-    """Runs the probes of every pod on its period and mirrors readiness into the API server;
-    restarts a container whose liveness probe fails ``failureThreshold`` times in a row."""
+    """Runs the probes of every pod and mirrors readiness into the API server (readiness every
+    second, faster than the pods' periods, so that a test sees a change at once); restarts a
+    container whose liveness probe, run every ``periodSeconds`` as the kubelet does, fails
+    ``failureThreshold`` times in a row (a pod cut off the network for less than that long is
+    NotReady meanwhile, never restarted)."""
 
     RESTART_BACKOFF_S = 10.0  # the kubelet's first CrashLoopBackOff delay
 
@@ -194,10 +207,11 @@ class Kubelet:
         path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
         loop = asyncio.get_running_loop()
         exited_at: float | None = None
+        live_probed_at = loop.time()
         while True:
             await asyncio.sleep(1.0)
             if pod.replacing:
-                exited_at, live_failures = None, 0
+                exited_at, live_failures, live_probed_at = None, 0, loop.time()
                 continue
             ready_spec, live_spec = pod.container.get("readinessProbe"), pod.container.get("livenessProbe")
             if not await asyncio.to_thread(self._running, pod):  # restartPolicy: Always
@@ -210,8 +224,12 @@ class Kubelet:
             if ready != pod.ready:
                 pod.ready = ready
                 await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
-            live = exited_at is not None or await asyncio.to_thread(kubelet.probe, pod, live_spec)
-            live_failures = 0 if live else live_failures + 1
+            if exited_at is not None:
+                live_failures, live_probed_at = 0, loop.time()
+            elif loop.time() - live_probed_at >= float((live_spec or {}).get("periodSeconds", 10)):
+                live_probed_at = loop.time()
+                live = await asyncio.to_thread(kubelet.probe, pod, live_spec)
+                live_failures = 0 if live else live_failures + 1
             if live_failures >= int((live_spec or {}).get("failureThreshold", 3)):
                 self.restarts[pod.name] += 1
                 await asyncio.to_thread(self.docker.run, "restart", pod.name)
@@ -341,6 +359,195 @@ async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
     return report
 
 
+def shard_metric(pod: kubelet.Pod, family: str, **labels: str) -> float | None:
+    """The sum of a family's series on a shard pod's metrics port (every worker process), over
+    the series carrying ``labels``; None if the port shows no such series."""
+    url = f"http://{pod.ip}:{pod.port('metrics')}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a pod of the test
+        text = resp.read().decode()
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
+    total: float | None = None
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        series, _, value = line.rpartition(" ")
+        if series.split("{", 1)[0] == family and all(w in series for w in wanted):
+            total = (total or 0.0) + float(value)
+    return total
+
+
+def container_started(docker: Docker, name: str) -> str:
+    """When the container's process was last started, and how often Docker restarted it."""
+    return docker.run("inspect", "--format", "{{.State.StartedAt}} {{.RestartCount}}", name).stdout.strip()
+
+
+class NetworkCut:
+    """The zombie's shard pod loses its only interface (``docker network disconnect``): the
+    kubelet, the operator, the gateway and the state topic's other writer see a pod that
+    stopped answering; the shard sees nothing go, keeps believing it leads (it cannot read the
+    status either) and keeps its in-flight writes. Healing connects it again under the same IP
+    and DNS names."""
+
+    label = "zombie"
+
+    def __init__(self, docker: Docker, net: str) -> None:
+        self.docker, self.net = docker, net
+
+    def cut(self, pod: kubelet.Pod) -> None:
+        self.docker.run("network", "disconnect", self.net, pod.name)
+
+    def heal(self, pod: kubelet.Pod) -> None:
+        aliases = [arg for alias in pod.aliases for arg in ("--alias", alias)]
+        self.docker.run("network", "connect", "--ip", pod.ip, *aliases, self.net, pod.name)
+
+
+class UpstreamCut:
+    """The shard pod loses the Kafka cluster only: packets between its network namespace and
+    the broker's container are dropped (iptables in the pod's namespace, as a NetworkPolicy or
+    a broken route would), while the gateway, the operator, the API server and the kubelet still
+    reach it and it reaches them. Healing deletes the rules."""
+
+    label = "upstream"
+
+    def __init__(self, docker: Docker, broker: str) -> None:
+        self.docker = docker
+        address = "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"
+        self.broker_ip = docker.run("inspect", "--format", address, broker).stdout.strip()
+        self.rules = [("OUTPUT", "-d"), ("INPUT", "-s")]
+
+    def _iptables(self, pod: kubelet.Pod, action: str) -> None:
+        pid = self.docker.run("inspect", "--format", "{{.State.Pid}}", pod.name).stdout.strip()
+        for chain, side in self.rules:
+            done = subprocess.run(
+                ["nsenter", "-t", pid, "-n", "iptables", action, chain, side, self.broker_ip, "-j", "DROP"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            assert done.returncode == 0, f"iptables {action} {chain} in {pod.name}: {done.stderr}"
+
+    def cut(self, pod: kubelet.Pod) -> None:
+        self._iptables(pod, "-I")
+
+    def heal(self, pod: kubelet.Pod) -> None:
+        self._iptables(pod, "-D")
+
+
+async def cut_off_phase(
+    cutter: NetworkCut | UpstreamCut,
+    docker: Docker,
+    k: Any,
+    kl: Kubelet,
+    net: str,
+    client_image: str,
+    bootstrap: str,
+    shard_pods: list[kubelet.Pod],
+    all_ready: Any,
+) -> dict[str, Any]:
+    """Issue 23: a shard that is alive but cut off (see ``cutter``) for CUT_S, the shard that
+    leads the most partitions, while two members per group (classic and KIP-848) commit in
+    groups it coordinates.
+
+    Checked: its partitions move (epoch + 1) and commits are acknowledged during the cut; no
+    acknowledged commit is lost; no partition is owned by two members at once; the clients see
+    only retriable errors; the zombie's late writes count nowhere (every commit reads back, and
+    the fencing counters say what was fenced); and the same container (never restarted) is
+    Ready again and leads partitions again, serving them on its metrics port. Returns the
+    figures it prints."""
+    cr = await api(k, "get", f"{CR_PATH}/{NAME}")
+    placement = placement_from_status(cr["status"]["partitions"])
+    shard = Counter(a.leader for a in placement.values()).most_common(1)[0][0]
+    zombie = next(p for p in shard_pods if int(p.labels["apps.kubernetes.io/pod-index"]) == shard)
+    others = [p for p in shard_pods if p is not zombie]
+    cut_off = {p: a.epoch for p, a in placement.items() if a.leader == shard}
+    groups = [
+        f"{next(g for i in range(1000) if partition_for(g := f'{cutter.label}-{kind}-{i}', len(placement)) in cut_off)}"
+        f":{protocol}:2"
+        for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
+    ]
+    clients = f"{net}-{cutter.label}"
+    await run_committing_clients(docker, client_image, net, bootstrap, clients, cutter.label, groups)
+    started = await asyncio.to_thread(container_started, docker, zombie.name)
+    restarts, revived = kl.restarts[zombie.name], kl.revived[zombie.name]
+    fenced_families = ("groupcoord_state_records_fenced_total", "groupcoord_partitions_fenced_total")
+    fenced_before = {
+        (p.name, f): await asyncio.to_thread(shard_metric, p, f) for p in shard_pods for f in fenced_families
+    }
+
+    cut_at = time.time()
+    await asyncio.to_thread(cutter.cut, zombie)
+    try:
+
+        async def deposed() -> bool:
+            now = placement_from_status((await api(k, "get", f"{CR_PATH}/{NAME}"))["status"]["partitions"])
+            return all(now[p].leader != shard and now[p].epoch > epoch for p, epoch in cut_off.items())
+
+        await eventually("the cut-off shard's partitions on another shard", deposed, CUT_S)
+        deposed_s = time.time() - cut_at
+        await asyncio.sleep(max(0.0, cut_at + CUT_S - time.time()))
+    finally:
+        await asyncio.to_thread(cutter.heal, zombie)
+    reconnected_at = time.time()
+
+    async def zombie_ready() -> bool:
+        return zombie.ready and await all_ready()
+
+    await eventually("the cut-off shard Ready again", zombie_ready, READY_TIMEOUT_S)
+    led_again: dict[str, Any] = {}
+
+    async def leads_again() -> bool:
+        now = placement_from_status((await api(k, "get", f"{CR_PATH}/{NAME}"))["status"]["partitions"])
+        led = {p: a.epoch for p, a in now.items() if a.leader == shard}
+        try:
+            active = await asyncio.to_thread(
+                shard_metric, zombie, "groupcoord_partition_count", state="active"
+            )
+        except OSError as exc:
+            active = repr(exc)
+        led_again.update(led=led, active=active)
+        return bool(led) and active == len(led) and all(e > cut_off.get(p, 0) for p, e in led.items())
+
+    await eventually("the reconnected shard leading (and serving) partitions again", leads_again, 120)
+    rejoined_at = time.time()
+    await asyncio.sleep(5)  # commits go on once it leads again
+    report = await committing_report(docker, clients)
+    restarted = (await asyncio.to_thread(container_started, docker, zombie.name), kl.restarts[zombie.name])
+    fenced_after = {
+        (p.name, f): await asyncio.to_thread(shard_metric, p, f) for p in shard_pods for f in fenced_families
+    }
+    fenced = {
+        f: sum((fenced_after[(p.name, f)] or 0.0) - (fenced_before[(p.name, f)] or 0.0) for p in shard_pods)
+        for f in fenced_families
+    }
+    during = {
+        group: sum(n for sec, n in seen["ack_seconds"].items() if cut_at <= int(sec) < reconnected_at)
+        for group, seen in report.items()
+    }
+    figures = {
+        "shard": shard,
+        "cut_s": round(reconnected_at - cut_at, 1),
+        "deposed_after_s": round(deposed_s, 1),
+        "rejoined_after_reconnect_s": round(rejoined_at - reconnected_at, 1),
+        "acked_during_cut": during,
+        "fenced": fenced,
+        "fenced_on": {
+            p.name: {f: fenced_after[(p.name, f)] for f in fenced_families} for p in [zombie, *others]
+        },
+        "led_again": {str(p): e for p, e in led_again["led"].items()},
+        "retriable": {g: (s["retriable_count"], s["retriable"][-5:]) for g, s in report.items()},
+    }
+    print(f"\n{cutter.label} phase: {json.dumps(figures)}")
+    assert restarted[0] == started, "the cut-off shard's container was restarted"
+    assert (restarted[1], kl.revived[zombie.name]) == (restarts, revived)
+    for group, seen in report.items():
+        assert seen["members"] == 2, seen
+        assert not seen["owned_twice"], f"{group}: a partition owned twice: {seen['owned_twice']}"
+        assert during[group] > 0, f"{group} committed nothing while the shard was cut off: {seen}"
+        assert seen["last_ack_wall"] > rejoined_at, f"{group} committed nothing after the rejoin: {seen}"
+    assert all(v is not None for v in fenced_after.values()), f"a fencing counter is missing: {fenced_after}"
+    return figures
+
+
 def shard_refuses_strangers(pod: kubelet.Pod, issued: dict[str, internal_tls.InternalTls]) -> tuple[str, ...]:
     """How a shard pod's gRPC port answers callers that are not the gateway: ShardControl.Ping
     without a certificate and with another CA's (no TLS handshake), and a Coordinator stream
@@ -453,8 +660,13 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         return found if {w["kind"] for w in found} == {"StatefulSet", "Deployment"} else []
 
     objects = await eventually("the operator's workloads", made)
-    services = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
-    assert {s["metadata"]["name"] for s in services} >= {f"{NAME}-shard", f"{NAME}-gateway"}
+
+    async def services_made() -> list[dict[str, Any]]:
+        # one reconcile writes the workloads, then the Services: they may lag behind by a write
+        items = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
+        return items if {s["metadata"]["name"] for s in items} >= {f"{NAME}-shard", f"{NAME}-gateway"} else []
+
+    services = await eventually("the operator's Services (shard, gateway)", services_made)
 
     # The internal mutual-TLS Secrets the chart generates (helm/.../048-Secret-internal-tls.yaml).
     issued = internal_tls.issue_pems()
@@ -540,6 +752,16 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
             assert seen["last_ack_wall"] > killed_at, f"{group} committed nothing after the kill: {seen}"
         await eventually("the killed shard Ready again", all_ready, READY_TIMEOUT_S)
         assert kl.revived[victim.name] >= 1, "the killed shard's container was not started again"
+
+        # A zombie leader: the shard leading the most partitions is cut off the network for
+        # CUT_S (alive, reaching nothing, reached by nothing) under committing applications.
+        await cut_off_phase(
+            NetworkCut(docker, net), docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready
+        )
+        # ... and one cut off the Kafka cluster alone: it still reaches (and is reached by) the
+        # gateway, the operator and the kubelet; its readiness must say it cannot write.
+        upstream_cut = UpstreamCut(docker, f"{net}-tansu")
+        await cut_off_phase(upstream_cut, docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready)
 
         # threadsPerShard 1 -> 2: the shard pods are replaced one at a time while the same kind
         # of applications commit; none sees an error beyond retriable ones, no commit is lost.

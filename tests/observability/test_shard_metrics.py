@@ -78,6 +78,13 @@ def test_events_offsets_rebalances_and_state_writes() -> None:
     m.observe_state_write(2, 0.02, 12)
     m.observe_state_write(2, 0.04, 3)
     m.record_state_write_error(2)
+    m.track_fencing(4)
+    m.record_state_records_fenced(2, 3)
+    m.record_partition_fenced(2)
+    assert value(r, "groupcoord_state_records_fenced_total", shard="3", partition="4") == 0
+    assert value(r, "groupcoord_partitions_fenced_total", shard="3", partition="4") == 0
+    assert value(r, "groupcoord_state_records_fenced_total", shard="3", partition="2") == 3
+    assert value(r, "groupcoord_partitions_fenced_total", shard="3", partition="2") == 1
     assert value(r, "groupcoord_event_queue_time_seconds_count", shard="3") == 2
     assert value(r, "groupcoord_event_queue_time_seconds_sum", shard="3") == pytest.approx(0.004)
     assert value(r, "groupcoord_event_processing_time_seconds_sum", shard="3") == pytest.approx(0.010)

@@ -26,6 +26,8 @@ batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{
 (failed state-topic writes)            ``groupcoord_state_write_errors_total{shard,partition}``
 (records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
 (state records skipped on load/tail)   ``groupcoord_state_records_skipped_total{shard,partition,reason}``
+(a deposed leader's records, fenced)   ``groupcoord_state_records_fenced_total{shard,partition}``
+(leaderships ended by a newer marker)  ``groupcoord_partitions_fenced_total{shard,partition}``
 (per-API request latency)              ``groupcoord_request_latency_seconds{component,shard,api}``
 =====================================  =====================================================
 
@@ -175,6 +177,21 @@ class MetricFamilies:
             "State-topic records a load or standby tail skipped: undecodable, unreplayable, or "
             "with a fence no leader wrote (someone wrote the topic around the gateway).",
             ["shard", "partition", "reason"],
+            registry=r,
+        )
+        self.state_records_fenced = Counter(
+            "groupcoord_state_records_fenced",
+            "Records a deposed leader (a zombie) wrote after a newer leader's marker, found by the "
+            "newer leader's write confirmation: no replayer applies them, and each key they touch "
+            "is rewritten.",
+            ["shard", "partition"],
+            registry=r,
+        )
+        self.partitions_fenced = Counter(
+            "groupcoord_partitions_fenced",
+            "Leaderships of a state partition this shard gave up because a newer leader's marker "
+            "preceded its own write or marker (it was a zombie leader; its callers got NOT_COORDINATOR).",
+            ["shard", "partition"],
             registry=r,
         )
         self.request_latency = Histogram(

@@ -208,6 +208,20 @@ class ShardMetrics:
         """A write to a state-topic partition that failed (not acknowledged)."""
         self._f.state_write_errors.labels(self.shard_id, str(partition)).inc()
 
+    def track_fencing(self, partition: int) -> None:
+        """Show the fencing counters of a partition this shard leads (at zero until it fences)."""
+        self._f.state_records_fenced.labels(self.shard_id, str(partition))
+        self._f.partitions_fenced.labels(self.shard_id, str(partition))
+
+    def record_state_records_fenced(self, partition: int, records: int = 1) -> None:
+        """The leader of ``partition`` read back ``records`` records a deposed leader wrote after
+        its marker (fenced: no replayer applies them)."""
+        self._f.state_records_fenced.labels(self.shard_id, str(partition)).inc(records)
+
+    def record_partition_fenced(self, partition: int) -> None:
+        """This shard stopped leading ``partition``: a newer leader's marker preceded its write."""
+        self._f.partitions_fenced.labels(self.shard_id, str(partition)).inc()
+
     # -- sampling for the metrics topic ---------------------------------------------------------
 
     @property

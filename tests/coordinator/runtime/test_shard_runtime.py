@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from prometheus_client import CollectorRegistry
 from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
 from register_shard import OPERATIONS, RegisterShard
 
@@ -28,6 +29,7 @@ from groupcoord.coordinator.runtime.statelog import PartitionReader, StateLogWri
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.runtime.write_pipeline import Fenced
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 pytestmark = pytest.mark.broker
 
@@ -71,7 +73,9 @@ async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable
     """Factory of started runtimes ("shards") on the test's topic; all closed at the end."""
     made: list[WorkerRuntime] = []
 
-    def make(shard_id: str, factory: ShardFactory = RegisterShard) -> WorkerRuntime:
+    def make(
+        shard_id: str, factory: ShardFactory = RegisterShard, metrics: ShardMetrics | None = None
+    ) -> WorkerRuntime:
         rt = WorkerRuntime(
             bootstrap=broker.bootstrap,
             topic=topic,
@@ -79,6 +83,7 @@ async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable
             shard_factory=factory,
             shard_id=shard_id,
             writer=CountingWriter(broker.bootstrap, topic),
+            metrics=metrics,
         )
         made.append(rt)
         return rt
@@ -89,11 +94,19 @@ async def runtimes(broker: EmbeddedBroker, topic: str) -> AsyncIterator[Callable
 
 
 async def started(
-    make: Callable[..., WorkerRuntime], shard_id: str, factory: ShardFactory = RegisterShard
+    make: Callable[..., WorkerRuntime],
+    shard_id: str,
+    factory: ShardFactory = RegisterShard,
+    metrics: ShardMetrics | None = None,
 ) -> WorkerRuntime:
-    rt = make(shard_id, factory)
+    rt = make(shard_id, factory, metrics)
     await rt.start()
     return rt
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    """A metric sample as a scrape shows it (None: no such series)."""
+    return registry.get_sample_value(name, labels)
 
 
 def registers(rt: WorkerRuntime) -> dict[str, int]:
@@ -186,13 +199,17 @@ async def test_requests_while_loading_or_not_leading_get_retriable_errors(runtim
 
 
 async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes, broker, topic) -> None:
-    a = await started(runtimes, "a")
+    registry = CollectorRegistry()
+    a = await started(runtimes, "a", metrics=ShardMetrics("a", registry))
     await a.become_leader(P, 1)
     await call(a, "put", put("x", 1))
     zombie_fence = a.partition(P).fence
 
-    b = await started(runtimes, "b")
+    b = await started(runtimes, "b", metrics=ShardMetrics("b", registry))
     await b.become_leader(P, 2)  # nobody told A: A still believes it leads
+    for shard in ("a", "b"):  # the counters show for every partition a shard led, at zero
+        assert value(registry, "groupcoord_partitions_fenced_total", shard=shard, partition="0") == 0
+        assert value(registry, "groupcoord_state_records_fenced_total", shard=shard, partition="0") == 0
 
     # A's next write lands after B's marker; A reads the gap back, finds the marker and
     # answers NOT_COORDINATOR instead of success, then stops writing.
@@ -200,6 +217,7 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
         await call(a, "put", put("x", 2))
     assert fenced.value.code == ErrorCode.not_coordinator
     assert a.partition(P).state is PartitionState.STOPPED
+    assert value(registry, "groupcoord_partitions_fenced_total", shard="a", partition="0") == 1
     with pytest.raises(CoordinatorError):
         await call(a, "put", put("x", 3))
 
@@ -213,6 +231,10 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
         await stray.stop()
     await call(b, "put", put("y", 5))  # B confirms past the stray record (a gap it reads)
     assert b.partition(P).stale_keys_seen == 2  # A's fenced put and the stray record
+    # ... and counted where an operator looks: B read 2 records of a zombie; A was fenced once
+    assert value(registry, "groupcoord_state_records_fenced_total", shard="b", partition="0") == 2
+    assert value(registry, "groupcoord_partitions_fenced_total", shard="b", partition="0") == 0
+    assert value(registry, "groupcoord_state_records_fenced_total", shard="a", partition="0") == 0
 
     # Stale records after the valid x=1 would let log compaction (last record per key wins)
     # drop x=1. B therefore reloads and rewrites x under its own fence.

@@ -238,6 +238,8 @@ class PartitionRuntime:
         self._transition_to(PartitionState.LOADING)
         self.epoch = epoch
         self.error = None
+        if self._metrics is not None:
+            self._metrics.track_fencing(self.partition)
         started = time.monotonic()
         fence = Fence.new(epoch)
         try:
@@ -409,6 +411,8 @@ class PartitionRuntime:
             return
         fenced = isinstance(exc, Fenced)
         log.warning("partition %d: %s: %s", self.partition, "fenced" if fenced else "failed", exc)
+        if fenced and self._metrics is not None:
+            self._metrics.record_partition_fenced(self.partition)
         # Tell the owner before the first await, so that whoever learns of the failure (a
         # caller answered NOT_COORDINATOR) finds the retry already scheduled.
         if notify and self._on_failure is not None and not isinstance(exc, asyncio.CancelledError):

@@ -195,6 +195,33 @@ class StateLogWriter:
         return [(m.offset, m.offset + n - 1) for m, n in zip(metas, counts, strict=True)]
 
 
+class UpstreamProbe:
+    """Whether this process reaches the Kafka cluster holding the state topic: a Metadata
+    request, on connections of its own (a probe stuck on a cut connection never holds up the
+    writer's requests). Each broker gets ``timeout_s`` to answer (then its connection closes,
+    so the next probe connects afresh) before the next known broker is asked: one broker cut
+    off does not make the cluster silent. Raises when no broker answered."""
+
+    def __init__(self, bootstrap: str, security: KafkaSecurity | None = None, timeout_s: float = 3.0) -> None:
+        self._client = AIOKafkaClient(
+            bootstrap_servers=bootstrap,
+            client_id="groupcoord-upstream-probe",
+            request_timeout_ms=int(timeout_s * 1000),
+            **upstream_security(security).aiokafka_options(),
+        )
+        self._bootstrapped = False
+
+    async def __call__(self) -> None:
+        if not self._bootstrapped:
+            await self._client.bootstrap()  # a Metadata request too
+            self._bootstrapped = True
+        else:
+            await self._client.fetch_all_metadata()
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
 class PartitionReader:
     """Reads one state-topic partition from a position onward, with raw Fetch requests.
 

@@ -304,6 +304,8 @@ class WritePipeline:
             def reject(key: bytes) -> None:
                 self.stale_keys_seen += 1
                 self._repair_needed = True
+                if self._metrics is not None:
+                    self._metrics.record_state_records_fenced(self.partition)
 
             self._reader.seek(self._next_expected)
             async for chunk in self._reader.chunks_until(first):

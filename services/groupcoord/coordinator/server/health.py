@@ -10,6 +10,12 @@ The kubelet's gRPC probe calls ``grpc.health.v1.Health/Check`` on the pod's gRPC
   - its runtime has started: the state-log writer bootstrapped against the Kafka cluster
     holding the state topic (the supervisor created the topic before spawning the workers),
     so a partition given to it can be loaded and written,
+  - it reaches that Kafka cluster *now*: a worker that has not had an answer from it for
+    :data:`UPSTREAM_GRACE_S` (the worker's upstream watch, ``worker._watch_upstream``) cannot
+    write the partitions it leads, however alive it is: it is a zombie leader on the upstream
+    side, and its readiness says so, so that the operator moves its partitions to a shard that
+    can write them (as Kafka's controller fences a broker cut off from it); ready again at the
+    first answer,
   - its leadership source has answered: with ``--leadership kubernetes:<ns>/<name>`` the
     first read of the GroupCoordinator's status arrived, so a partition the operator places
     here will be taken up (the operator places partitions on Ready pods only); with
@@ -46,6 +52,8 @@ from groupcoord.common.internal_tls import InternalTls
 
 log = logging.getLogger(__name__)
 
+# Without an answer from the state topic's Kafka cluster for this long, a worker is not ready.
+UPSTREAM_GRACE_S = 10.0
 READINESS_SERVICE = ""
 LIVENESS_SERVICE = "liveness"
 WORKER_SERVICE = "groupcoord.worker"
@@ -72,6 +80,7 @@ class ShardHealth:
         self.workers = workers
         self.servicer = health.aio.HealthServicer()
         self.started = False  # runtime started: the state log is writable
+        self.upstream_reachable = True  # the state topic's Kafka cluster answered lately
         self.leadership_synced = not needs_leadership_source
         self.draining = False
         self._peer_host = peer_host
@@ -98,7 +107,13 @@ class ShardHealth:
         self._task = asyncio.create_task(self._follow())
 
     def worker_ready(self) -> bool:
-        return self.started and self.leadership_synced and not self.draining
+        return self.started and self.upstream_reachable and self.leadership_synced and not self.draining
+
+    async def set_upstream_reachable(self, reachable: bool) -> None:
+        """Whether the state topic's Kafka cluster answers this worker (see the module docstring)."""
+        if reachable != self.upstream_reachable:
+            self.upstream_reachable = reachable
+            await self._publish()
 
     async def mark_started(self) -> None:
         self.started = True

@@ -16,6 +16,7 @@ import importlib
 import logging
 import multiprocessing
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -27,9 +28,10 @@ from groupcoord.common import grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.internal_tls import CallerCheck, InternalTls
 from groupcoord.coordinator.core.state import GroupCoordinatorState
+from groupcoord.coordinator.runtime.statelog import UpstreamProbe
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.control import ShardControlServicer
-from groupcoord.coordinator.server.health import ShardHealth
+from groupcoord.coordinator.server.health import UPSTREAM_GRACE_S, ShardHealth
 from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.consumer_lag import DEFAULT_TOP_N as DEFAULT_LAG_TOP_N
@@ -99,6 +101,55 @@ async def _follow_leadership(spec: str, runtime: WorkerRuntime, health: ShardHea
             task.add_done_callback(pending.discard)
 
     await source.follow(apply)
+
+
+async def _watch_upstream(
+    probe: Callable[[], Awaitable[None]],
+    health: ShardHealth,
+    *,
+    every_s: float = 2.0,
+    timeout_s: float = 10.0,
+    grace_s: float = UPSTREAM_GRACE_S,
+    failures_needed: int = 3,
+) -> None:
+    """Readiness follows the Kafka cluster holding the state topic: after ``grace_s`` without an
+    answer to ``probe``, and at least ``failures_needed`` probes in a row without one, this
+    worker is not ready (it could not write a partition it leads: a shard cut off from Kafka
+    but not from its clients is a zombie leader the operator must replace), and it is ready
+    again as soon as one probe is answered. ``timeout_s`` bounds a whole probe (which may ask
+    several brokers in turn, each for the probe's own timeout).
+
+    Why probes in a row and not time alone: the probe shares the worker's event loop, so a loop
+    busy for longer than the grace (one 200,000-partition OffsetCommit takes seconds of Python)
+    makes the probe in flight time out although Kafka answered it. That is one failed probe,
+    and the next one is answered; a cut-off upstream fails every probe. A broker that dies is
+    neither: the probe asks the next known broker."""
+    loop = asyncio.get_running_loop()
+    last_answer = loop.time()
+    failures = 0
+    while True:
+        try:
+            await asyncio.wait_for(probe(), timeout_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure is "no answer"
+            failures += 1
+            silent = loop.time() - last_answer
+            if silent >= grace_s and failures >= failures_needed and health.upstream_reachable:
+                log.warning(
+                    "the state topic's Kafka cluster has not answered for %.0f s (%d probes; %r): not ready",
+                    silent,
+                    failures,
+                    exc,
+                )
+                await health.set_upstream_reachable(False)
+        else:
+            last_answer = loop.time()
+            failures = 0
+            if not health.upstream_reachable:
+                log.info("the state topic's Kafka cluster answers again: ready")
+                await health.set_upstream_reachable(True)
+        await asyncio.sleep(every_s)
 
 
 def _stop_with_parent(stop: asyncio.Event) -> asyncio.Event:
@@ -238,6 +289,8 @@ async def serve(
     await runtime.start()
     await health.mark_started()
     background = [asyncio.create_task(job(runtime)) for job in hosted.background]
+    upstream = UpstreamProbe(config.bootstrap)
+    background.append(asyncio.create_task(_watch_upstream(upstream, health)))
     if metrics is not None:
         background.append(asyncio.create_task(_publish_metrics(runtime)))
     if metrics is not None and config.metrics:
@@ -281,6 +334,7 @@ async def serve(
             await samples.stop()  # publishes the last partial interval
         for s in servers:
             await s.stop(grace=1)
+        await upstream.close()
         await runtime.close()
 
 
