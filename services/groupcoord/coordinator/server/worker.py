@@ -110,7 +110,7 @@ async def _watch_upstream(
     every_s: float = 2.0,
     timeout_s: float = 10.0,
     grace_s: float = UPSTREAM_GRACE_S,
-    failures_needed: int = 3,
+    failures_needed: int = 2,
 ) -> None:
     """Readiness follows the Kafka cluster holding the state topic: after ``grace_s`` without an
     answer to ``probe``, and at least ``failures_needed`` probes in a row without one, this
