@@ -78,6 +78,7 @@ def test_events_offsets_rebalances_and_state_writes() -> None:
     m.observe_state_write(2, 0.02, 12)
     m.observe_state_write(2, 0.04, 3)
     m.record_state_write_error(2)
+    m.record_state_write_timeout(2)
     m.track_fencing(4)
     m.record_state_records_fenced(2, 3)
     m.record_partition_fenced(2)
@@ -94,6 +95,7 @@ def test_events_offsets_rebalances_and_state_writes() -> None:
     assert value(r, "groupcoord_offset_commit_total", shard="3") == 5
     assert value(r, "groupcoord_offset_expiration_total", shard="3") == 2
     assert value(r, "groupcoord_state_write_errors_total", shard="3", partition="2") == 1
+    assert value(r, "groupcoord_state_write_timeouts_total", shard="3", partition="2") == 1
     assert value(r, "groupcoord_offset_deletion_total", shard="3") == 1
     assert value(r, "groupcoord_state_write_latency_seconds_count", shard="3", partition="2") == 2
     assert value(r, "groupcoord_state_write_batch_records_sum", shard="3", partition="2") == 15

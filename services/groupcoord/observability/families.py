@@ -24,6 +24,7 @@ offset-expiration-rate/count           ``groupcoord_offset_expiration_total{shar
 offset-deletion-rate/count             ``groupcoord_offset_deletion_total{shard}``
 batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{shard,partition}``
 (failed state-topic writes)            ``groupcoord_state_write_errors_total{shard,partition}``
+(writes past offsets.commit.timeout)   ``groupcoord_state_write_timeouts_total{shard,partition}``
 (records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
 (state records skipped on load/tail)   ``groupcoord_state_records_skipped_total{shard,partition,reason}``
 (a deposed leader's records, fenced)   ``groupcoord_state_records_fenced_total{shard,partition}``
@@ -162,6 +163,13 @@ class MetricFamilies:
         self.state_write_errors = Counter(
             "groupcoord_state_write_errors",
             "State-topic writes that failed (the live replica reverts; callers get a retriable error).",
+            ["shard", "partition"],
+            registry=r,
+        )
+        self.state_write_timeouts = Counter(
+            "groupcoord_state_write_timeouts",
+            "State-topic writes not acknowledged within offsets.commit.timeout.ms (5 s): their callers "
+            "were answered COORDINATOR_NOT_AVAILABLE and retry; the write itself went on.",
             ["shard", "partition"],
             registry=r,
         )

@@ -208,6 +208,11 @@ class ShardMetrics:
         """A write to a state-topic partition that failed (not acknowledged)."""
         self._f.state_write_errors.labels(self.shard_id, str(partition)).inc()
 
+    def record_state_write_timeout(self, partition: int) -> None:
+        """A write to a state-topic partition whose callers stopped waiting for it (the write
+        timeout passed before the upstream acknowledged it)."""
+        self._f.state_write_timeouts.labels(self.shard_id, str(partition)).inc()
+
     def track_fencing(self, partition: int) -> None:
         """Show the fencing counters of a partition this shard leads (at zero until it fences)."""
         self._f.state_records_fenced.labels(self.shard_id, str(partition))

@@ -273,6 +273,8 @@ class WritePipeline:
         if not waiting:
             return
         self.writes_timed_out += 1
+        if self._metrics is not None:
+            self._metrics.record_state_write_timeout(self.partition)
         log.warning(
             "partition %d: a write of %d record(s) not acknowledged within %.0f s: its %d caller(s) "
             "answered COORDINATOR_NOT_AVAILABLE",
