@@ -16,6 +16,7 @@ import datetime
 import statistics
 import time
 import uuid
+from collections.abc import Sequence
 
 NAME = "e2e-heartbeat"
 DESCRIPTION = "KIP-848 steady-state heartbeats/s and p50/p99 through gateway + shards"
@@ -184,36 +185,45 @@ def on_off_ratios(off: dict[str, object], on: dict[str, object]) -> dict[str, fl
     }
 
 
-def run(args: list[str]) -> dict[str, object]:
+def measure(opts: argparse.Namespace, extra: Sequence[str] = ()) -> dict[str, object]:
+    """The heartbeat load against a cluster of its own: the embedded broker and ``groupcoord up``
+    (with the extra CLI arguments ``extra``) in processes of their own, like a real deployment:
+    the load generator here must not share an interpreter (and a GIL) with the gateway."""
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
-    parser = argparse.ArgumentParser(prog=NAME)
-    add_load_options(parser)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument(
-        "--no-internal-tls", action="store_true", help="plaintext gateway-shard gRPC (the cost of mutual TLS)"
-    )
-    opts = parser.parse_args(args)
-    # The cluster runs as `groupcoord up` in processes of its own, like a real deployment: the
-    # load generator here must not share an interpreter (and a GIL) with the gateway.
-    extra = ["--no-internal-tls"] if opts.no_internal_tls else []
     with (
         EmbeddedBroker() as broker,
-        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads, extra=extra) as up,
+        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads, extra=list(extra)) as up,
     ):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         topic = f"hb-{uuid.uuid4().hex[:6]}"
         for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
             fut.result(15)
         time.sleep(4)  # the shards' topic metadata refresh sees the topic
-        result = run_load(up.bootstrap, topic, opts)
-        return {
-            "shards": opts.shards,
-            "threads_per_shard": opts.threads,
-            "internal_tls": not opts.no_internal_tls,
-            **result,
-        }
+        return run_load(up.bootstrap, topic, opts)
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """The shape of the cluster :func:`measure` starts."""
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+
+
+def run(args: list[str]) -> dict[str, object]:
+    parser = argparse.ArgumentParser(prog=NAME)
+    add_load_options(parser)
+    add_cluster_options(parser)
+    parser.add_argument(
+        "--no-internal-tls", action="store_true", help="plaintext gateway-shard gRPC (the cost of mutual TLS)"
+    )
+    opts = parser.parse_args(args)
+    result = measure(opts, ["--no-internal-tls"] if opts.no_internal_tls else [])
+    return {
+        "shards": opts.shards,
+        "threads_per_shard": opts.threads,
+        "internal_tls": not opts.no_internal_tls,
+        **result,
+    }

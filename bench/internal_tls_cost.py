@@ -13,40 +13,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
-import uuid
 
 NAME = "internal-tls-cost"
 DESCRIPTION = "heartbeats/s and p99 with gateway-shard mutual TLS over plaintext, ABBA pairs in one run"
 
 
-def _cluster_run(opts: argparse.Namespace, tls: bool) -> dict[str, object]:
-    from _up_process import UpProcess  # noqa: PLC0415
-    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-    from e2e_heartbeat import run_load  # noqa: PLC0415
-
-    from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
-
-    extra = [] if tls else ["--no-internal-tls"]
-    with (
-        EmbeddedBroker() as broker,
-        UpProcess(broker.bootstrap, free_port(), opts.shards, opts.threads, extra=extra) as up,
-    ):
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        topic = f"hb-{uuid.uuid4().hex[:6]}"
-        for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
-            fut.result(15)
-        time.sleep(4)  # the shards' topic metadata refresh sees the topic
-        return run_load(up.bootstrap, topic, opts)
-
-
 def run(args: list[str]) -> dict[str, object]:
-    from e2e_heartbeat import add_load_options  # noqa: PLC0415
+    from e2e_heartbeat import add_cluster_options, add_load_options, measure  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     add_load_options(parser)
-    parser.add_argument("--shards", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
+    add_cluster_options(parser)
     parser.add_argument("--pairs", type=int, default=3, help="ABBA pairs (each: one run per side)")
     opts = parser.parse_args(args)
     load_before = os.getloadavg()
@@ -54,7 +31,7 @@ def run(args: list[str]) -> dict[str, object]:
     for pair in range(opts.pairs):
         order = (False, True) if pair % 2 == 0 else (True, False)
         for tls in order:
-            runs[tls].append(_cluster_run(opts, tls))
+            runs[tls].append(measure(opts, [] if tls else ["--no-internal-tls"]))
     load_after = os.getloadavg()
 
     def figures(side: list[dict[str, object]]) -> dict[str, object]:

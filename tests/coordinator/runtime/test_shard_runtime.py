@@ -8,6 +8,7 @@ coordinator.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -440,6 +441,20 @@ class FailingWriter(CountingWriter):
         return await super().append(partition, entries, tag)
 
 
+@contextlib.asynccontextmanager
+async def leading(broker: EmbeddedBroker, topic: str, writer: StateLogWriter) -> AsyncIterator[WorkerRuntime]:
+    """A started runtime writing through ``writer``, leading partition P at epoch 1."""
+    rt = WorkerRuntime(
+        bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=RegisterShard, writer=writer
+    )
+    await rt.start()
+    try:
+        await rt.become_leader(P, 1)
+        yield rt
+    finally:
+        await rt.close()
+
+
 class StalledWriter(CountingWriter):
     """The real writer, whose appends wait until ``released`` is set: a state partition
     whose leader died and whose new one the upstream has not elected yet."""
@@ -463,12 +478,7 @@ async def test_a_write_not_acknowledged_in_time_answers_coordinator_not_availabl
     for the upstream; the write goes on, and once it lands the state has it."""
     monkeypatch.setattr(write_pipeline, "WRITE_TIMEOUT_S", 0.5)
     writer = StalledWriter(broker.bootstrap, topic)
-    rt = WorkerRuntime(
-        bootstrap=broker.bootstrap, topic=topic, partitions=2, shard_factory=RegisterShard, writer=writer
-    )
-    await rt.start()
-    try:
-        await rt.become_leader(P, 1)
+    async with leading(broker, topic, writer) as rt:
         writer.stall = True
         with pytest.raises(CoordinatorError) as timed_out:
             await asyncio.wait_for(call(rt, "put", put("k", 1)), 10)
@@ -480,8 +490,6 @@ async def test_a_write_not_acknowledged_in_time_answers_coordinator_not_availabl
         # the retried request finds the value the late write left
         assert (await asyncio.wait_for(call(rt, "put", put("k", 2)), 10)).previous == 1
         assert registers(rt) == {"k": 2} and rt.partition(P) is part
-    finally:
-        await rt.close()
 
 
 async def test_a_failed_write_reverts_to_the_committed_state_without_a_reload(broker, topic) -> None:
