@@ -166,6 +166,17 @@ def test_killing_the_broker_leading_most_state_partitions_loses_no_acknowledged_
                 timeout=60,
                 what="commits after the broker came back",
             )
+        seen = {
+            c.name: [
+                (round(t - killed_at, 1), e)
+                for e, t in zip(c.history.errors, c.history.error_times, strict=True)
+            ]
+            for c in everyone
+        }
+        print(
+            f"client errors (s after the kill): {seen}; commits resumed {recovered_at - killed_at:.1f} s after",
+            file=sys.stderr,
+        )
         # the applications saw no error but the retriable ones any Kafka client meets while a
         # dead broker's partitions wait for new leaders (Kafka fences a killed broker after
         # broker.session.timeout.ms, 9 s): a commit in flight then, or waiting longer than
