@@ -110,6 +110,21 @@ async def test_a_forwarded_request_whose_link_breaks_ends_the_client() -> None:
     assert len(failures) == 1 and "upstream closed the connection" in failures[0]
 
 
+async def test_a_link_the_clients_own_sasl_authenticated_ends_the_client_even_idle() -> None:
+    """Passthrough: the connection carried the client's identity, which a new one would not."""
+    failures: list[str] = []
+    async with _hangs_up() as address:
+        link = UpstreamLink(
+            address, lambda *_: None, failures.append, frozenset(), _unchanged, reconnectable=False
+        )
+        try:
+            with pytest.raises(UpstreamUnavailable):
+                await link.ask(METADATA)
+        finally:
+            link.close()
+    assert len(failures) == 1
+
+
 @pytest.mark.broker
 async def test_a_link_that_broke_idle_connects_again_for_the_next_request(broker: EmbeddedBroker) -> None:
     """A broker connection lost while nothing was forwarded on it (a broker restart, or the

@@ -205,9 +205,13 @@ class UpstreamLink:
         rewritten: frozenset[int],
         rewrite: Rewrite,
         security: KafkaSecurity | None = None,
+        reconnectable: bool = True,
     ) -> None:
         self.address = address
         self.security = security if security is not None else KafkaSecurity()
+        #: False when the client's own SASL exchange authenticated the connection (passthrough):
+        #: a new one would carry no identity, so losing it ends the client connection
+        self.reconnectable = reconnectable
         self.deliver = deliver
         self.fail = fail
         self.rewritten = rewritten
@@ -303,19 +307,20 @@ class UpstreamLink:
     def _lost(self, reason: str) -> None:
         """The upstream connection broke. With a client request forwarded and unanswered, the
         client connection ends (its answers go in request order, and that one will never
-        come), as it would had the client been connected to that broker. With none, only the
-        link is dropped and the next forwarded request connects again: a broker that dies
-        must not take down the connection a client uses for its group coordinator, which is
-        served here (librdkafka sends KIP-714's GetTelemetrySubscriptions on every
-        connection, so even a coordinator connection has a link to the broker its listener
-        stands for)."""
-        forwarded = any(p.answer is None for p in self.pending)
+        come), as it would had the client been connected to that broker; so does a link the
+        client's own SASL exchange authenticated (a new connection would have no identity).
+        Otherwise only the link is dropped and the next forwarded request connects again: a
+        broker that dies must not take down the connection a client uses for its group
+        coordinator, which is served here (librdkafka sends KIP-714's GetTelemetrySubscriptions
+        on every connection, so even a coordinator connection has a link to the broker its
+        listener stands for)."""
+        ends_client = any(p.answer is None for p in self.pending) or not self.reconnectable
         self._abandon(reason)
         self.reader_task = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        if forwarded:
+        if ends_client:
             self.fail(reason)
         else:
             log.info("%s (no client request outstanding on it: the client connection stays)", reason)

@@ -94,6 +94,7 @@ class ClientSession:
             rewritten,
             self.rewrite_upstream_response,
             upstream_security,
+            reconnectable=self.relayed is None,
         )
         self.tasks: set[asyncio.Task[None]] = set()
         self.done = asyncio.Event()
