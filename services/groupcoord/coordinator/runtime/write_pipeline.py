@@ -109,11 +109,9 @@ class WritePipeline:
         replay_live: Callable[[list[CoordinatorRecord]], None],
         on_failed: Callable[[BaseException, list[Waiter]], None],
         metrics: ShardMetrics | None = None,
-        write_timeout_s: float | None = None,
     ) -> None:
         self.partition = partition
-        self.write_timeout_s = WRITE_TIMEOUT_S if write_timeout_s is None else write_timeout_s
-        self.writes_timed_out = 0
+        self.write_timeout_s = WRITE_TIMEOUT_S
         self.stale_keys_seen = 0
         self.newest_unconfirmed: Write | None = None
         self._writer = writer
@@ -272,7 +270,6 @@ class WritePipeline:
         waiting = [fut for fut, _ in w.waiters if not fut.done()]
         if not waiting:
             return
-        self.writes_timed_out += 1
         if self._metrics is not None:
             self._metrics.record_state_write_timeout(self.partition)
         log.warning(

@@ -189,9 +189,9 @@ class UpstreamLink:
 
     Responses go back through ``deliver(seq, payload)``, after ``rewrite(api_key, version,
     payload)`` for the APIs in ``rewritten`` (those naming brokers); an upstream failure with a
-    client request still unanswered ends the client connection through ``fail(reason)``. The connection is secured as ``security``
-    says (TLS, and SASL with the gateway's credentials unless the client's own SASL exchange is
-    relayed on it).
+    client request still unanswered ends the client connection through ``fail(reason)``
+    (:meth:`_lost`). The connection is secured as ``security`` says (TLS, and SASL with the
+    gateway's credentials unless the client's own SASL exchange is relayed on it).
 
     :meth:`ask` sends a request of the gateway's own on the same connection, answered in the
     same FIFO, so the upstream judges it under the same identity as the client's own requests.
