@@ -87,7 +87,7 @@ def test_reset_offsets_every_scope_and_option(shape: Shape) -> None:
         (("--topic", shape.topic("absent"), "--to-earliest", "--execute"), "Error"),
     ]
     for args, expected in steps:
-        out = assert_same(shape, *reset, *args)
+        out = assert_same(shape, *reset, *args, rows_in_any_order=True)
         assert expected in " ".join(out.split()) or expected in out, f"{args}: {out}"
     final = assert_same(shape, "--describe", "--group", shape.group("reset"), "--offsets", "--verbose")
     assert re.search(rf"{orders}\s+1\s+-\s+6\s+10\s+4", final), final
@@ -118,12 +118,12 @@ def test_delete_groups(shape: Shape) -> None:
 
 def test_delete_offsets(shape: Shape) -> None:
     group, orders, audit = shape.group("offsets"), shape.topic("orders"), shape.topic("audit")
-    done = assert_same(shape, "--delete-offsets", "--group", group, "--topic", audit)
+    done = assert_same(shape, "--delete-offsets", "--group", group, "--topic", audit, rows_in_any_order=True)
     assert "Request succeeded for deleting offsets" in done and re.search(rf"{audit}\s+0\s+Successful", done), done
     left = assert_same(shape, "--describe", "--group", group)
     assert audit not in left and orders in left, left
     # a partition the topic does not have: Kafka's request handler refuses it, the rest is deleted
-    partial = assert_same(shape, "--delete-offsets", "--group", group, "--topic", f"{orders}:0,5")
+    partial = assert_same(shape, "--delete-offsets", "--group", group, "--topic", f"{orders}:0,5", rows_in_any_order=True)
     assert "UnknownTopicOrPartitionException" in partial and re.search(rf"{orders}\s+0\s+Successful", partial), partial
     assert_same(shape, "--delete-offsets", "--group", group, "--topic", shape.topic("absent"))
     subscribed = assert_same(shape, "--delete-offsets", "--group", shape.group("classic"), "--topic", orders)
