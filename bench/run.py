@@ -3,30 +3,44 @@
 Each benchmark is a module ``bench/<name with - as _>.py`` defining ``NAME`` (str),
 ``DESCRIPTION`` (str) and ``run(args: list[str]) -> dict``; the dict (figures, and a baseline
 measured in the same run with ratios where one applies) is printed as one JSON object.
+
+The list is read from the modules' source, not imported: most benchmarks drive real clients
+and test tools (the ``test`` extra), and the README's plain install must still list them. A
+benchmark whose dependency is missing ends with one line naming the extra.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import sys
 from pathlib import Path
-from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
 
 
-def _benchmarks() -> dict[str, ModuleType]:
-    sys.path.insert(0, str(HERE))
-    found: dict[str, ModuleType] = {}
+def _declared(path: Path) -> tuple[str, str] | None:
+    """(NAME, DESCRIPTION) as the module assigns them at top level, or None if it is no benchmark."""
+    found: dict[str, str] = {}
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and isinstance(node.value.value, str):
+                    found[target.id] = node.value.value
+    return (found["NAME"], found.get("DESCRIPTION", "")) if "NAME" in found else None
+
+
+def benchmarks() -> dict[str, tuple[Path, str]]:
+    """Every benchmark: name -> (module file, description)."""
+    found: dict[str, tuple[Path, str]] = {}
     for path in sorted(HERE.glob("*.py")):
         if path.stem in {"run", "__init__"} or path.stem.startswith("_"):
             continue
-        module = importlib.import_module(path.stem)
-        name = getattr(module, "NAME", None)
-        if isinstance(name, str) and callable(getattr(module, "run", None)):
-            found[name] = module
+        declared = _declared(path)
+        if declared is not None:
+            found[declared[0]] = (path, declared[1])
     return found
 
 
@@ -35,14 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", help="benchmark to run")
     parser.add_argument("--list", action="store_true", help="list the benchmarks")
     args, rest = parser.parse_known_args(argv)
-    benches = _benchmarks()
+    benches = benchmarks()
     if args.list or not args.name:
-        for name, module in benches.items():
-            print(f"{name}\t{getattr(module, 'DESCRIPTION', '')}")
+        for name, (_, description) in benches.items():
+            print(f"{name}\t{description}")
         return 0
     if args.name not in benches:
         parser.error(f"unknown benchmark {args.name!r}; known: {', '.join(benches)}")
-    result = benches[args.name].run(rest)
+    sys.path.insert(0, str(HERE))
+    try:
+        module = importlib.import_module(benches[args.name][0].stem)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "a module").split(".")[0]
+        raise SystemExit(
+            f"benchmark {args.name} needs {missing}: pip install -e '.[test]' (benchmarks use the test tools)"
+        ) from None
+    result = module.run(rest)
     print(json.dumps({"benchmark": args.name, **result}, indent=2, sort_keys=False))
     return 0
 
