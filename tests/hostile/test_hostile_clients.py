@@ -42,6 +42,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from e2e.consumers import ConfluentConsumer
 from e2e.test_internal_topics import state_keys
+from gateway.transport.raw_wire import read_correlation_ids, read_frame
 from kio.schema.delete_records.v2 import request as delete_records
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4 import request as find_coordinator
@@ -541,18 +542,6 @@ def test_a_forged_set_leadership_is_refused(bed: Bed) -> None:
 # -- bounded resources ------------------------------------------------------------------------
 
 
-def _read_frame(sock: socket.socket) -> bytes | None:
-    data = b""
-    try:
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(1 << 20)
-            if not chunk:
-                return None
-            data += chunk
-    except OSError:
-        return None
-    return data[4:]
-
 
 def _request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
     return frame_bytes(struct.pack(">hhih", api_key, version, correlation_id, 1) + b"h" + body)
@@ -561,10 +550,10 @@ def _request(api_key: int, version: int, correlation_id: int, body: bytes = b"")
 def _authenticated(bed: Bed, user: str = "mallory") -> socket.socket:
     sock = socket.create_connection(bed.address, timeout=30)
     sock.sendall(_request(17, 1, 1, struct.pack(">h", 5) + b"PLAIN"))
-    assert struct.unpack(">ih", (_read_frame(sock) or b"")[:6]) == (1, 0)
+    assert struct.unpack(">ih", (read_frame(sock) or b"")[:6]) == (1, 0)
     token = f"\0{user}\0{USERS[user]}".encode()
     sock.sendall(_request(36, 1, 2, struct.pack(">i", len(token)) + token))
-    assert struct.unpack(">ih", (_read_frame(sock) or b"")[:6]) == (2, 0)
+    assert struct.unpack(">ih", (read_frame(sock) or b"")[:6]) == (2, 0)
     return sock
 
 
@@ -581,7 +570,7 @@ def test_a_thousand_connections_from_one_address(bed: Bed) -> None:
             served = 0
             for i, sock in enumerate(opened):
                 sock.sendall(_request(18, 0, i))
-                served += _read_frame(sock) is not None
+                served += read_frame(sock) is not None
         finally:
             for sock in opened:
                 sock.close()
@@ -593,7 +582,7 @@ def test_a_frame_over_the_pre_authentication_limit_closes_its_connection(bed: Be
     with Attack(bed, "600 KiB frame before authentication") as attack:
         with socket.create_connection(bed.address, timeout=10) as sock:
             sock.sendall(_request(18, 0, 1, b"x" * (600 * 1024)))
-            assert _read_frame(sock) is None
+            assert read_frame(sock) is None
         attack.outcome = "connection closed (sasl.server.max.receive.size 512 KiB)"
 
 
@@ -605,15 +594,7 @@ def test_ten_thousand_pipelined_requests_on_one_connection(bed: Bed) -> None:
                 target=sock.sendall, args=(b"".join(_request(18, 0, i) for i in range(count)),)
             )
             sender.start()
-            ids, buf = [], b""
-            while len(ids) < count:
-                chunk = sock.recv(1 << 20)
-                assert chunk, f"closed after {len(ids)} answers"
-                buf += chunk
-                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
-                    size = struct.unpack(">i", buf[:4])[0]
-                    ids.append(struct.unpack(">i", buf[4:8])[0])
-                    buf = buf[4 + size :]
+            ids = read_correlation_ids(sock, count)
             sender.join(30)
         assert ids == list(range(count))
         attack.outcome = "all 10,000 answered in order, reading paused at queued.max.requests"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from gateway.transport.raw_wire import read_correlation_ids, read_frame
 
 from groupcoord.common.kafka_wire.framing import frame_bytes
 from groupcoord.embedded_broker import EmbeddedBroker
@@ -93,19 +94,6 @@ def _address(cluster: BackgroundCluster) -> tuple[str, int]:
     return host, int(port)
 
 
-def _read_frame(sock: socket.socket) -> bytes | None:
-    """A response frame, or None when the gateway closed the connection."""
-    data = b""
-    try:
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = sock.recv(1 << 20)
-            if not chunk:
-                return None
-            data += chunk
-    except OSError:
-        return None
-    return data[4:]
-
 
 def _proxy(
     broker: EmbeddedBroker, limits: ConnectionLimits, security: ListenerSecurity | None = None
@@ -146,16 +134,16 @@ def test_a_frame_over_the_sasl_limit_before_authentication_closes_the_connection
     _healthy(sasl_proxy, SASL_CONFIG)
     with socket.create_connection(_address(sasl_proxy), timeout=10) as sock:
         sock.sendall(request(*API_VERSIONS_V0, 1, b"x" * BIG))
-        assert _read_frame(sock) is None
+        assert read_frame(sock) is None
     # after SASL PLAIN the same frame is an ordinary (answered) request
     with socket.create_connection(_address(sasl_proxy), timeout=10) as sock:
         sock.sendall(request(17, 1, 2, struct.pack(">h", 5) + b"PLAIN"))
-        assert struct.unpack(">ih", _read_frame(sock)[:6]) == (2, 0)
+        assert struct.unpack(">ih", read_frame(sock)[:6]) == (2, 0)
         token = b"\0alice\0alice-secret"
         sock.sendall(request(36, 1, 3, struct.pack(">i", len(token)) + token))
-        assert struct.unpack(">ih", _read_frame(sock)[:6]) == (3, 0)
+        assert struct.unpack(">ih", read_frame(sock)[:6]) == (3, 0)
         sock.sendall(request(*API_VERSIONS_V0, 4, b"x" * BIG))
-        answer = _read_frame(sock)
+        answer = read_frame(sock)
         assert answer is not None and struct.unpack(">ih", answer[:6]) == (4, 0)
     _healthy(sasl_proxy, SASL_CONFIG)
 
@@ -166,10 +154,10 @@ def test_without_sasl_socket_request_max_bytes_is_the_only_frame_limit(broker: E
     with _proxy(broker, ConnectionLimits(socket_request_max_bytes=BIG + 100)) as gw:
         with socket.create_connection(_address(gw), timeout=10) as sock:
             sock.sendall(request(*API_VERSIONS_V0, 1, b"x" * BIG))
-            answer = _read_frame(sock)
+            answer = read_frame(sock)
             assert answer is not None and struct.unpack(">ih", answer[:6]) == (1, 0)
             sock.sendall(request(*API_VERSIONS_V0, 2, b"x" * (BIG + 100)))
-            assert _read_frame(sock) is None
+            assert read_frame(sock) is None
         _healthy(gw)
 
 
@@ -201,16 +189,7 @@ def test_pipelined_requests_are_all_answered_in_order_and_reading_stops_at_the_b
             assert pending <= bound
             # answers the client has not read stay bounded too (asyncio's write high-water mark)
             assert unsent < 1024 * 1024
-            ids = []
-            buf = b""
-            while len(ids) < count:
-                chunk = sock.recv(1 << 20)
-                assert chunk, f"closed after {len(ids)} answers"
-                buf += chunk
-                while len(buf) >= 4 and len(buf) >= 4 + struct.unpack(">i", buf[:4])[0]:
-                    size = struct.unpack(">i", buf[:4])[0]
-                    ids.append(struct.unpack(">i", buf[4:8])[0])
-                    buf = buf[4 + size :]
+            ids = read_correlation_ids(sock, count)
             sender.join(30)
             assert ids == list(range(count))
         _healthy(gw)
@@ -222,9 +201,9 @@ def test_connections_over_the_per_ip_cap_are_closed(broker: EmbeddedBroker) -> N
         held = [socket.create_connection(_address(gw), timeout=10) for _ in range(3)]
         for i, sock in enumerate(held):
             sock.sendall(request(*API_VERSIONS_V0, i))
-            assert _read_frame(sock) is not None
+            assert read_frame(sock) is not None
         with socket.create_connection(_address(gw), timeout=10) as extra:
-            assert _read_frame(extra) is None  # closed without a request
+            assert read_frame(extra) is None  # closed without a request
         held.pop().close()
         deadline = time.monotonic() + 5
         while gw.run(_count(gw)) >= 3 and time.monotonic() < deadline:
@@ -247,12 +226,12 @@ def test_an_idle_connection_is_closed_and_a_busy_one_is_not(broker: EmbeddedBrok
             start = time.monotonic()
             for i in range(12):  # 1.2 s of traffic, every 100 ms
                 busy.sendall(request(*API_VERSIONS_V0, i))
-                assert _read_frame(busy) is not None
+                assert read_frame(busy) is not None
                 time.sleep(0.1)
-            assert _read_frame(idle) is None  # closed by now
+            assert read_frame(idle) is None  # closed by now
             assert time.monotonic() - start < 5
             busy.sendall(request(*API_VERSIONS_V0, 99))
-            assert _read_frame(busy) is not None
+            assert read_frame(busy) is not None
 
 
 def test_options_reach_the_gateway(tmp_path: Path) -> None:
@@ -271,5 +250,5 @@ def test_an_acks_0_produce_does_not_hold_back_the_answers_after_it(gateway: Back
     produce_v3_acks_0 = struct.pack(">hhii", -1, 0, 1000, 0)  # no transactional id, acks 0, no topics
     with socket.create_connection(_address(gateway), timeout=10) as sock:
         sock.sendall(request(0, 3, 1, produce_v3_acks_0) + request(*API_VERSIONS_V0, 2))
-        answer = _read_frame(sock)
+        answer = read_frame(sock)
         assert answer is not None and struct.unpack(">i", answer[:4]) == (2,)
