@@ -59,6 +59,13 @@ TLS_MOUNT = "/etc/groupcoord/kafka-tls"
 SHARD = "shard"
 GATEWAY = "gateway"
 TEMPLATE_HASH = "groupcoord.io/template-hash"
+RESTART = "groupcoord.io/restart"
+"""On the GroupCoordinator: a new value (any string, a timestamp say) rolls every pod once, the
+shards one at a time, each after its partitions moved away. ``kubectl rollout restart`` on the
+shard StatefulSet would restart its pods at once, leaders included: every restart a failover."""
+PAUSE_RECONCILIATION = "groupcoord.io/pause-reconciliation"
+"""On the GroupCoordinator: ``"true"`` stops the operator changing anything of it (workloads,
+leadership), as Strimzi's ``strimzi.io/pause-reconciliation`` does, until it is removed."""
 ADVERTISED_HOST_ENV = "GROUPCOORD_ADVERTISED_HOST"
 SUPERVISOR_CPU_MILLIS = 100  # the shard's supervisor process, on top of its workers
 
@@ -236,6 +243,22 @@ def _container_security() -> dict[str, Any]:
     }
 
 
+def _annotation(owner: Mapping[str, Any] | None, key: str) -> str | None:
+    value = (((owner or {}).get("metadata") or {}).get("annotations") or {}).get(key)
+    return None if value is None else str(value)
+
+
+def restart_request(owner: Mapping[str, Any] | None) -> dict[str, str]:
+    """The pod-template annotation that carries the resource's restart request: a new value is a
+    new template, which the operator rolls as any other (:mod:`groupcoord_operator.rollout`)."""
+    value = _annotation(owner, RESTART)
+    return {RESTART: value} if value else {}
+
+
+def reconciliation_paused(owner: Mapping[str, Any] | None) -> bool:
+    return (_annotation(owner, PAUSE_RECONCILIATION) or "").strip().lower() == "true"
+
+
 def _apply_pod_template(
     pod: dict[str, Any], metadata: dict[str, Any], template: PodTemplate, name: str, component: str
 ) -> None:
@@ -401,6 +424,7 @@ def build_shard_statefulset(
     pod = {**_pod_spec(spec, container), "terminationGracePeriodSeconds": 30}
     _internal_tls(pod, container, internal_tls_secret_name(name, spec, SHARD))
     _apply_pod_template(pod, pod_meta, spec.shard_template, name, SHARD)
+    pod_meta["annotations"].update(restart_request(owner))
     template = {"metadata": pod_meta, "spec": pod}
     pod_meta["annotations"][TEMPLATE_HASH] = template_hash(template)
     obj: dict[str, Any] = {
@@ -528,6 +552,7 @@ def build_gateway_deployment(
     container["volumeMounts"].extend(security_mounts)
     _internal_tls(pod, container, internal_tls_secret_name(name, spec, GATEWAY))
     _apply_pod_template(pod, pod_meta, spec.gateway_template, name, GATEWAY)
+    pod_meta["annotations"].update(restart_request(owner))
     obj: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -756,6 +781,29 @@ def build_condition(
     if generation is not None:
         cond["observedGeneration"] = generation
     return cond
+
+
+def build_paused_status(
+    status: Mapping[str, Any], generation: int | None, now: dt.datetime
+) -> dict[str, Any]:
+    """The status while reconciliation is paused: the last reconcile's, plus a
+    ``ReconciliationPaused`` condition. ``observedGeneration`` stays the last one acted on, so
+    nothing waiting for a spec change to be applied mistakes the pause for it."""
+    previous = status.get("conditions") or ()
+    conditions = [c for c in previous if c.get("type") != "ReconciliationPaused"]
+    conditions.append(
+        build_condition(
+            "ReconciliationPaused",
+            True,
+            "AnnotationSet",
+            f"{PAUSE_RECONCILIATION} is true: workloads and partition leadership are left as they are "
+            "(a failed shard's partitions do not move) until the annotation is removed",
+            generation,
+            previous,
+            now,
+        )
+    )
+    return {**status, "conditions": conditions}
 
 
 def build_status(

@@ -122,6 +122,10 @@ def _reconcile(
             **more,
         )
 
+    if build.reconciliation_paused(body):
+        paused = build.build_paused_status(status, generation, now)
+        return Outcome(paused, [], write_status(paused))
+
     try:
         spec = parse_spec(body.get("spec"), current_partitions=len(previous))
     except SpecError as exc:

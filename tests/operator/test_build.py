@@ -414,6 +414,47 @@ def test_template_digest_changes_with_threads_only_when_the_pod_changes():
     assert digest(MINIMAL) == digest({**MINIMAL, "shards": 7}), "scaling is not a new template"
 
 
+def test_a_restart_request_is_a_new_pod_template_for_shards_and_gateways():
+    def templates(annotations):
+        owner = {"metadata": {"name": "gc", "uid": "u", "annotations": annotations}}
+        spec = parse_spec(MINIMAL)
+        sts = build.build_shard_statefulset("gc", "kafka", spec, owner)["spec"]["template"]
+        gw = build.build_gateway_deployment("gc", "kafka", spec, owner)["spec"]["template"]
+        return sts, gw
+
+    plain_sts, plain_gw = templates({})
+    sts, gw = templates({build.RESTART: "2026-11-27T03:00:00Z"})
+    assert build.RESTART not in plain_sts["metadata"]["annotations"] | plain_gw["metadata"]["annotations"]
+    assert sts["metadata"]["annotations"][build.RESTART] == gw["metadata"]["annotations"][build.RESTART]
+    assert sts["metadata"]["annotations"][build.TEMPLATE_HASH] != plain_sts["metadata"]["annotations"][build.TEMPLATE_HASH]
+    assert sts["spec"] == plain_sts["spec"] and gw["spec"] == plain_gw["spec"], "nothing else changes"
+    again, _ = templates({build.RESTART: "2026-11-27T03:00:00Z"})
+    assert again == sts, "the same request is the same template: no second roll"
+
+
+def test_a_paused_resource_keeps_its_last_status_and_says_it_is_paused():
+    status = build.build_status(
+        placement=place(6, [0, 1], None, 0),
+        shard_states={0: READY, 1: READY},
+        generation=2,
+        previous_conditions=None,
+        now=NOW,
+    )
+    assert not build.reconciliation_paused({"metadata": {}})
+    assert build.reconciliation_paused({"metadata": {"annotations": {build.PAUSE_RECONCILIATION: "True"}}})
+    paused = build.build_paused_status(status, 3, NOW)
+    later = build.build_paused_status(paused, 3, NOW + dt.timedelta(minutes=5))
+    assert later == paused, "a paused resource's status does not move"
+    by_type = {c["type"]: c for c in paused["conditions"]}
+    assert by_type["ReconciliationPaused"]["status"] == "True"
+    assert by_type["Ready"] == {c["type"]: c for c in status["conditions"]}["Ready"]
+    assert paused["observedGeneration"] == 2, "generation 3 was not acted on"
+    assert {k: v for k, v in paused.items() if k != "conditions"} == {
+        k: v for k, v in status.items() if k != "conditions"
+    }
+    jsonschema.validate({"spec": MINIMAL, "status": paused}, strict(openapi_schema()))
+
+
 @pytest.mark.parametrize(
     ("listener", "service_type", "advertised", "host_port"),
     [

@@ -31,7 +31,7 @@ import kopf  # noqa: E402
 from kmock_resources import declare_resources  # noqa: E402
 
 from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
-from groupcoord_operator.build import TEMPLATE_HASH  # noqa: E402
+from groupcoord_operator.build import PAUSE_RECONCILIATION, RESTART, TEMPLATE_HASH  # noqa: E402
 from groupcoord_operator.election import format_microtime  # noqa: E402
 
 NS = "kafka"
@@ -591,3 +591,68 @@ async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(opera
     )
     assert cr["status"]["listeners"][0]["addresses"] == [{"host": "kafka.example.com", "port": 9092}]
     await eventually(k, GW, lambda o: advertised(o).get("value") == "kafka.example.com", "advertised LB host")
+
+
+async def test_a_restart_request_rolls_every_pod_once_moving_partitions_first(operator: Any) -> None:
+    """``kubectl annotate groupcoordinator orders groupcoord.io/restart=<now>``: the same drained
+    rollout as a template change (highest ordinal first, each pod once), nothing else changed."""
+    k = operator
+    await create_resource(k, SPEC)
+    for i in range(3):
+        await set_pod_ready(k, i, True)
+    before = await eventually(k, STS, lambda o: True, "shard StatefulSet")
+    await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    assert RESTART not in before["spec"]["template"]["metadata"]["annotations"]
+
+    when = "2026-11-27T03:00:00Z"
+    await send(k, "patch", CR, {"metadata": {"annotations": {RESTART: when}}})
+    sts = await eventually(
+        k, STS, lambda o: o["spec"]["template"]["metadata"]["annotations"].get(RESTART) == when, "restart"
+    )
+    assert sts_hash(sts) != sts_hash(before)
+    assert sts["spec"]["template"]["spec"] == before["spec"]["template"]["spec"], "only the request differs"
+    await eventually(
+        k, GW, lambda o: o["spec"]["template"]["metadata"]["annotations"][RESTART] == when, "gateway restart"
+    )
+    replaced: list[int] = []
+    await asyncio.wait_for(play_statefulset_controller(k, 3, replaced), DEADLINE_S)
+    assert replaced == [2, 1, 0], "highest ordinal first, each pod once"
+    await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready again")
+
+
+async def test_paused_reconciliation_changes_nothing_until_the_annotation_goes(operator: Any) -> None:
+    """``groupcoord.io/pause-reconciliation: "true"`` (Strimzi's habit): a spec change and a
+    failing shard change nothing while it is set, the resource says it is paused; removing it
+    applies what was asked meanwhile."""
+    k = operator
+    await create_resource(k, SPEC)
+    for i in range(3):
+        await set_pod_ready(k, i, True)
+    await eventually(k, STS, lambda o: True, "shard StatefulSet")
+    ready = await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+
+    await send(k, "patch", CR, {"metadata": {"annotations": {PAUSE_RECONCILIATION: "true"}}})
+    paused = await eventually(
+        k, CR, lambda o: condition(o, "ReconciliationPaused")["status"] == "True", "ReconciliationPaused"
+    )
+    writes = workload_and_status_writes(k)
+    await send(k, "patch", CR, {"spec": {"threadsPerShard": 4}})
+    await set_pod_ready(k, 2, False)
+    await asyncio.sleep(3)  # three resyncs (GROUPCOORD_OPERATOR_RESYNC_SECONDS=1) and the watch events
+    sts = await get(k, STS)
+    assert sts is not None and arg(shard_args(sts), "--threads") == "2"
+    assert workload_and_status_writes(k) == writes
+    still = await get(k, CR)
+    assert still is not None and still["status"] == paused["status"], "nothing re-evaluated while paused"
+    assert leaders(still) == leaders(ready), "shard 2's partitions stay while paused"
+
+    await send(k, "patch", CR, {"metadata": {"annotations": {PAUSE_RECONCILIATION: None}}})
+    await eventually(k, STS, lambda o: arg(shard_args(o), "--threads") == "4", "the change, applied")
+    resumed = await eventually(
+        k,
+        CR,
+        lambda o: all(c["type"] != "ReconciliationPaused" for c in o["status"]["conditions"])
+        and 2 not in set(leaders(o).values()),
+        "reconciling again: shard 2's partitions moved",
+    )
+    assert condition(resumed, "Degraded")["reason"] == "ShardFailed"
