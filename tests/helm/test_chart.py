@@ -10,6 +10,7 @@ leaves out — is validated on its own. Custom kinds the Kubernetes schemas do n
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ import yaml
 from groupcoord_operator.crd import build_crd, strict
 from groupcoord_operator.spec import parse_spec
 
-CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "groupcoord"
 K8S_VERSION = "1.30"
 
 
@@ -146,6 +148,7 @@ def test_default_install_reads_in_install_order_and_is_namespaced(chart):
         "ClusterRole", "ClusterRoleBinding",  # read-only observer of CRDs and namespaces
         "Role", "RoleBinding",  # what the operator writes, in its namespace only
         "Role", "RoleBinding",  # the leader-election Lease
+        "ClusterRole", "ClusterRole",  # for people: aggregated into admin/edit and view
         "ServiceAccount", "Role", "RoleBinding",  # workloads read leadership
         "Deployment", "PodDisruptionBudget",
         "Secret", "Secret",  # mutual TLS between gateway and shards, before the pods mounting them
@@ -164,7 +167,11 @@ def test_default_install_reads_in_install_order_and_is_namespaced(chart):
 
 def test_least_privilege_rbac(chart):
     objects, _ = render(chart, None)
-    for role in (o for o in objects if o["kind"] in ("Role", "ClusterRole")):
+    bound = {o["roleRef"]["name"] for o in objects if o["kind"] in ("RoleBinding", "ClusterRoleBinding")}
+    roles = [o for o in objects if o["kind"] in ("Role", "ClusterRole")]
+    unbound = {r["metadata"]["name"] for r in roles} - bound
+    assert unbound == {"gc-groupcoord-admin", "gc-groupcoord-view"}, "only the roles for people"
+    for role in (r for r in roles if r["metadata"]["name"] in bound):  # the chart's own accounts
         for rule in role["rules"]:
             assert "*" not in rule["verbs"] and "*" not in rule["resources"]
             assert "delete" not in rule["verbs"], "the operator never deletes; owner references do"
@@ -184,6 +191,49 @@ def test_least_privilege_rbac(chart):
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["GROUPCOORD_OPERATOR_LEASE"]["value"] == "gc-groupcoord-operator"
+
+
+ADMIN_VERBS = {"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+AGGREGATE = "rbac.authorization.k8s.io/aggregate-to-"
+
+
+def granted(role: dict) -> dict[str, set[str]]:
+    """resource -> verbs a role grants in groupcoord.io (the only group it may name)."""
+    verbs: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == ["groupcoord.io"]
+        for resource in rule["resources"]:
+            verbs.setdefault(resource, set()).update(rule["verbs"])
+    return verbs
+
+
+def test_namespace_admins_editors_and_viewers_get_groupcoordinators(chart):
+    """As with Deployments (and Strimzi's Kafka resources): whoever is admin or editor of a
+    namespace creates, scales and deletes its GroupCoordinators, a viewer reads them, and nobody
+    but the operator writes their status — all through Kubernetes' aggregated roles."""
+    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
+    assert (crd["spec"]["group"], crd["spec"]["names"]["plural"]) == ("groupcoord.io", "groupcoordinators")
+    objects, _ = render(chart, None)
+    aggregated = {
+        aggregate.removeprefix(AGGREGATE): role
+        for role in objects
+        if role["kind"] == "ClusterRole"
+        for aggregate, value in role["metadata"]["labels"].items()
+        if aggregate.startswith(AGGREGATE) and value == "true"
+    }
+    assert sorted(aggregated) == ["admin", "edit", "view"]
+    for who in ("admin", "edit"):
+        verbs = granted(aggregated[who])
+        assert verbs["groupcoordinators"] == ADMIN_VERBS
+        assert {"patch", "update"} <= verbs["groupcoordinators/scale"], "kubectl scale"
+        assert verbs.get("groupcoordinators/status", set()) <= {"get", "list", "watch"}
+    view = granted(aggregated["view"])
+    assert {"groupcoordinators", "groupcoordinators/status"} <= set(view)
+    assert all(verbs <= {"get", "list", "watch"} for verbs in view.values()), view
+    for role in aggregated.values():
+        kubernetes_validate.validate(role, K8S_VERSION, strict=True)
+    off, _ = render(chart, {"rbac": {"aggregatedRoles": {"enabled": False}}})
+    assert not [o for o in off for label in o["metadata"].get("labels", {}) if label.startswith(AGGREGATE)]
 
 
 def test_custom_values_reach_the_resource_and_rbac(chart):
@@ -366,3 +416,26 @@ def test_cert_manager_or_named_secrets_replace_the_generated_ones(chart):
     objects, _ = render(chart, {"coordinator": {"internalTls": {"secrets": secrets}}})
     assert _internal_tls_secrets(objects) == {}
     assert not [o for o in objects if o["kind"] == "Certificate"]
+
+
+# A repository path on its own (`docs/metrics.md`, `tests/helm/...`) or in a URL of this
+# repository's main branch (Chart.yaml's icon, the runbooks' base URL).
+REPO_PATH = re.compile(r"(?<![\w/.-])(?:docs|tests|scripts|helm|services|operator|spark)/[\w./-]*\w")
+REPO_URL = re.compile(
+    r"https://(?:raw\.githubusercontent\.com/groupcoord/groupcoord/main"
+    r"|github\.com/groupcoord/groupcoord/(?:blob|tree)/main)/([\w./-]*\w)"
+)
+
+
+def test_every_repository_path_the_chart_names_exists():
+    """A comment citing a test, a value pointing at a doc, the icon Artifact Hub shows: each
+    names a file a reader can open (a rename must take them along)."""
+    named = {}
+    for file in sorted(p for p in CHART.rglob("*") if p.is_file()):
+        text = file.read_text()
+        for path in REPO_PATH.findall(text) + REPO_URL.findall(text):
+            named.setdefault(path, file.relative_to(ROOT).as_posix())
+    missing = {path: where for path, where in named.items() if not (ROOT / path).exists()}
+    assert missing == {}, "named in the chart (path: where) but not in the repository"
+    icon = yaml.safe_load((CHART / "Chart.yaml").read_text())["icon"]
+    assert {icon.split("/main/", 1)[1], "docs/runbooks.md", "docs/metrics.md"} <= set(named), named

@@ -1,6 +1,7 @@
 """The chart's monitoring, rendered by Helm's engine: the PrometheusRule's alerts, proven with
-``promtool test rules`` on synthetic series (each fires when it should and not otherwise), the
-Grafana dashboard ConfigMap for the sidecar, and monitors for every component.
+``promtool test rules`` on synthetic series (each fires when it should and not otherwise) and
+each linked to its section of docs/runbooks.md, the Grafana dashboard ConfigMap for the
+sidecar, and monitors for every component.
 
 The alert rules have one source, the chart's template: these tests render it and feed its
 ``spec.groups`` to promtool, so what is tested is what is installed.
@@ -9,6 +10,7 @@ The alert rules have one source, the chart's template: these tests render it and
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import yaml
 from real_parts import require_binary
 
 CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
+RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks.md"
+DEFAULT_RUNBOOKS = "https://github.com/groupcoord/groupcoord/blob/main/docs/runbooks.md"
 ALL_ON = {
     "metrics": {
         "serviceMonitor": {"enabled": True},
@@ -95,13 +99,49 @@ def rule_groups(objects: list[dict]) -> list[dict]:
     return rule["spec"]["groups"]
 
 
+def github_anchor(heading: str) -> str:
+    """The fragment GitHub gives a Markdown heading: lowercased, punctuation dropped, spaces
+    turned into hyphens (``## GroupcoordShardDown`` -> ``#groupcoordsharddown``)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_sections() -> dict[str, str]:
+    """docs/runbooks.md's sections (its ``##`` headings, one per alert) by their anchor."""
+    headings = re.findall(r"^## (.+)$", RUNBOOKS.read_text(), flags=re.MULTILINE)
+    return {github_anchor(h): h.strip() for h in headings}
+
+
 def test_every_alert_has_a_runbook_and_a_severity(objects: list[dict]) -> None:
+    """An on-call engineer who gets any alert can click through to its own section of
+    docs/runbooks.md, and that file documents no alert the chart does not have."""
     rules = [r for g in rule_groups(objects) for r in g["rules"]]
     assert {r["alert"] for r in rules} == set(EXPECTED)
+    sections = runbook_sections()
     for r in rules:
         assert r["labels"]["severity"] in {"warning", "critical"}
-        assert r["annotations"]["runbook"].strip() and "\n" not in r["annotations"]["runbook"]
         assert r["annotations"]["summary"]
+        assert "runbook" not in r["annotations"], "runbook_url, the name Alertmanager/Grafana link"
+        base, _, anchor = r["annotations"]["runbook_url"].partition("#")
+        assert base == DEFAULT_RUNBOOKS
+        assert anchor == github_anchor(r["alert"]), f"{r['alert']} links to another alert's section"
+        assert anchor in sections, f"docs/runbooks.md has no section '## {r['alert']}'"
+    stale = set(sections.values()) - {r["alert"] for r in rules}
+    assert not stale, f"docs/runbooks.md has sections for alerts the chart does not define: {stale}"
+
+
+def test_runbook_links_follow_the_base_url_value() -> None:
+    """A team that keeps its own copy of the runbooks (a fork, a wiki) points the alerts at it."""
+    values = {"metrics": {"prometheusRule": {"enabled": True, "runbookBaseUrl": "https://wiki.example/gc"}}}
+    manifests = helm.Chart.load(CHART).render(values, name="gc", namespace="kafka", is_install=True)
+    (rule,) = [d for p, t in manifests.items() if "PrometheusRule" in p for d in yaml.safe_load_all(t) if d]
+    urls = [r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]]
+    assert urls and all(u.startswith("https://wiki.example/gc#groupcoord") for u in urls)
+    with pytest.raises(helm.HelmError):  # the chart adds the fragment itself
+        helm.Chart.load(CHART).render(
+            {"metrics": {"prometheusRule": {"runbookBaseUrl": "https://wiki.example/gc#alerts"}}},
+            name="gc",
+            namespace="kafka",
+        )
 
 
 def series(name: str, values: str, **labels: str) -> dict:
