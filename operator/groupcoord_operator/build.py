@@ -27,8 +27,8 @@ gateway pod advertises its pod IP (``internal``), its node's IP with every liste
 hostPort (``nodeport``), or the load balancer's address (``loadbalancer``); the bootstrap
 address of each listener is in ``status.listeners`` (:func:`build_listener_status`).
 
-Kafka security and group defaults reach the processes as ``GROUPCOORD_*`` environment
-variables (see :func:`kafka_env` and :func:`group_defaults_env`).
+Kafka security, group defaults and the log format reach the processes as ``GROUPCOORD_*``
+environment variables (see :func:`kafka_env`, :func:`group_defaults_env` and :func:`log_format_env`).
 """
 
 from __future__ import annotations
@@ -221,6 +221,15 @@ def group_defaults_env(spec: Spec) -> list[dict[str, Any]]:
     ]
 
 
+def log_format_env(spec: Spec) -> list[dict[str, Any]]:
+    """``spec.logging.format`` as ``GROUPCOORD_LOG_FORMAT`` (the default ``--log-format`` of
+    ``groupcoord`` and of the workers it starts). Absent for text, the default: pod templates
+    of resources that do not ask for JSON stay as they were (no rollout on an operator upgrade)."""
+    if spec.log_format == "text":
+        return []
+    return [{"name": "GROUPCOORD_LOG_FORMAT", "value": spec.log_format}]
+
+
 def _tls_volume(spec: Spec) -> list[dict[str, Any]]:
     if not spec.tls.get("enabled"):
         return []
@@ -392,6 +401,7 @@ def build_shard_statefulset(
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             *kafka_env(spec),
             *group_defaults_env(spec),
+            *log_format_env(spec),
         ],
         "ports": [
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -534,6 +544,7 @@ def build_gateway_deployment(
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             advertised_host_env(spec, load_balancer_host),
             *kafka_env(spec),
+            *log_format_env(spec),
         ],
         "ports": [*listener_ports, {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "kafka"}, "periodSeconds": 5},

@@ -29,6 +29,7 @@ ASSIGNORS = ["uniform", "range"]
 MIGRATION_POLICIES = ["disabled", "downgrade", "upgrade", "bidirectional"]
 SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 LISTENER_TYPES = ["internal", "nodeport", "loadbalancer"]
+LOG_FORMATS = ["text", "json"]
 CONDITION_TYPES = ["Ready", "Progressing", "Degraded", "Warning", "ReconciliationPaused"]
 MAX_BROKER_PORTS = 64
 TOLERATION_OPERATORS = ["Exists", "Equal"]
@@ -496,6 +497,19 @@ def spec_schema() -> dict[str, Any]:
                             "gateway": {"type": "string", "minLength": 1, "description": "The gateway's Secret."},
                             "shard": {"type": "string", "minLength": 1, "description": "The shards' Secret."},
                         },
+                    },
+                },
+            },
+            "logging": {
+                "type": "object",
+                "description": "Logs of the shard and gateway processes (their stderr).",
+                "properties": {
+                    "format": {
+                        "type": "string",
+                        "enum": LOG_FORMATS,
+                        "default": "text",
+                        "description": "text lines, or json: one JSON object per line (time, level, logger, "
+                        "message, worker, exc_info, extra fields) for Loki or Elasticsearch.",
                     },
                 },
             },

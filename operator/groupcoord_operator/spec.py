@@ -118,6 +118,7 @@ class Spec:
     gateway_template: PodTemplate = field(default_factory=PodTemplate)
     internal_tls_secrets: Mapping[str, str] = field(default_factory=dict)  # component -> Secret name
     network_policy: NetworkPolicy = field(default_factory=NetworkPolicy)
+    log_format: str = "text"  # spec.logging.format
 
 
 def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
@@ -252,5 +253,6 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
             metrics_from=tuple(policy.get("metricsFrom", (SAME_NAMESPACE,))),
             operator_from=tuple(policy.get("operatorFrom") or (OPERATOR_PODS,)),
         ),
+        log_format=(raw.get("logging") or {}).get("format", "text"),
     )
     return spec

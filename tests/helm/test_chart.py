@@ -39,6 +39,7 @@ NON_DEFAULT = {
         "replicas": 3,
         "watchNamespaces": ["team-a", "team-b"],
         "resyncSeconds": 30,
+        "logFormat": "json",
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "kafka", "effect": "NoSchedule"}],
     },
@@ -60,6 +61,7 @@ NON_DEFAULT = {
         "groupDefaults": {"migrationPolicy": "upgrade", "assignors": ["range"]},
         "gateway": {"replicas": 3, "listener": {"type": "loadbalancer", "brokerPorts": 5}},
         "stateTopic": {"partitions": 48, "replicationFactor": 5, "minInsyncReplicas": 3},
+        "logging": {"format": "json"},
         "template": {
             "shard": {
                 "priorityClassName": "kafka-critical",
@@ -248,6 +250,9 @@ def test_custom_values_reach_the_resource_and_rbac(chart):
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["GROUPCOORD_LOG_FORMAT"] == "json", "operator.logFormat"
+    assert gc["spec"]["logging"] == {"format": "json"}, "the shards' and gateways' (spec.logging)"
     monitor = next(o for o in objects if o["kind"] == "ServiceMonitor")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     rules = {

@@ -613,3 +613,19 @@ def test_kubelet_probes_reach_health_on_its_plaintext_port():
     assert container["readinessProbe"]["grpc"]["port"] == build.HEALTH_PORT
     assert container["livenessProbe"]["grpc"]["port"] == build.HEALTH_PORT
     assert {"name": "health", "containerPort": build.HEALTH_PORT, "protocol": "TCP"} in container["ports"]
+
+
+def test_spec_logging_format_reaches_shard_and_gateway_pods_as_an_env_var():
+    def log_env(spec_raw):
+        spec = parse_spec(spec_raw)
+        objects = [build.build_shard_statefulset("gc", "kafka", spec), build.build_gateway_deployment("gc", "kafka", spec)]
+        containers = [o["spec"]["template"]["spec"]["containers"][0] for o in objects]
+        return [[e for e in c["env"] if e["name"] == "GROUPCOORD_LOG_FORMAT"] for c in containers]
+
+    json_env = [{"name": "GROUPCOORD_LOG_FORMAT", "value": "json"}]
+    assert log_env({**MINIMAL, "logging": {"format": "json"}}) == [json_env, json_env]
+    # text is the processes' default: no variable, so pod templates (and their hash) of
+    # resources that never asked for JSON are what they were before spec.logging existed
+    assert log_env(MINIMAL) == log_env({**MINIMAL, "logging": {"format": "text"}}) == [[], []]
+    with pytest.raises(SpecError, match="spec.logging.format"):
+        parse_spec({**MINIMAL, "logging": {"format": "xml"}})

@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     add_log_level(parser)
     supervisor.add_arguments(parser)
     args = parser.parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     return supervisor.main(args, REGISTER_SHARDS)
 
 

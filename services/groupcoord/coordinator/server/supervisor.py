@@ -154,6 +154,7 @@ def configs(args: argparse.Namespace, state_topic_problems: tuple[str, ...] = ()
             lag_top_partitions=args.lag_top_partitions,
             leadership=args.leadership,
             log_level=str(getattr(args, "log_level", "INFO")),
+            log_format=str(getattr(args, "log_format", "text")),
             drain_timeout_s=args.drain_timeout,
             state_topic_problems=state_topic_problems,
             internal_tls_dir=args.internal_tls_dir,

@@ -70,6 +70,7 @@ class WorkerConfig:
     lag_top_partitions: int = DEFAULT_LAG_TOP_N
     leadership: str = "local"
     log_level: str = "INFO"
+    log_format: str = "text"  # groupcoord.cli.LOG_FORMATS
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
     state_topic_problems: tuple[str, ...] = ()  # the supervisor's check of an existing state topic
     # ca.crt, tls.crt, tls.key: mutual TLS on the gRPC port, callers checked (common/internal_tls.py);
@@ -351,7 +352,7 @@ async def _drain(runtime: WorkerRuntime, timeout_s: float, poll_s: float = 0.1) 
 
 def worker_main(config: WorkerConfig, metrics_report: Connection | None, hosted: HostedShards) -> None:
     """Process entry point (spawned by the ``groupcoord shard`` supervisor)."""
-    configure_logging(config.log_level, f"w{config.worker} ")
+    configure_logging(config.log_level, config.log_format, worker=config.worker)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides; it sends SIGTERM
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
