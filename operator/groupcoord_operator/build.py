@@ -289,6 +289,16 @@ def _apply_pod_template(
         pod["nodeSelector"] = dict(template.node_selector)
     if template.priority_class_name:
         pod["priorityClassName"] = template.priority_class_name
+    if template.security_context:
+        pod["securityContext"] = {**pod["securityContext"], **template.security_context}
+    (container,) = pod["containers"]
+    if template.container_security_context:
+        container["securityContext"] = {**container["securityContext"], **template.container_security_context}
+    own = {e["name"] for e in container["env"]}
+    container["env"].extend(dict(e) for e in template.env if e["name"] not in own)
+    for probe, timings in (("livenessProbe", template.liveness_probe), ("readinessProbe", template.readiness_probe)):
+        if timings:
+            container[probe] = {**container[probe], **timings}
 
 
 def _pod_spec(spec: Spec, container: dict[str, Any]) -> dict[str, Any]:
@@ -700,12 +710,13 @@ def build_network_policies(
 
 
 def build_pod_disruption_budgets(
-    name: str, namespace: str, owner: Mapping[str, Any] | None = None
+    name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
-    """At most one shard and one gateway pod down at a time for voluntary disruptions (node
-    drains, cluster upgrades): a second shard down would double the partitions in failover."""
+    """By default at most one shard and one gateway pod down at a time for voluntary disruptions
+    (node drains, cluster upgrades): a second shard down would double the partitions in failover.
+    ``template.<component>.podDisruptionBudget.maxUnavailable`` changes it (0 blocks drains)."""
     budgets = []
-    for component in (SHARD, GATEWAY):
+    for component, template in ((SHARD, spec.shard_template), (GATEWAY, spec.gateway_template)):
         pdb: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
@@ -714,7 +725,10 @@ def build_pod_disruption_budgets(
                 "namespace": namespace,
                 "labels": labels(name, component),
             },
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector(name, component)}},
+            "spec": {
+                "maxUnavailable": template.max_unavailable,
+                "selector": {"matchLabels": selector(name, component)},
+            },
         }
         if owner is not None:
             pdb["metadata"]["ownerReferences"] = [owner_reference(owner)]

@@ -266,6 +266,55 @@ def _pod_template(component: str) -> dict:
             },
             "nodeSelector": _string_map("Node selector."),
             "priorityClassName": {"type": "string", "description": "PriorityClass of the pods."},
+            "securityContext": {
+                **kubernetes_object,
+                "description": "Pod security context (core/v1 PodSecurityContext), merged over the "
+                "operator's (runAsNonRoot, RuntimeDefault seccomp): e.g. fsGroup, runAsUser.",
+            },
+            "containerSecurityContext": {
+                **kubernetes_object,
+                "description": "Container security context (core/v1 SecurityContext), merged over the "
+                "operator's (read-only root, no privilege escalation, all capabilities dropped).",
+            },
+            "env": {
+                "type": "array",
+                "description": "Extra environment variables of the container (Strimzi's "
+                "template.container.env); the operator's own variables win.",
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1, "description": "Variable name."},
+                        "value": {"type": "string", "description": "Value."},
+                        "valueFrom": {**kubernetes_object, "description": "Source (core/v1 EnvVarSource)."},
+                    },
+                },
+            },
+            "livenessProbe": _probe_timing("liveness"),
+            "readinessProbe": _probe_timing("readiness"),
+            "podDisruptionBudget": {
+                "type": "object",
+                "description": "The component's PodDisruptionBudget (Strimzi's template.podDisruptionBudget).",
+                "properties": {
+                    "maxUnavailable": _int(
+                        "Pods that may be down at once for voluntary disruptions (0: none; default 1).", 0
+                    ),
+                },
+            },
+        },
+    }
+
+
+def _probe_timing(kind: str) -> dict:
+    """Strimzi's probe settings: timings only; what a probe checks is the operator's."""
+    return {
+        "type": "object",
+        "description": f"Timings of the {kind} probe (what it checks stays the operator's).",
+        "properties": {
+            "initialDelaySeconds": _int("Seconds before the first probe.", 0),
+            "periodSeconds": _int("Seconds between probes.", 1),
+            "timeoutSeconds": _int("Seconds a probe may take.", 1),
+            "failureThreshold": _int("Failures in a row that count.", 1),
         },
     }
 

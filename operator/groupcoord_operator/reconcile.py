@@ -220,7 +220,7 @@ def _reconcile(
             name, namespace, spec, body, image, build.load_balancer_host(gateway_service)
         ),
         *build.build_services(name, namespace, spec, body),
-        *build.build_pod_disruption_budgets(name, namespace, body),
+        *build.build_pod_disruption_budgets(name, namespace, spec, body),
         *build.build_network_policies(name, namespace, spec, body),
     ]
     changed = []

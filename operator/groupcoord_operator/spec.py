@@ -73,11 +73,18 @@ class PodTemplate:
     topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
     node_selector: Mapping[str, str] = field(default_factory=dict)
     priority_class_name: str | None = None
+    security_context: Mapping[str, Any] = field(default_factory=dict)
+    container_security_context: Mapping[str, Any] = field(default_factory=dict)
+    env: tuple[Mapping[str, Any], ...] = ()
+    liveness_probe: Mapping[str, int] = field(default_factory=dict)
+    readiness_probe: Mapping[str, int] = field(default_factory=dict)
+    max_unavailable: int = 1  # the component's PodDisruptionBudget
 
 
 def _pod_template(raw: Mapping[str, Any] | None) -> PodTemplate:
     raw = raw or {}
     meta = raw.get("metadata") or {}
+    budget = raw.get("podDisruptionBudget") or {}
     return PodTemplate(
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
@@ -86,6 +93,12 @@ def _pod_template(raw: Mapping[str, Any] | None) -> PodTemplate:
         topology_spread_constraints=tuple(raw.get("topologySpreadConstraints") or ()),
         node_selector=dict(raw.get("nodeSelector") or {}),
         priority_class_name=raw.get("priorityClassName") or None,
+        security_context=dict(raw.get("securityContext") or {}),
+        container_security_context=dict(raw.get("containerSecurityContext") or {}),
+        env=tuple(dict(e) for e in raw.get("env") or ()),
+        liveness_probe=dict(raw.get("livenessProbe") or {}),
+        readiness_probe=dict(raw.get("readinessProbe") or {}),
+        max_unavailable=int(budget.get("maxUnavailable", 1)),
     )
 
 

@@ -98,8 +98,18 @@ FULL = {
             ],
             "priorityClassName": "kafka-critical",
             "nodeSelector": {"kubernetes.io/os": "linux"},
+            "securityContext": {"fsGroup": 10001, "runAsUser": 10001},
+            "containerSecurityContext": {"runAsGroup": 10001},
+            "env": [
+                {"name": "TZ", "value": "UTC"},
+                {"name": "POD_NAME", "value": "not-the-operator-s"},
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+            ],
+            "livenessProbe": {"timeoutSeconds": 10, "failureThreshold": 12},
+            "readinessProbe": {"initialDelaySeconds": 5},
+            "podDisruptionBudget": {"maxUnavailable": 0},
         },
-        "gateway": {"priorityClassName": "kafka-critical"},
+        "gateway": {"priorityClassName": "kafka-critical", "podDisruptionBudget": {"maxUnavailable": 2}},
     },
 }
 OWNER = {"metadata": {"name": "gc", "namespace": "kafka", "uid": "0f3c9b7e-1111-2222-3333-444455556666"}}
@@ -111,7 +121,7 @@ def all_objects(spec_raw):
         build.build_shard_statefulset("gc", "kafka", spec, OWNER),
         build.build_gateway_deployment("gc", "kafka", spec, OWNER),
         *build.build_services("gc", "kafka", spec, OWNER),
-        *build.build_pod_disruption_budgets("gc", "kafka", OWNER),
+        *build.build_pod_disruption_budgets("gc", "kafka", spec, OWNER),
         *build.build_network_policies("gc", "kafka", spec, OWNER),
     ]
 
@@ -528,12 +538,33 @@ def test_status_listeners_name_the_bootstrap_address_per_type():
 
 
 def test_pod_disruption_budgets_are_owned_and_allow_one_pod_down():
-    budgets = build.build_pod_disruption_budgets("gc", "kafka", OWNER)
+    budgets = build.build_pod_disruption_budgets("gc", "kafka", parse_spec(MINIMAL), OWNER)
     assert [b["metadata"]["name"] for b in budgets] == ["gc-shard", "gc-gateway"]
     for pdb in budgets:
         assert pdb["spec"]["maxUnavailable"] == 1
         assert pdb["metadata"]["ownerReferences"][0]["kind"] == "GroupCoordinator"
         kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
+    shard, gateway = build.build_pod_disruption_budgets("gc", "kafka", parse_spec(FULL), OWNER)
+    assert shard["spec"]["maxUnavailable"] == 0 and gateway["spec"]["maxUnavailable"] == 2
+
+
+def test_template_security_contexts_env_and_probe_timings_reach_the_containers():
+    """Strimzi's template.pod.securityContext, template.container.{securityContext,env} and probe
+    timings: merged over the operator's, which keeps what it relies on (its env, its probes' checks)."""
+    plain = build.build_shard_statefulset("gc", "kafka", parse_spec(MINIMAL))["spec"]["template"]["spec"]
+    pod = build.build_shard_statefulset("gc", "kafka", parse_spec(FULL))["spec"]["template"]["spec"]
+    (container,), (plain_container,) = pod["containers"], plain["containers"]
+    assert pod["securityContext"] == {**plain["securityContext"], "fsGroup": 10001, "runAsUser": 10001}
+    assert container["securityContext"] == {**plain_container["securityContext"], "runAsGroup": 10001}
+    env = {e["name"]: e for e in container["env"]}
+    assert env["TZ"] == {"name": "TZ", "value": "UTC"}
+    assert env["NODE"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}, "the operator's wins"
+    assert [e["name"] for e in container["env"]].count("POD_NAME") == 1
+    assert container["livenessProbe"] == {**plain_container["livenessProbe"], "timeoutSeconds": 10, "failureThreshold": 12}
+    assert container["readinessProbe"] == {**plain_container["readinessProbe"], "initialDelaySeconds": 5}
+    gateway = build.build_gateway_deployment("gc", "kafka", parse_spec(FULL))["spec"]["template"]["spec"]
+    assert "TZ" not in {e["name"] for e in gateway["containers"][0]["env"]}, "overrides are per component"
 
 
 def test_status_with_warning_listeners_and_scale_fields_fits_the_crd():
