@@ -286,6 +286,17 @@ def test_cluster_wide_mode_uses_cluster_roles_only(chart):
     assert "all namespaces" in notes
 
 
+def test_an_image_by_digest_reaches_the_operator_and_the_resource(chart):
+    digest = "sha256:" + "ab" * 32
+    objects, _ = render(chart, {"image": {"registry": "registry.example", "repository": "gc", "tag": "1.2.3", "digest": digest}})
+    pinned = f"registry.example/gc@{digest}"
+    assert next(o for o in objects if o["kind"] == "GroupCoordinator")["spec"]["image"] == pinned
+    (operator,) = [o for o in objects if o["kind"] == "Deployment"]
+    container = operator["spec"]["template"]["spec"]["containers"][0]
+    assert container["image"] == pinned
+    assert pinned in {e.get("value") for e in container["env"]}, "the image the operator gives the pods"
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -301,6 +312,7 @@ def test_cluster_wide_mode_uses_cluster_roles_only(chart):
         {"metrics": {"prometheusRule": {"consumerLagFor": "soon"}}},
         {"metrics": {"prometheusRule": {"eventQueueSeconds": 0}}},
         {"metrics": {"dashboard": {"color": "red"}}},
+        {"image": {"repository": "gc", "digest": "latest"}},
         {"unknownKey": 1},
     ],
 )

@@ -31,12 +31,17 @@
 {{- printf "%s-workload" (include "groupcoord.fullname" .) }}
 {{- end }}
 
+{{- /* registry/repository:tag, or registry/repository@digest when image.digest is set (a
+digest pins the exact image; the tag is then left out, as the runtime would ignore it) */}}
 {{- define "groupcoord.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- $repository := .Values.image.repository }}
 {{- if .Values.image.registry }}
-{{- printf "%s/%s:%s" .Values.image.registry .Values.image.repository $tag }}
+{{- $repository = printf "%s/%s" .Values.image.registry .Values.image.repository }}
+{{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
 {{- else }}
-{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 {{- end }}
 
