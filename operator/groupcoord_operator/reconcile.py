@@ -61,17 +61,32 @@ class Outcome:
     status_written: bool
 
 
+def _path(obj: Mapping[str, Any]) -> str:
+    meta = obj["metadata"]
+    return object_path(obj["kind"], meta["namespace"], meta["name"])
+
+
+def _wanted(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What the operator owns of ``obj``: the merge patch that makes an existing object it."""
+    meta = obj["metadata"]
+    wanted_meta = {"labels": meta.get("labels"), "ownerReferences": meta.get("ownerReferences")}
+    return {"metadata": {k: v for k, v in wanted_meta.items() if v is not None}, "spec": obj["spec"]}
+
+
+def differs(kube: Kube, obj: Mapping[str, Any]) -> bool:
+    """Whether :func:`apply` would write ``obj`` (absent, or not what the operator owns of it)."""
+    current = kube.get(_path(obj))
+    return current is None or not is_subset(_wanted(obj), current)
+
+
 def apply(kube: Kube, obj: Mapping[str, Any]) -> bool:
     """Create ``obj`` or merge-patch it when it differs; returns whether anything was written."""
-    meta = obj["metadata"]
-    path = object_path(obj["kind"], meta["namespace"], meta["name"])
+    path = _path(obj)
     current = kube.get(path)
     if current is None:
-        kube.create(collection_path(obj["kind"], meta["namespace"]), obj)
+        kube.create(collection_path(obj["kind"], obj["metadata"]["namespace"]), obj)
         return True
-    wanted = {"metadata": {"labels": meta.get("labels"), "ownerReferences": meta.get("ownerReferences")}}
-    wanted["spec"] = obj["spec"]
-    wanted["metadata"] = {k: v for k, v in wanted["metadata"].items() if v is not None}
+    wanted = _wanted(obj)
     if is_subset(wanted, current):
         return False
     kube.merge_patch(path, wanted)
@@ -208,12 +223,6 @@ def _reconcile(
         "replacing_shard": step.replacing,
     }
 
-    # leadership first, so a shard about to be removed is already deposed when its pod stops
-    pre_status = status_for(placement, states, problem, **observed)
-    written = write_status(pre_status)
-    if written:
-        status, conditions = pre_status, pre_status["conditions"]
-
     objects = [
         build.build_shard_statefulset(name, namespace, spec, body, image, partition=step.partition),
         build.build_gateway_deployment(
@@ -223,6 +232,18 @@ def _reconcile(
         *build.build_pod_disruption_budgets(name, namespace, spec, body),
         *build.build_network_policies(name, namespace, spec, body),
     ]
+    # leadership first, so a shard about to be removed is already deposed when its pod stops;
+    # and a status written before the workloads change says they are about to (Progressing),
+    # never Ready with the old ones (kubectl wait --for=condition=Ready would return early)
+    if not observed["rollout_pending"]:
+        updating = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if differs(kube, o)]
+        if updating:
+            observed["rollout_pending"] = True
+            observed["rollout_message"] = "updating " + ", ".join(updating)
+    pre_status = status_for(placement, states, problem, **observed)
+    written = write_status(pre_status)
+    if written:
+        status, conditions = pre_status, pre_status["conditions"]
     changed = []
     rejected = []
     for obj in objects:

@@ -656,3 +656,32 @@ async def test_paused_reconciliation_changes_nothing_until_the_annotation_goes(o
         "reconciling again: shard 2's partitions moved",
     )
     assert condition(resumed, "Degraded")["reason"] == "ShardFailed"
+
+
+async def test_a_status_written_before_the_workloads_change_says_they_are_about_to(operator: Any) -> None:
+    """The operator writes leadership before it applies the workloads. That write must not say
+    Ready with nothing in progress while a gateway change is still to be applied: whoever waits
+    for Ready after a change (kubectl wait) would return before the gateway rolled."""
+    k = operator
+    await create_resource(k, SPEC)
+    for i in range(3):
+        await set_pod_ready(k, i, True)
+    await eventually(k, GW, lambda o: True, "gateway Deployment")
+    await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    await asyncio.sleep(1.5)  # a resync with nothing to do
+    first_request = len(list(k))
+
+    await send(k, "patch", CR, {"spec": {"gateway": {"replicas": 3}}})
+    await eventually(k, GW, lambda o: o["spec"]["replicas"] == 3, "the gateway change, applied")
+    writes = [
+        (str(r.url.path), r.data or {})
+        for r in list(k)[first_request:]
+        if str(r.method.value).upper() == "PATCH" and str(r.url.path) in (GW, f"{CR}/status")
+    ]
+    first_status = next((i for i, (path, _) in enumerate(writes) if path == f"{CR}/status"), len(writes))
+    gateway_patch = next(i for i, (path, _) in enumerate(writes) if path == GW)
+    assert first_status < gateway_patch, f"no status said the change was coming before it came: {[p for p, _ in writes]}"
+    said = {c["type"]: c for c in writes[first_status][1]["status"]["conditions"]}
+    assert said["Ready"]["status"] == "False" and said["Progressing"]["status"] == "True", said
+    assert f"Deployment/{NAME}-gateway" in said["Progressing"]["message"]
+    await eventually(k, CR, lambda o: condition(o, "Ready")["status"] == "True", "Ready again")
