@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
@@ -80,6 +81,10 @@ class Kube:
             response = self.api.call_api(*serialized, _request_timeout=30)
         except ApiException as exc:
             raise KubeError(exc.status or 0, str(exc.reason)) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            # the API server unreachable for a moment (an upgrade, a network blip): a failed call
+            # like any other, which the elector and the reconcile retry, never a dead thread
+            raise KubeError(0, f"API server unreachable: {exc}") from exc
         data = response.read()
         if not 200 <= response.status < 300:
             raise KubeError(response.status, data.decode(errors="replace")[:500] if data else "")

@@ -114,3 +114,31 @@ def test_release_frees_the_lease_for_others():
     a.release()
     assert store.obj["spec"]["holderIdentity"] == ""
     assert b.step(NOW + dt.timedelta(seconds=1)), "no need to wait for expiry"
+
+
+def test_an_unreachable_api_server_is_a_failed_call_the_elector_survives():
+    """A real client against a port nobody listens on (an API server mid-upgrade): the call
+    fails as a KubeError, so the elector's thread logs it and tries again, never dies."""
+    import socket
+
+    from kubernetes import client as k8s
+
+    from groupcoord_operator.kube import Kube
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    configuration = k8s.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    configuration.retries = 0
+    kube = Kube(k8s.ApiClient(configuration))
+    try:
+        try:
+            kube.get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l")
+        except KubeError as exc:
+            assert exc.status == 0 and "unreachable" in str(exc)
+        else:
+            raise AssertionError("a call to nobody succeeded")
+        assert LeaseElector(kube, "ns", "l", "a", lease_seconds=15).step() is False
+    finally:
+        kube.api.close()
