@@ -73,16 +73,16 @@ def _wanted(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": {k: v for k, v in wanted_meta.items() if v is not None}, "spec": obj["spec"]}
 
 
-def differs(kube: Kube, obj: Mapping[str, Any]) -> bool:
-    """Whether :func:`apply` would write ``obj`` (absent, or not what the operator owns of it)."""
-    current = kube.get(_path(obj))
+def differs(obj: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Whether :func:`apply` would write ``obj`` over ``current`` (absent, or not what the
+    operator owns of it)."""
     return current is None or not is_subset(_wanted(obj), current)
 
 
-def apply(kube: Kube, obj: Mapping[str, Any]) -> bool:
-    """Create ``obj`` or merge-patch it when it differs; returns whether anything was written."""
+def apply(kube: Kube, obj: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """Create ``obj`` or merge-patch it when it differs from ``current`` (as read this
+    reconcile); returns whether anything was written."""
     path = _path(obj)
-    current = kube.get(path)
     if current is None:
         kube.create(collection_path(obj["kind"], obj["metadata"]["namespace"]), obj)
         return True
@@ -235,8 +235,11 @@ def _reconcile(
     # leadership first, so a shard about to be removed is already deposed when its pod stops;
     # and a status written before the workloads change says they are about to (Progressing),
     # never Ready with the old ones (kubectl wait --for=condition=Ready would return early)
+    current = [kube.get(_path(obj)) for obj in objects]  # read once: for this status and for apply
     if not observed["rollout_pending"]:
-        updating = [f"{o['kind']}/{o['metadata']['name']}" for o in objects if differs(kube, o)]
+        updating = [
+            f"{o['kind']}/{o['metadata']['name']}" for o, existing in zip(objects, current, strict=True) if differs(o, existing)
+        ]
         if updating:
             observed["rollout_pending"] = True
             observed["rollout_message"] = "updating " + ", ".join(updating)
@@ -246,9 +249,9 @@ def _reconcile(
         status, conditions = pre_status, pre_status["conditions"]
     changed = []
     rejected = []
-    for obj in objects:
+    for obj, existing in zip(objects, current, strict=True):
         try:
-            if apply(kube, obj):
+            if apply(kube, obj, existing):
                 changed.append(f"{obj['kind']}/{obj['metadata']['name']}")
         except KubeError as exc:
             if exc.status not in (400, 422):
