@@ -446,6 +446,54 @@ def test_offset_commit_validation_with_per_partition_assignment_epochs() -> None
     ctx.assert_replay_equals_live()
 
 
+def test_a_commit_racing_the_epoch_bump_that_takes_a_partition_away_is_accepted() -> None:
+    """Seen with Kafka's VerifiableConsumer: a member that revoked what it had to sends its
+    heartbeat and, before the answer comes, commits what it consumed since — with the epoch it
+    still knows. The heartbeat moved it to the next epoch, which takes another partition away
+    (a third member joined meanwhile): that partition is pending revocation, not assigned. Kafka
+    (KIP-1251) accepts the commit for it; refusing it hands the next owner records to consume
+    twice."""
+    ctx = ConsumerGroupContext()
+    ctx.set_topics(foo=6)
+    ctx.join("a")
+    ctx.ack("a")
+    e = ctx.member("a").member_epoch
+    assert ctx.owned("a") == {"foo": [0, 1, 2, 3, 4, 5]}
+    ctx.join("b")
+    ctx.heartbeat("a", e, owned={"foo": [0, 1, 2, 3, 4, 5]})  # told to give back half
+    kept = ctx.owned("a")
+    assert ctx.member("a").state is MemberState.UNREVOKED_PARTITIONS and ctx.member("a").member_epoch == e
+    ctx.join("c")
+    ctx.heartbeat("a", e, owned=kept)  # revoked; the next epoch takes one more away
+    a = ctx.member("a")
+    assert a.member_epoch == e + 1 and a.state is MemberState.UNREVOKED_PARTITIONS
+    [(_, pending)] = ctx.pending("a").items()
+    [(_, still)] = ctx.owned("a").items()
+    # the commit sent with epoch e before that answer arrived
+    commit = {("foo", p): 7 for p in pending + still}
+    assert ctx.commit(G, commit, member_id="a", generation=e) == dict.fromkeys(commit, 0)
+    # what it gave back at epoch e is no longer its to commit, at any older epoch
+    gone = next(p for p in range(6) if p not in pending + still)
+    assert ctx.commit(G, {("foo", gone): 7}, member_id="a", generation=e) == {
+        ("foo", gone): E.stale_member_epoch.value
+    }
+    ctx.assert_replay_equals_live()
+
+
+def test_a_pending_revocation_recorded_without_epochs_reads_as_assigned_at_the_member_epoch() -> None:
+    """Records written before pending partitions carried their assignment epochs (the same wire
+    form without them) still replay: an older-epoch commit is refused for them, as then."""
+    from groupcoord.coordinator.core.consumer.group import ConsumerGroupMember
+    from groupcoord.records.v1 import consumer_group_pb2 as rpb
+
+    old = rpb.ConsumerGroupCurrentMemberAssignmentValue(member_epoch=5, previous_member_epoch=4, state=1)
+    old.assigned_partitions.add(topic_id=b"t" * 16, partitions=[0], assignment_epochs=[3])
+    old.partitions_pending_revocation.add(topic_id=b"t" * 16, partitions=[1, 2])
+    member = ConsumerGroupMember("a").with_assignment(old)
+    assert member.pending_revocation == {b"t" * 16: {1: 5, 2: 5}}
+    assert member.with_assignment(member.assignment_value()) == member
+
+
 def test_delete_group_needs_it_empty_and_writes_tombstones() -> None:
     from groupcoord.rpc.v1 import group_admin_pb2 as apb
 

@@ -87,7 +87,9 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     # topic id -> partition -> member epoch at which the partition was assigned (KIP-1251)
     assigned: Mapping[bytes, Mapping[int, int]] = field(default_factory=dict)
-    pending_revocation: Partitions = field(default_factory=dict)
+    # the same for the partitions it still has to give back: a commit that raced the epoch
+    # bump which took them away is still its to make (Kafka's createAssignmentEpochValidator)
+    pending_revocation: Mapping[bytes, Mapping[int, int]] = field(default_factory=dict)
 
     def assigned_partitions(self) -> dict[bytes, frozenset[int]]:
         return {tid: frozenset(parts) for tid, parts in self.assigned.items() if parts}
@@ -133,9 +135,11 @@ class ConsumerGroupMember:
                     topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered]
                 )
         for tid in sorted(self.pending_revocation):
-            if self.pending_revocation[tid]:
+            parts = self.pending_revocation[tid]
+            if parts:
+                ordered = sorted(parts)
                 v.partitions_pending_revocation.add(
-                    topic_id=tid, partitions=sorted(self.pending_revocation[tid])
+                    topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered]
                 )
         return v
 
@@ -170,9 +174,18 @@ class ConsumerGroupMember:
                 for tp in v.assigned_partitions
             },
             pending_revocation={
-                tp.topic_id: frozenset(tp.partitions) for tp in v.partitions_pending_revocation
+                tp.topic_id: _epochs_or(tp, v.member_epoch) for tp in v.partitions_pending_revocation
             },
         )
+
+
+def _epochs_or(tp: pb.TopicPartitionEpochs, member_epoch: int) -> dict[int, int]:
+    """A record's partitions with their assignment epochs; a record written before the pending
+    partitions carried theirs reads them as assigned at the member's epoch (a commit with an
+    older epoch is refused for them, as it was when that record was written)."""
+    if not tp.assignment_epochs:
+        return dict.fromkeys(tp.partitions, member_epoch)
+    return dict(zip(tp.partitions, tp.assignment_epochs, strict=True))
 
 
 def replace_member(member: ConsumerGroupMember, **changes: object) -> ConsumerGroupMember:
@@ -346,8 +359,10 @@ class ConsumerGroup:
 
         An admin commit (no member id, epoch -1) is allowed only while the group is empty. A
         member's commit must carry its current epoch — or an older one for a partition it was
-        assigned at or before that epoch and still owns (the commit raced with an epoch bump
-        that did not take the partition away): else STALE_MEMBER_EPOCH.
+        assigned at or before that epoch and still holds, assigned or pending revocation (the
+        commit raced with an epoch bump: a consumer commits what it consumed before it gives a
+        partition back, and refusing that commit hands the next owner records to consume
+        twice): else STALE_MEMBER_EPOCH.
         """
         if not member_id and generation_or_member_epoch < 0:
             if self.members and not (transactional and group_instance_id is None):
@@ -372,8 +387,11 @@ class ConsumerGroup:
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
         topic_id = image.topic_id(topic)
-        epochs = member.assigned.get(topic_id, {}) if topic_id is not None else {}
-        assigned_at = epochs.get(partition)
+        assigned_at = None
+        if topic_id is not None:
+            assigned_at = member.assigned.get(topic_id, {}).get(partition)
+            if assigned_at is None:
+                assigned_at = member.pending_revocation.get(topic_id, {}).get(partition)
         if assigned_at is None or assigned_at > generation_or_member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
 

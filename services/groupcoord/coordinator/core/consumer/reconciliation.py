@@ -11,12 +11,13 @@ KIP-848's reconciliation rules, per member and per heartbeat:
 * with nothing left to revoke or wait for, it is ``STABLE`` at the target epoch.
 
 Every assigned partition carries the member epoch at which it was assigned (KIP-1251), kept
-while the member keeps it, so an offset commit racing an epoch bump stays valid for it.
+while the member keeps it or still has to revoke it, so an offset commit racing an epoch bump
+stays valid for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroupMember,
@@ -64,7 +65,9 @@ def reconcile(
     return _next_assignment(member, member.member_epoch, target_epoch, target, owner_of, owned, also_self)
 
 
-def _still_owns(owned: Mapping[bytes, frozenset[int]] | None, partitions: Partitions) -> bool:
+def _still_owns(
+    owned: Mapping[bytes, frozenset[int]] | None, partitions: Mapping[bytes, Iterable[int]]
+) -> bool:
     if owned is None:
         return any(partitions.values())
     for tid, parts in partitions.items():
@@ -85,7 +88,7 @@ def _next_assignment(
 ) -> ConsumerGroupMember:
     selves = {member.member_id} if also_self is None else {member.member_id, also_self}
     kept: dict[bytes, dict[int, int]] = {}
-    revoking: dict[bytes, frozenset[int]] = {}
+    revoking: dict[bytes, dict[int, int]] = {}
     assignable: dict[bytes, list[int]] = {}
     unreleased = False
     for tid in set(target) | set(member.assigned):
@@ -94,7 +97,7 @@ def _next_assignment(
         keep = {p: e for p, e in have.items() if p in want}
         if keep:
             kept[tid] = keep
-        revoke = frozenset(p for p in have if p not in want)
+        revoke = {p: e for p, e in have.items() if p not in want}
         if revoke:
             revoking[tid] = revoke
         free = []
@@ -125,7 +128,7 @@ def _changed(
     epoch: int,
     state: MemberState,
     assigned: dict[bytes, dict[int, int]],
-    pending: dict[bytes, frozenset[int]],
+    pending: Mapping[bytes, Mapping[int, int]],
 ) -> ConsumerGroupMember:
     if (
         epoch == member.member_epoch
