@@ -167,6 +167,30 @@ def test_member_with_new_metadata_in_stable_triggers_a_rebalance(ctx: ShardConte
     assert ctx.answer(token).generation_id == gen + 1
 
 
+def test_every_rebalance_is_logged_with_its_reason_in_kafkas_words(
+    ctx: ShardContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group that keeps rebalancing is diagnosed from these lines, as with Kafka's
+    GroupMetadataManager: which member, why, in which state."""
+    ids, gen = ctx.form_group(G, 2)
+    caplog.set_level("INFO", logger="groupcoord.coordinator.core.classic.rebalance")
+    ctx.join(G, ids[1], protocols=[("range", b"new-topics")])
+    ctx.leave(G, (ids[0], None))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        f"Preparing to rebalance group {G} in state Stable with old generation {gen} (reason: "
+        f"Updating metadata for member {ids[1]} during Stable; client reason: not provided)."
+    ]  # the leave came during PreparingRebalance: no new join phase
+    ctx.join(G, ids[1], protocols=[("range", b"new-topics")])
+    ctx.advance(0)
+    caplog.clear()
+    ctx.leave(G, (ids[1], None))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"Preparing to rebalance group {G} in state CompletingRebalance with old generation "
+        f"{gen + 1} (reason: Removing member {ids[1]} on LeaveGroup; client reason: not provided)."
+    ]
+
+
 def test_group_max_size_rejects_extra_members() -> None:
     ctx = ShardContext(GroupConfig(classic_group_initial_rebalance_delay_ms=0, classic_group_max_size=2))
     ctx.form_group(G, 2)

@@ -271,7 +271,12 @@ def _add_member(
     # A new member cannot heartbeat before its JoinGroup answer; a lost answer would leave a
     # defunct member behind, so new members expire on Kafka's new-member join timeout.
     change.reschedule.append((member_id, ctx.config.classic_group_new_member_join_timeout_ms))
-    prepare_rebalance_or_complete_join(ctx, change)
+    prepare_rebalance_or_complete_join(
+        ctx,
+        change,
+        f"Adding new member {member_id} with group instance id {instance_id}; "
+        f"client reason: {_client_reason(request)}",
+    )
 
 
 def _update_member(
@@ -294,4 +299,14 @@ def _update_member(
             is_new=False,
         )
     )
-    prepare_rebalance_or_complete_join(ctx, change)
+    prepare_rebalance_or_complete_join(
+        ctx,
+        change,
+        f"Updating metadata for member {member.member_id} during {group.state.value}; "
+        f"client reason: {_client_reason(request)}",
+    )
+
+
+def _client_reason(request: pb.JoinGroupRequest) -> str:
+    """The reason a client gives for joining (JoinGroup v8+, KIP-800), as Kafka logs it."""
+    return request.reason if request.HasField("reason") and request.reason else "not provided"

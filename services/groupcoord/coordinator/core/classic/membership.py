@@ -82,13 +82,15 @@ def leave_group(
             elif leaving.member_id and leaving.member_id != existing:
                 code = ErrorCode.fenced_instance_id
             else:
-                remove_member_and_rebalance(ctx, change, existing)
+                remove_member_and_rebalance(ctx, change, existing, _leave_reason(existing, leaving))
         elif leaving.member_id in group.pending_members:
             change.remove_pending(leaving.member_id)
             change.timers.append(CancelTimer(pending_member_key(group.group_id, leaving.member_id)))
             maybe_complete_join(ctx, change)
         elif leaving.member_id in group.members:
-            remove_member_and_rebalance(ctx, change, leaving.member_id)
+            remove_member_and_rebalance(
+                ctx, change, leaving.member_id, _leave_reason(leaving.member_id, leaving)
+            )
         else:
             code = ErrorCode.unknown_member_id
         result.error_code = code.value
@@ -97,3 +99,8 @@ def leave_group(
     if request.api_version < 3 and results:
         top = ErrorCode(results[0].error_code)
     return finish(ctx, change, pb.LeaveGroupResponse(error_code=top.value, members=results))
+
+
+def _leave_reason(member_id: str, leaving: pb.LeaveGroupMember) -> str:
+    client = leaving.reason if leaving.HasField("reason") and leaving.reason else "not provided"
+    return f"Removing member {member_id} on LeaveGroup; client reason: {client}"

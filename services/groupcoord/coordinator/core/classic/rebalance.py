@@ -20,6 +20,7 @@ removed when the sync timer fires in CompletingRebalance, and the group rebalanc
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from groupcoord.common.errors import ErrorCode
@@ -43,6 +44,7 @@ from groupcoord.coordinator.core.contract import (
 )
 
 State = ClassicGroupState
+_log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------- results
@@ -78,15 +80,24 @@ def finish(
 
 
 # ---------------------------------------------------------------------------------- rebalance
-def prepare_rebalance_or_complete_join(ctx: ClassicContext, change: GroupChange) -> None:
+def prepare_rebalance_or_complete_join(ctx: ClassicContext, change: GroupChange, reason: str) -> None:
     if change.group.state in (State.STABLE, State.COMPLETING_REBALANCE, State.EMPTY):
-        prepare_rebalance(ctx, change)
+        prepare_rebalance(ctx, change, reason)
     else:
         maybe_complete_join(ctx, change)
 
 
-def prepare_rebalance(ctx: ClassicContext, change: GroupChange) -> None:
+def prepare_rebalance(ctx: ClassicContext, change: GroupChange, reason: str) -> None:
+    """Start a join phase. Logged with its reason in Kafka's words: a group that keeps
+    rebalancing is diagnosed from these lines (which member, why, in which state)."""
     group = change.group
+    _log.info(
+        "Preparing to rebalance group %s in state %s with old generation %d (reason: %s).",
+        group.group_id,
+        group.state.value,
+        group.generation_id,
+        reason,
+    )
     if group.state is State.COMPLETING_REBALANCE:
         # Members waiting for the leader's assignment must rejoin instead.
         for m in list(group.members.values()):
@@ -144,7 +155,9 @@ def complete_join(ctx: ClassicContext, change: GroupChange) -> None:
         change.transition_to(State.EMPTY)
 
 
-def remove_member_and_rebalance(ctx: ClassicContext, change: GroupChange, member_id: str) -> None:
+def remove_member_and_rebalance(
+    ctx: ClassicContext, change: GroupChange, member_id: str, reason: str
+) -> None:
     """Kafka's removeMemberAndUpdateClassicGroup: a waiting JoinGroup of the leaving member
     gets UNKNOWN_MEMBER_ID (it retries if still alive), then the group rebalances."""
     group = change.group
@@ -152,7 +165,7 @@ def remove_member_and_rebalance(ctx: ClassicContext, change: GroupChange, member
     change.answer("sync", member_id, error_sync(ErrorCode.unknown_member_id))
     change.remove_member(member_id)
     if group.state in (State.STABLE, State.COMPLETING_REBALANCE):
-        prepare_rebalance(ctx, change)
+        prepare_rebalance(ctx, change, reason)
     elif group.state is State.PREPARING_REBALANCE:
         maybe_complete_join(ctx, change)
 
@@ -183,7 +196,7 @@ def create_converted_group(
         for m in group.members.values():
             change.reschedule.append((m.member_id, m.session_timeout_ms))
         if rebalance:
-            prepare_rebalance(ctx, change)
+            prepare_rebalance(ctx, change, f"Downgrade group {group_id} from consumer to classic.")
     return finish(ctx, change)
 
 
@@ -254,7 +267,7 @@ def _expire_session(
             timers=[session_timer(ctx, group_id, member_id, member.session_timeout_ms, now_ms)]
         )
     change = GroupChange(group_id, group, now_ms)
-    remove_member_and_rebalance(ctx, change, member_id)
+    remove_member_and_rebalance(ctx, change, member_id, f"Removing member {member_id} on heartbeat expiration.")
     return finish(ctx, change)
 
 
@@ -270,7 +283,12 @@ def _expire_sync(
     ):
         return CoordinatorResult()
     change = GroupChange(group_id, group, now_ms)
-    remove_member_and_rebalance(ctx, change, group.leader_id)
+    remove_member_and_rebalance(
+        ctx,
+        change,
+        group.leader_id,
+        f"Removing leader {group.leader_id} which did not send its SyncGroup within the rebalance timeout.",
+    )
     return finish(ctx, change)
 
 
