@@ -17,6 +17,7 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from groupcoord.coordinator.core.classic.rebalance import (
+    client_reason,
     finish,
     pending_member_timer,
     prepare_rebalance_or_complete_join,
@@ -275,7 +276,7 @@ def _add_member(
         ctx,
         change,
         f"Adding new member {member_id} with group instance id {instance_id}; "
-        f"client reason: {_client_reason(request)}",
+        f"client reason: {client_reason(request)}",
     )
 
 
@@ -303,10 +304,5 @@ def _update_member(
         ctx,
         change,
         f"Updating metadata for member {member.member_id} during {group.state.value}; "
-        f"client reason: {_client_reason(request)}",
+        f"client reason: {client_reason(request)}",
     )
-
-
-def _client_reason(request: pb.JoinGroupRequest) -> str:
-    """The reason a client gives for joining (JoinGroup v8+, KIP-800), as Kafka logs it."""
-    return request.reason if request.HasField("reason") and request.reason else "not provided"

@@ -11,6 +11,7 @@ from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import ClassicGroupState
 from groupcoord.coordinator.core.classic.rebalance import (
+    client_reason,
     finish,
     maybe_complete_join,
     remove_member_and_rebalance,
@@ -102,5 +103,4 @@ def leave_group(
 
 
 def _leave_reason(member_id: str, leaving: pb.LeaveGroupMember) -> str:
-    client = leaving.reason if leaving.HasField("reason") and leaving.reason else "not provided"
-    return f"Removing member {member_id} on LeaveGroup; client reason: {client}"
+    return f"Removing member {member_id} on LeaveGroup; client reason: {client_reason(leaving)}"

@@ -80,6 +80,12 @@ def finish(
 
 
 # ---------------------------------------------------------------------------------- rebalance
+def client_reason(request: Any) -> str:
+    """The reason a client gives for joining or leaving (JoinGroup v8+, LeaveGroup v5+: KIP-800),
+    as Kafka logs it."""
+    return request.reason if request.HasField("reason") and request.reason else "not provided"
+
+
 def prepare_rebalance_or_complete_join(ctx: ClassicContext, change: GroupChange, reason: str) -> None:
     if change.group.state in (State.STABLE, State.COMPLETING_REBALANCE, State.EMPTY):
         prepare_rebalance(ctx, change, reason)

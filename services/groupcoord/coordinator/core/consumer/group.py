@@ -91,6 +91,12 @@ class ConsumerGroupMember:
     # bump which took them away is still its to make (Kafka's createAssignmentEpochValidator)
     pending_revocation: Mapping[bytes, Mapping[int, int]] = field(default_factory=dict)
 
+    def assignment_epoch(self, topic_id: bytes, partition: int) -> int | None:
+        """The epoch at which the member got ``partition``, if it holds it, assigned or pending
+        revocation (Kafka's getAssignmentEpoch), else None."""
+        epoch = self.assigned.get(topic_id, {}).get(partition)
+        return epoch if epoch is not None else self.pending_revocation.get(topic_id, {}).get(partition)
+
     def assigned_partitions(self) -> dict[bytes, frozenset[int]]:
         return {tid: frozenset(parts) for tid, parts in self.assigned.items() if parts}
 
@@ -127,20 +133,8 @@ class ConsumerGroupMember:
             previous_member_epoch=self.previous_member_epoch,
             state=int(self.state),
         )
-        for tid in sorted(self.assigned):
-            parts = self.assigned[tid]
-            if parts:
-                ordered = sorted(parts)
-                v.assigned_partitions.add(
-                    topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered]
-                )
-        for tid in sorted(self.pending_revocation):
-            parts = self.pending_revocation[tid]
-            if parts:
-                ordered = sorted(parts)
-                v.partitions_pending_revocation.add(
-                    topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered]
-                )
+        _add_partition_epochs(v.assigned_partitions, self.assigned)
+        _add_partition_epochs(v.partitions_pending_revocation, self.pending_revocation)
         return v
 
     def with_metadata(self, v: pb.ConsumerGroupMemberMetadataValue) -> ConsumerGroupMember:
@@ -177,6 +171,16 @@ class ConsumerGroupMember:
                 tp.topic_id: _epochs_or(tp, v.member_epoch) for tp in v.partitions_pending_revocation
             },
         )
+
+
+def _add_partition_epochs(into: Any, by_topic: Mapping[bytes, Mapping[int, int]]) -> None:
+    """``by_topic`` (topic id -> partition -> assignment epoch) as repeated TopicPartitionEpochs,
+    in topic and partition order."""
+    for tid in sorted(by_topic):
+        parts = by_topic[tid]
+        if parts:
+            ordered = sorted(parts)
+            into.add(topic_id=tid, partitions=ordered, assignment_epochs=[parts[p] for p in ordered])
 
 
 def _epochs_or(tp: pb.TopicPartitionEpochs, member_epoch: int) -> dict[int, int]:
@@ -387,11 +391,7 @@ class ConsumerGroup:
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
         topic_id = image.topic_id(topic)
-        assigned_at = None
-        if topic_id is not None:
-            assigned_at = member.assigned.get(topic_id, {}).get(partition)
-            if assigned_at is None:
-                assigned_at = member.pending_revocation.get(topic_id, {}).get(partition)
+        assigned_at = member.assignment_epoch(topic_id, partition) if topic_id is not None else None
         if assigned_at is None or assigned_at > generation_or_member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
 
