@@ -87,16 +87,17 @@ def run(argv: list[str]) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
     from tests.spark.test_standalone_cluster import (  # noqa: PLC0415 - the suite's cluster fixture
-        COMMAND,
-        SPARK_HOME,
         connector_jars,
+        local_command,
+        spark_env,
         standalone_cluster,
+        submit_command,
     )
 
     load_before = _load()
     jars = connector_jars()
     work = Path(tempfile.mkdtemp(prefix="bench-capacity-cluster-"))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = spark_env()
     try:
         with ApacheKafka(work / "kafka", version=VERSIONS["kafka-4.4"]) as kafka:
             topic = f"metrics-{uuid.uuid4().hex[:8]}"
@@ -107,8 +108,7 @@ def run(argv: list[str]) -> dict[str, Any]:
 
             t = time.perf_counter()
             subprocess.run(
-                [sys.executable, "-m", "groupcoord.cli", "capacity", "--master", "local[*]",
-                 "--reader", "python", "--out", str(work / "local"), *common],
+                local_command("local[*]", "--reader", "python", "--out", str(work / "local"), *common),
                 env=env, check=True, capture_output=True, timeout=3600,
             )  # fmt: skip
             local_s = time.perf_counter() - t
@@ -118,12 +118,11 @@ def run(argv: list[str]) -> dict[str, Any]:
             with standalone_cluster(work / "spark") as master:
                 t = time.perf_counter()
                 subprocess.run(
-                    [str(SPARK_HOME / "bin" / "spark-submit"), "--master", master,
-                     "--jars", ",".join(str(j) for j in jars),
-                     "--conf", f"spark.pyspark.python={sys.executable}",
-                     "--conf", "spark.executor.memory=1g",
-                     str(COMMAND), "--reader", "kafka", "--out", str(work / "cluster"), *common],
-                    env={**env, "SPARK_HOME": str(SPARK_HOME)}, check=True, capture_output=True, timeout=3600,
+                    submit_command(
+                        master, jars, {"spark.executor.memory": "1g"},
+                        "--reader", "kafka", "--out", str(work / "cluster"), *common,
+                    ),
+                    env=env, check=True, capture_output=True, timeout=3600,
                 )  # fmt: skip
                 cluster_s = time.perf_counter() - t
             cluster_rec = _check(work / "cluster" / "plan.json", samples, p95)

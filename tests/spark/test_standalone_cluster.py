@@ -12,18 +12,18 @@ import asyncio
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pyspark
 import pytest
 
+from groupcoord.embedded_broker import free_port
 from groupcoord.testing.apache_kafka import ApacheKafka
 from tests.real_parts import start_apache_kafka, unavailable
 from tests.spark.capacity.test_command import publish_history
@@ -51,12 +51,6 @@ def connector_jars() -> list[Path]:
     return jars
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_for_line(log: Path, text: str, process: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -70,18 +64,41 @@ def _wait_for_line(log: Path, text: str, process: subprocess.Popen[bytes], timeo
     )
 
 
-@contextlib.contextmanager
-def standalone_cluster(work: Path, workers: int = 2) -> Iterator[str]:
-    """A Spark standalone master and ``workers`` workers (1 core, 1 GiB each) on 127.0.0.1;
-    yields the master URL."""
-    env = {
+def spark_env() -> dict[str, str]:
+    """The environment of every Spark process here: the installed PySpark as Spark, loopback
+    only, and this interpreter (with groupcoord) for the Python workers."""
+    return {
         **os.environ,
         "SPARK_HOME": str(SPARK_HOME),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,
     }
+
+
+def local_command(master: str, *capacity_args: str) -> list[str]:
+    """``groupcoord capacity`` in a Spark session of its own (``--master local[N]``)."""
+    return [sys.executable, "-m", "groupcoord.cli", "capacity", "--master", master, *capacity_args]
+
+
+def submit_command(master: str, jars: list[Path], conf: Mapping[str, str], *capacity_args: str) -> list[str]:
+    """``spark-submit`` of the capacity command to ``master`` with the connector ``jars``."""
+    confs = [f"spark.pyspark.python={sys.executable}", *(f"{k}={v}" for k, v in conf.items())]
+    return [
+        str(SPARK_HOME / "bin" / "spark-submit"),
+        *("--master", master, "--jars", ",".join(str(j) for j in jars)),
+        *(arg for c in confs for arg in ("--conf", c)),
+        str(COMMAND),
+        *capacity_args,
+    ]
+
+
+@contextlib.contextmanager
+def standalone_cluster(work: Path, workers: int = 2) -> Iterator[str]:
+    """A Spark standalone master and ``workers`` workers (1 core, 1 GiB each) on 127.0.0.1;
+    yields the master URL."""
+    env = spark_env()
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port = _free_port()
+    port = free_port()
     url = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen[bytes]] = []
     try:
@@ -95,7 +112,7 @@ def standalone_cluster(work: Path, workers: int = 2) -> Iterator[str]:
                 "--port",
                 str(port),
                 "--webui-port",
-                str(_free_port()),
+                str(free_port()),
             ],
             stdout=master_log.open("wb"),
             stderr=subprocess.STDOUT,
@@ -118,7 +135,7 @@ def standalone_cluster(work: Path, workers: int = 2) -> Iterator[str]:
                         "--memory",
                         "1g",
                         "--webui-port",
-                        str(_free_port()),
+                        str(free_port()),
                         "--work-dir",
                         str(work / f"worker-{i}"),
                         url,
@@ -173,22 +190,12 @@ def test_spark_submit_on_a_standalone_cluster_with_the_kafka_connector_plans_as_
     try:
         topic = f"metrics-{uuid.uuid4().hex[:8]}"
         truth = asyncio.run(publish_history(kafka.bootstrap, topic))
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-
         started = time.monotonic()
         local = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "groupcoord.cli",
-                "capacity",
-                "--master",
-                "local[2]",
-                *_capacity(kafka.bootstrap, topic, tmp_path / "local", "python"),
-            ],
+            local_command("local[2]", *_capacity(kafka.bootstrap, topic, tmp_path / "local", "python")),
             capture_output=True,
             text=True,
-            env=env,
+            env=spark_env(),
             timeout=600,
             check=False,
         )
@@ -200,24 +207,15 @@ def test_spark_submit_on_a_standalone_cluster_with_the_kafka_connector_plans_as_
         with standalone_cluster(tmp_path / "spark") as master:
             started = time.monotonic()
             submitted = subprocess.run(
-                [
-                    str(SPARK_HOME / "bin" / "spark-submit"),
-                    "--master",
+                submit_command(
                     master,
-                    "--jars",
-                    ",".join(str(j) for j in jars),
-                    "--conf",
-                    f"spark.pyspark.python={sys.executable}",
-                    "--conf",
-                    "spark.executor.memory=512m",
-                    "--conf",
-                    "spark.sql.shuffle.partitions=4",
-                    str(COMMAND),
+                    jars,
+                    {"spark.executor.memory": "512m", "spark.sql.shuffle.partitions": "4"},
                     *_capacity(kafka.bootstrap, topic, tmp_path / "cluster", "kafka"),
-                ],
+                ),
                 capture_output=True,
                 text=True,
-                env={**env, "SPARK_HOME": str(SPARK_HOME)},
+                env=spark_env(),
                 timeout=600,
                 check=False,
             )
