@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,28 +19,38 @@ ROOT = Path(__file__).resolve().parents[2]
 PIN = re.compile(r"^([A-Za-z0-9_.\-]+)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?$")
 
 
-def locked(name: str) -> dict[str, list[tuple[Version, str | None, int]]]:
-    """package -> [(version, marker, number of hashes)] (a universal lock may pin a package
-    twice, under exclusive markers)."""
-    pins: dict[str, list[tuple[Version, str | None, int]]] = {}
-    current: list[object] | None = None
+@dataclass
+class Pin:
+    version: Version
+    marker: str | None
+    hashes: int = 0
+
+
+Pins = dict[str, list[Pin]]
+
+
+def locked(name: str) -> Pins:
+    """package -> its pins (a universal lock may pin a package twice, under exclusive markers),
+    each with the number of file hashes that follow it."""
+    pins: Pins = {}
+    current: Pin | None = None
     for line in (ROOT / "requirements" / name).read_text().splitlines():
         if m := PIN.match(line):
-            current = [Version(m[2]), m[3], 0]
-            pins.setdefault(canonicalize_name(m[1]), []).append(current)  # type: ignore[arg-type]
+            current = Pin(Version(m[2]), m[3])
+            pins.setdefault(canonicalize_name(m[1]), []).append(current)
         elif line.strip().startswith("--hash=sha256:") and current is not None:
-            current[2] += 1  # type: ignore[operator]
-    return {k: [tuple(v) for v in vs] for k, vs in pins.items()}  # type: ignore[misc]
+            current.hashes += 1
+    return pins
 
 
-def assert_satisfied(requirements: list[str], pins: dict[str, list[tuple[Version, str | None, int]]]) -> None:
+def assert_satisfied(requirements: list[str], pins: Pins) -> None:
     for text in requirements:
         req = Requirement(text)
         name = canonicalize_name(req.name)
         assert name in pins, f"{text}: not in the lock (regenerate it, see the Dockerfile)"
-        for version, _marker, _hashes in pins[name]:
-            assert req.specifier.contains(version, prereleases=True), (
-                f"{text}: the lock pins {version} (regenerate it, see the Dockerfile)"
+        for pin in pins[name]:
+            assert req.specifier.contains(pin.version, prereleases=True), (
+                f"{text}: the lock pins {pin.version} (regenerate it, see the Dockerfile)"
             )
 
 
@@ -69,12 +80,12 @@ def test_every_locked_package_carries_hashes(name: str) -> None:
     pins = locked(name)
     assert pins
     for package, entries in pins.items():
-        for version, _marker, hashes in entries:
-            assert hashes > 0, f"{name}: {package}=={version} has no hash (pip --require-hashes refuses it)"
+        for pin in entries:
+            assert pin.hashes > 0, f"{name}: {package}=={pin.version} has no hash (pip --require-hashes refuses it)"
 
 
 def test_protobuf_code_generated_at_build_runs_on_the_locked_runtime() -> None:
     """grpcio-tools generates code that checks the protobuf runtime's version at import: the
     build's and the image's protobuf must be one version (a newer gencode refuses to load)."""
     image, build = locked("image.lock"), locked("build.lock")
-    assert [v for v, _m, _h in image["protobuf"]] == [v for v, _m, _h in build["protobuf"]]
+    assert [p.version for p in image["protobuf"]] == [p.version for p in build["protobuf"]]
