@@ -10,10 +10,11 @@ ARG BASE_IMAGE=python:3.12-slim
 # ---------------------------------------------------------------------------------------------
 # builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its locked dependencies,
 # the protobuf code compiled into the wheel by `pip wheel` (the locked grpcio-tools of /opt/build,
-# a virtualenv the image leaves behind). Only pip and wheels here: no compiler is installed in any stage. Left out of the
-# virtualenv (trim-venv): pip and setuptools (nothing installs at run time), type stubs, and the asyncio copy
-# of the Kubernetes client (kubernetes/aio, ~68 MB with its bytecode) that nothing imports
-# (the operator, kopf and the shards' leadership watch use the synchronous client).
+# a virtualenv the image leaves behind). Only pip and wheels here: no compiler is installed in any
+# stage. Left out of the virtualenv (trim-venv): pip and setuptools (nothing installs at run time),
+# type stubs, and the asyncio copy of the Kubernetes client (kubernetes/aio, ~68 MB with its
+# bytecode) that nothing imports (the operator, kopf and the shards' leadership watch use the
+# synchronous client).
 FROM ${BASE_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/groupcoord
