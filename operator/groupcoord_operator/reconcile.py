@@ -254,10 +254,11 @@ def _reconcile(
             if apply(kube, obj, existing):
                 changed.append(f"{obj['kind']}/{obj['metadata']['name']}")
         except KubeError as exc:
-            if exc.status not in (400, 422):
+            if exc.status not in (400, 403, 422):
                 raise
-            # the API server refused what the spec asks (e.g. an affinity it cannot parse):
-            # the object stays as it was, and the resource says why
+            # the API server refused what the spec asks (e.g. an affinity it cannot parse), or
+            # the operator's Role lacks a verb: the object stays as it was, and the resource
+            # says why, where whoever can fix it looks (a log line alone goes unseen)
             rejected.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc}")
     final = pre_status
     if rejected:

@@ -19,7 +19,7 @@ import datetime as dt
 import os
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import kmock
@@ -28,6 +28,7 @@ import pytest
 os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
 
 import kopf  # noqa: E402
+from api_calls import DEADLINE_S, condition, eventually, get, leaders, send  # noqa: E402
 from kmock_resources import declare_resources  # noqa: E402
 
 from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
@@ -44,7 +45,6 @@ SPEC = {
     "threadsPerShard": 2,
     "standbysPerPartition": 1,
 }
-DEADLINE_S = 30.0
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -79,43 +79,6 @@ async def operator(kmock: kmock.KubernetesEmulator, monkeypatch: pytest.MonkeyPa
         handlers.PROCESS.close()
     assert not thread.is_alive(), "the operator did not stop"
     assert not errors, errors
-
-
-async def get(k: Any, path: str) -> dict[str, Any] | None:
-    async with k.get(path) as resp:
-        return await resp.json() if resp.status == 200 else None
-
-
-async def send(k: Any, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
-    async with getattr(k, method)(path, json=body, headers=headers) as resp:
-        assert resp.status < 300, await resp.text()
-        return await resp.json()
-
-
-async def eventually(k: Any, path: str, check: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
-    """Poll until ``check(obj)`` holds; operators converge asynchronously, so no fixed sleeps."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    obj: dict[str, Any] | None = None
-    while loop.time() < deadline:
-        obj = await get(k, path)
-        if obj is not None:
-            try:
-                if check(obj):
-                    return obj
-            except (KeyError, TypeError, StopIteration):
-                pass
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; last seen: {obj}")
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    return next(c for c in obj["status"]["conditions"] if c["type"] == type_)
-
-
-def leaders(obj: dict[str, Any]) -> dict[int, int]:
-    return {p: a.leader for p, a in placement_from_status(obj["status"]["partitions"]).items()}
 
 
 def shard_pod(index: int, ready: bool, template_hash: str | None = None) -> dict[str, Any]:
@@ -651,8 +614,10 @@ async def test_paused_reconciliation_changes_nothing_until_the_annotation_goes(o
     resumed = await eventually(
         k,
         CR,
-        lambda o: all(c["type"] != "ReconciliationPaused" for c in o["status"]["conditions"])
-        and 2 not in set(leaders(o).values()),
+        lambda o: (
+            all(c["type"] != "ReconciliationPaused" for c in o["status"]["conditions"])
+            and 2 not in set(leaders(o).values())
+        ),
         "reconciling again: shard 2's partitions moved",
     )
     assert condition(resumed, "Degraded")["reason"] == "ShardFailed"
@@ -680,7 +645,9 @@ async def test_a_status_written_before_the_workloads_change_says_they_are_about_
     ]
     first_status = next((i for i, (path, _) in enumerate(writes) if path == f"{CR}/status"), len(writes))
     gateway_patch = next(i for i, (path, _) in enumerate(writes) if path == GW)
-    assert first_status < gateway_patch, f"no status said the change was coming before it came: {[p for p, _ in writes]}"
+    assert first_status < gateway_patch, (
+        f"no status said the change was coming before it came: {[p for p, _ in writes]}"
+    )
     said = {c["type"]: c for c in writes[first_status][1]["status"]["conditions"]}
     assert said["Ready"]["status"] == "False" and said["Progressing"]["status"] == "True", said
     assert f"Deployment/{NAME}-gateway" in said["Progressing"]["message"]

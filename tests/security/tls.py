@@ -186,3 +186,53 @@ class Stunnel:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class KubePki:
+    """What a Kubernetes API server needs: its CA (also the client CA), its serving pair, an
+    administrator's client pair (group ``system:masters``) and the service-account signing pair."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    admin_cert: Path
+    admin_key: Path
+    service_account_key: Path
+    service_account_public: Path
+
+
+def make_kube_pki(directory: Path) -> KubePki:
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = _ca("kubernetes test CA")
+    _write(directory / "ca", None, ca_cert)
+    key, cert = _leaf(ca_key, ca_cert, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), True)
+    _write(directory / "server", key, cert)
+    admin = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:masters"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "admin"),
+        ]
+    )
+    key, cert = _leaf(ca_key, ca_cert, admin, False)
+    _write(directory / "admin", key, cert)
+    signing = _key()
+    (directory / "service-account.key").write_bytes(
+        signing.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (directory / "service-account.pub").write_bytes(
+        signing.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return KubePki(
+        directory / "ca.crt",
+        directory / "server.crt",
+        directory / "server.key",
+        directory / "admin.crt",
+        directory / "admin.key",
+        directory / "service-account.key",
+        directory / "service-account.pub",
+    )

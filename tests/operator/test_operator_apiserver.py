@@ -1,0 +1,370 @@
+"""The operator as a platform team installs it, against a real Kubernetes API server with RBAC on.
+
+What kmock cannot tell us, a real ``kube-apiserver`` (built from Kubernetes' Go modules; see
+``kube_apiserver.py``) does: the chart's CRD is a valid structural schema whose defaults,
+validation rules and pruning the server applies; status and scale are subresources (a patch of the
+resource never writes its status); and every call the operator makes is authorized against the
+chart's own Roles, because the operator runs as the chart's ServiceAccount with a token the server
+issued, started with the arguments and environment of the chart's Deployment.
+
+No controller manager or kubelet runs: the test creates shard pods from the StatefulSet's
+template, as the StatefulSet controller would, and reports them Ready through ``pods/status``,
+as the kubelet would.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import helm_python as helm
+import pytest
+import yaml
+from api_calls import condition, eventually, get, leaders, send
+from kube_apiserver import (
+    ApiError,
+    KubeApiServer,
+    create,
+    path_of,
+    service_account_token,
+    wait_established,
+)
+
+from groupcoord.embedded_broker import free_port, stop_process_group
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
+RELEASE = "gc"
+NAME = "gc-groupcoord"  # the chart's GroupCoordinator, operator and roles are named after the release
+OPERATOR_ACCOUNT = f"{NAME}-operator"
+
+pytestmark = [pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
+    with KubeApiServer(tmp_path_factory.mktemp("kube-apiserver")) as server:
+        yield server
+
+
+_namespaces = iter(range(1, 1000))
+
+
+@pytest.fixture
+async def admin(apiserver: KubeApiServer) -> AsyncIterator[aiohttp.ClientSession]:
+    async with apiserver.admin_session() as session:
+        yield session
+
+
+@pytest.fixture
+def namespace() -> str:
+    """Each test installs the chart into a namespace of its own (one API server per module)."""
+    return f"kafka-{next(_namespaces)}"
+
+
+def render_chart(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The chart's objects as ``helm install`` would send them (hooks included, run first)."""
+    manifests = helm.Chart.load(CHART).render(values, name=RELEASE, namespace=namespace, is_install=True)
+    objects = []
+    for path, text in sorted(manifests.items()):
+        if not path.endswith("NOTES.txt"):
+            objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    for obj in objects:
+        if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"):
+            obj["metadata"].setdefault("namespace", namespace)
+    return objects
+
+
+def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
+    """Cluster-wide names carry the namespace, so installs in several namespaces of one API
+    server do not collide (a real cluster has one release of a given name per namespace too)."""
+    renamed = {}
+    for obj in objects:
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            old = obj["metadata"]["name"]
+            renamed[old] = obj["metadata"]["name"] = f"{old}-{namespace}"
+            obj["metadata"].pop("labels", None)  # aggregation labels: nothing aggregates here
+    for obj in objects:
+        ref = obj.get("roleRef")
+        if ref and ref["kind"] == "ClusterRole":
+            ref["name"] = renamed.get(ref["name"], ref["name"])
+
+
+async def install(
+    admin: aiohttp.ClientSession, namespace: str, edit: Any = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server); returns the
+    objects applied and the chart's operator Deployment. ``edit(objects)`` may change them first."""
+    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
+    try:
+        await create(admin, crd)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    await wait_established(admin, crd["metadata"]["name"])
+    await create(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    objects = render_chart(namespace)
+    cluster_scoped_names(objects, namespace)
+    if edit is not None:
+        edit(objects)
+    deployment = next(
+        o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == f"{NAME}-operator"
+    )
+    # what `helm install` sends; the crd-upgrade hook's Job is not run (no controller manager)
+    # and the operator's Deployment is run by the test itself, as its pod would be
+    order = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret")
+    for kind in order:
+        for obj in objects:
+            if obj["kind"] == kind:
+                await create(admin, obj)
+    for obj in objects:
+        if obj["kind"] == "GroupCoordinator":
+            await create(admin, obj)
+    return objects, deployment
+
+
+def operator_command(deployment: dict[str, Any], namespace: str) -> tuple[list[str], dict[str, str]]:
+    """The chart's operator container as a local process: its arguments and environment, with
+    the values the downward API would fill in; ports moved to free ones."""
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "groupcoord_operator"]
+    fields = {"metadata.name": f"{NAME}-operator-0", "metadata.namespace": namespace}
+    env = {}
+    for var in container.get("env") or ():
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        else:
+            env[var["name"]] = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    env |= {
+        "GROUPCOORD_OPERATOR_RESYNC_SECONDS": "1",
+        "GROUPCOORD_OPERATOR_RENEW_SECONDS": "1",
+        "GROUPCOORD_OPERATOR_KAFKA_PROBE": "false",  # no Kafka behind this resource
+    }
+    args = [*container["args"], f"--liveness=http://127.0.0.1:{free_port()}/healthz", "--metrics-port=0"]
+    return [sys.executable, "-m", "groupcoord_operator", *args], env
+
+
+@pytest.fixture
+async def run_operator(
+    apiserver: KubeApiServer, admin: aiohttp.ClientSession, tmp_path: Path
+) -> AsyncIterator[Any]:
+    """Starts the chart's operator as its ServiceAccount; stopped (and its log kept) at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    async def start(deployment: dict[str, Any], namespace: str) -> Path:
+        token = await service_account_token(admin, namespace, OPERATOR_ACCOUNT)
+        kubeconfig = apiserver.kubeconfig(tmp_path / "kubeconfig", token, namespace)
+        command, env = operator_command(deployment, namespace)
+        environment = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_OPERATOR_")}
+        environment |= env | {"KUBECONFIG": str(kubeconfig)}
+        log = tmp_path / "operator.log"
+        with log.open("wb") as out:
+            started.append(
+                subprocess.Popen(
+                    command, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            )
+        return log
+
+    yield start
+    for proc in started:
+        stop_process_group(proc)
+
+
+def ready_pod(sts: dict[str, Any], index: int) -> dict[str, Any]:
+    """What the StatefulSet controller makes for ordinal ``index`` from the template."""
+    template = copy.deepcopy(sts["spec"]["template"])
+    meta = template["metadata"]
+    meta["name"] = f"{sts['metadata']['name']}-{index}"
+    meta["namespace"] = sts["metadata"]["namespace"]
+    meta.setdefault("labels", {})["apps.kubernetes.io/pod-index"] = str(index)
+    meta["labels"]["statefulset.kubernetes.io/pod-name"] = meta["name"]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+async def set_pod_ready(k: aiohttp.ClientSession, sts: dict[str, Any], index: int, ready: bool) -> None:
+    """Create shard ``index``'s pod if needed, then report its readiness as the kubelet does."""
+    pod = ready_pod(sts, index)
+    if await get(k, path_of(pod)) is None:
+        await create(k, pod)
+    status = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+    }
+    await send(k, "patch", f"{path_of(pod)}/status", {"status": status})
+
+
+async def test_the_chart_installs_and_its_operator_runs_the_resource_as_its_service_account(
+    admin: aiohttp.ClientSession, namespace: str, run_operator: Any
+) -> None:
+    _, deployment = await install(admin, namespace)
+    log = await run_operator(deployment, namespace)
+    cr_path = f"/apis/groupcoord.io/v1alpha1/namespaces/{namespace}/groupcoordinators/{NAME}"
+    sts_path = f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{NAME}-shard"
+    k = admin
+
+    # the chart's resource, as the API server stored it: the CRD's defaults are filled in
+    cr = await get(k, cr_path)
+    assert cr is not None and cr["spec"]["shards"] == 3
+
+    # the operator makes the workloads, within what its Roles allow
+    sts = await eventually(k, sts_path, lambda o: o["spec"]["replicas"] == 3, "shard StatefulSet", timeout=60)
+    assert sts["metadata"]["ownerReferences"][0]["name"] == NAME
+    await eventually(
+        k, f"/apis/apps/v1/namespaces/{namespace}/deployments/{NAME}-gateway", lambda o: True, "gateway"
+    )
+    for svc in (f"{NAME}-shard", f"{NAME}-gateway"):
+        await eventually(k, f"/api/v1/namespaces/{namespace}/services/{svc}", lambda o: True, svc)
+    for pdb in ("shard", "gateway"):
+        path = f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{NAME}-{pdb}"
+        await eventually(k, path, lambda o: True, f"{pdb} PodDisruptionBudget")
+    cr = await eventually(k, cr_path, lambda o: len(o["status"]["partitions"]) == 12, "placement in status")
+    assert sorted(Counter(leaders(cr).values()).values()) == [4, 4, 4]
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{NAME}-operator"
+    assert (await get(k, lease))["spec"]["holderIdentity"], "the operator leads through the chart's Lease"
+
+    # shards come up → Ready
+    for i in range(3):
+        await set_pod_ready(k, sts, i, True)
+    cr = await eventually(k, cr_path, lambda o: condition(o, "Ready")["status"] == "True", "Ready")
+    assert cr["status"]["replicas"] == 3
+
+    # `kubectl scale groupcoordinator gc-groupcoord --replicas=4`: the scale subresource
+    await send(k, "patch", f"{cr_path}/scale", {"spec": {"replicas": 4}})
+    await eventually(k, sts_path, lambda o: o["spec"]["replicas"] == 4, "replicas=4")
+    await set_pod_ready(k, sts, 3, True)
+    await eventually(k, cr_path, lambda o: 3 in leaders(o).values(), "partitions on shard 3")
+
+    # shard 1 fails: its partitions move
+    await set_pod_ready(k, sts, 1, False)
+    cr = await eventually(k, cr_path, lambda o: 1 not in leaders(o).values(), "failover away from shard 1")
+    assert condition(cr, "Degraded")["reason"] == "ShardFailed"
+    assert "Forbidden" not in log.read_text() and "403" not in log.read_text(), log.read_text()[-3000:]
+
+
+async def test_the_api_server_applies_the_crd_schema(admin: aiohttp.ClientSession, namespace: str) -> None:
+    """Defaults, validation and pruning come from the API server, before any operator sees them."""
+    await install(admin, namespace)
+    collection = f"/apis/groupcoord.io/v1alpha1/namespaces/{namespace}/groupcoordinators"
+
+    def resource(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        meta = {"name": name, "namespace": namespace}
+        return {
+            "apiVersion": "groupcoord.io/v1alpha1",
+            "kind": "GroupCoordinator",
+            "metadata": meta,
+            "spec": spec,
+        }
+
+    required = {"kafka": {"bootstrapServers": "kafka:9092"}, "stateTopic": {"partitions": 6}, "shards": 2}
+    stored = await create(admin, resource("minimal", {**required, "surprise": 1}))
+    assert "surprise" not in stored["spec"], "unknown fields are pruned"
+    assert stored["spec"]["threadsPerShard"] == 2 and stored["spec"]["standbysPerPartition"] == 0, "defaults"
+    assert stored["spec"]["stateTopic"]["name"] == "__groupcoord_state"
+
+    refusals = {
+        "threads": ({**required, "threadsPerShard": 0}, "spec.threadsPerShard"),
+        "no-shards": (
+            {"kafka": required["kafka"], "stateTopic": required["stateTopic"]},
+            "spec.shards: Required",
+        ),
+        "standbys": (
+            {**required, "standbysPerPartition": 2},
+            "standbysPerPartition must be smaller than shards",
+        ),
+        "heartbeat": (
+            {**required, "groupDefaults": {"heartbeatIntervalMs": 60000, "sessionTimeoutMs": 45000}},
+            "heartbeatIntervalMs must be smaller than sessionTimeoutMs",
+        ),
+    }
+    for name, (spec, said) in refusals.items():
+        with pytest.raises(ApiError) as refused:
+            await create(admin, resource(name, spec))
+        assert refused.value.status == 422 and said in refused.value.body["message"], refused.value.body
+        assert await get(admin, f"{collection}/{name}") is None
+
+    # status is a subresource: a patch of the resource cannot write it
+    await send(admin, "patch", f"{collection}/minimal", {"status": {"replicas": 99}})
+    assert "replicas" not in ((await get(admin, f"{collection}/minimal")).get("status") or {})
+
+
+async def test_a_role_missing_one_verb_stops_the_operator_and_says_which(
+    admin: aiohttp.ClientSession, namespace: str, run_operator: Any
+) -> None:
+    """The chart's Role without ``create`` on StatefulSets: the API server refuses the operator
+    (403), and the resource's status says what was refused, so a cluster admin sees it."""
+
+    def without_statefulset_create(objects: list[dict[str, Any]]) -> None:
+        role = next(o for o in objects if o["kind"] == "Role" and o["metadata"]["name"] == f"{NAME}-operator")
+        for rule in role["rules"]:
+            if "statefulsets" in rule["resources"]:
+                rule["verbs"] = [v for v in rule["verbs"] if v != "create"]
+
+    _, deployment = await install(admin, namespace, edit=without_statefulset_create)
+    await run_operator(deployment, namespace)
+    cr_path = f"/apis/groupcoord.io/v1alpha1/namespaces/{namespace}/groupcoordinators/{NAME}"
+    cr = await eventually(
+        admin,
+        cr_path,
+        lambda o: condition(o, "Degraded")["reason"] == "Rejected",
+        "Degraded: Rejected",
+        timeout=60,
+    )
+    message = condition(cr, "Degraded")["message"]
+    assert "HTTP 403" in message and "statefulsets" in message, message
+    assert await get(admin, f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{NAME}-shard") is None
+
+
+async def test_the_aggregated_roles_let_namespace_users_manage_and_view_resources(
+    admin: aiohttp.ClientSession, namespace: str
+) -> None:
+    """A namespace admin bound to the chart's admin role creates and scales a GroupCoordinator;
+    a viewer bound to the view role reads it and cannot change it (the API server's RBAC decides,
+    through impersonation by the test's administrator)."""
+    objects: list[dict[str, Any]] = []
+
+    def keep(applied: list[dict[str, Any]]) -> None:
+        objects.extend(applied)
+
+    await install(admin, namespace, edit=keep)
+    roles = {o["metadata"]["name"] for o in objects if o["kind"] == "ClusterRole"}
+    admin_role = next(r for r in roles if r.startswith(f"{NAME}-admin"))
+    view_role = next(r for r in roles if r.startswith(f"{NAME}-view"))
+    for user, role in (("alice", admin_role), ("victor", view_role)):
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{user}-groupcoord", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }
+        await create(admin, binding)
+
+    collection = f"/apis/groupcoord.io/v1alpha1/namespaces/{namespace}/groupcoordinators"
+    body = {
+        "apiVersion": "groupcoord.io/v1alpha1",
+        "kind": "GroupCoordinator",
+        "metadata": {"name": "team", "namespace": namespace},
+        "spec": {"kafka": {"bootstrapServers": "kafka:9092"}, "stateTopic": {"partitions": 6}, "shards": 1},
+    }
+
+    async def call(user: str, method: str, path: str, json: Any = None) -> int:
+        headers = {"Impersonate-User": user}
+        if method == "patch":
+            headers["Content-Type"] = "application/merge-patch+json"
+        async with admin.request(method.upper(), path, json=json, headers=headers) as resp:
+            return resp.status
+
+    assert await call("alice", "post", collection, body) == 201
+    assert await call("alice", "patch", f"{collection}/team/scale", {"spec": {"replicas": 2}}) == 200
+    assert await call("victor", "get", f"{collection}/team") == 200
+    assert await call("victor", "get", f"{collection}/team/scale") == 200
+    assert await call("victor", "patch", f"{collection}/team", {"spec": {"shards": 5}}) == 403
+    assert await call("victor", "delete", f"{collection}/team") == 403
+    assert await call("alice", "delete", f"{collection}/team") == 200
