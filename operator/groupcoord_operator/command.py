@@ -52,14 +52,9 @@ def apply_crd(kube: Any = None) -> str:
     from groupcoord_operator.reconcile import is_subset
 
     if kube is None:
-        from kubernetes import client as k8s
-        from kubernetes import config as k8s_config
+        from groupcoord.common.kubernetes_api import KubernetesApi, load_config
 
-        try:
-            k8s_config.load_incluster_config()
-        except k8s_config.ConfigException:
-            k8s_config.load_kube_config()
-        kube = Kube(k8s.ApiClient(k8s.Configuration.get_default_copy()))
+        kube = Kube(KubernetesApi(load_config()))
     crd = build_crd()
     base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     path = f"{base}/{crd['metadata']['name']}"

@@ -30,9 +30,8 @@ import threading
 from typing import Any
 
 import kopf
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
+from groupcoord.common.kubernetes_api import KubernetesApi, KubernetesConfigError, load_config
 from groupcoord_operator.build import MANAGED_BY, SHARD
 from groupcoord_operator.crd import GROUP, PLURAL, VERSION
 from groupcoord_operator.election import LeaseElector
@@ -57,10 +56,10 @@ class OperatorProcess:
         self._stop = threading.Event()
         self._resync: threading.Thread | None = None
 
-    def connect(self, configuration: k8s.Configuration) -> None:
+    def connect(self, api: KubernetesApi) -> None:
         if self.kube is not None:
             return
-        self.kube = Kube(k8s.ApiClient(configuration))
+        self.kube = Kube(api)
         if os.environ.get("GROUPCOORD_OPERATOR_LEADER_ELECTION", "true").lower() != "false":
             self.elector = LeaseElector(
                 self.kube,
@@ -105,9 +104,7 @@ class OperatorProcess:
         if self.elector is not None:
             self.elector.stop()
             self.elector = None
-        if self.kube is not None:
-            self.kube.api.close()
-            self.kube = None
+        self.kube = None
 
 
 PROCESS = OperatorProcess()
@@ -125,19 +122,29 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.login()
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """The same API and credentials for kopf's watches and for our own calls."""
     server = os.environ.get("GROUPCOORD_OPERATOR_API_SERVER")
     if server:
-        configuration = k8s.Configuration()
-        configuration.host = server
-        PROCESS.connect(configuration)
+        PROCESS.connect(KubernetesApi(server))
         return kopf.ConnectionInfo(server=server, insecure=True)
     try:
-        k8s_config.load_incluster_config()
-    except k8s_config.ConfigException:
-        k8s_config.load_kube_config()
-    PROCESS.connect(k8s.Configuration.get_default_copy())
-    return kopf.login_via_client(**kwargs)
+        config = load_config()
+    except KubernetesConfigError as exc:
+        raise kopf.LoginError(str(exc)) from exc
+    PROCESS.connect(KubernetesApi(config))
+    credentials = config.credentials()
+    return kopf.ConnectionInfo(
+        server=config.server,
+        ca_path=config.ca_file,
+        insecure=config.insecure,
+        scheme="Bearer" if credentials.token else None,
+        token=credentials.token,
+        certificate_path=credentials.cert_file,
+        private_key_path=credentials.key_file,
+        default_namespace=config.namespace,
+        expiration=credentials.expires,
+    )
 
 
 @kopf.on.cleanup()

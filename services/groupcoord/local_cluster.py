@@ -28,7 +28,7 @@ from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFai
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
-from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.embedded_broker import EmbeddedBroker, EmbeddedBrokerMissing
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_bootstrap
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
@@ -296,6 +296,10 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    try:
+        import cryptography  # noqa: F401, PLC0415 - the throwaway CA of the processes' mutual TLS
+    except ModuleNotFoundError:
+        raise SystemExit("groupcoord up needs cryptography: pip install 'groupcoord[local]'") from None
     security = kafka_security.configure(args)
     if args.kafka is None and security.protocol != "PLAINTEXT":
         raise SystemExit(
@@ -304,7 +308,10 @@ def main(args: argparse.Namespace) -> int:
     broker: EmbeddedBroker | None = None
     try:
         if args.kafka is None:
-            broker = EmbeddedBroker().start()
+            try:
+                broker = EmbeddedBroker().start()
+            except EmbeddedBrokerMissing as exc:
+                raise SystemExit(f"groupcoord up: {exc}") from None
             log.info("embedded broker on %s", broker.bootstrap)
             upstream = (broker.host, broker.port)
         else:

@@ -14,8 +14,8 @@ from typing import Any
 
 import kmock
 import pytest
-from kubernetes import client as k8s
 
+from groupcoord.common.kubernetes_api import KubernetesApi
 from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership, parse_ref
 from groupcoord.controlplane.placement import place, placement_to_status
 
@@ -56,9 +56,7 @@ async def test_watch_yields_current_then_every_change(kmock: kmock.KubernetesEmu
     await send(kmock, "post", COLLECTION, resource("orders", first))
     await send(kmock, "post", COLLECTION, resource("payments", place(4, [0])))
 
-    configuration = k8s.Configuration()
-    configuration.host = str(kmock.url).rstrip("/")
-    source = KubernetesLeadership.from_ref(f"kubernetes:{NS}/orders", k8s.ApiClient(configuration))
+    source = KubernetesLeadership.from_ref(f"kubernetes:{NS}/orders", KubernetesApi(str(kmock.url)))
     assert await asyncio.to_thread(source.current) == first  # the loop must keep serving kmock
 
     seen: queue.Queue = queue.Queue()
@@ -100,9 +98,7 @@ async def test_follow_delivers_each_placement_on_the_loop_until_cancelled(
     )
     first = place(4, [0, 1])
     await send(kmock, "post", COLLECTION, resource("billing", first))
-    configuration = k8s.Configuration()
-    configuration.host = str(kmock.url).rstrip("/")
-    source = KubernetesLeadership.from_ref(f"kubernetes:{NS}/billing", k8s.ApiClient(configuration))
+    source = KubernetesLeadership.from_ref(f"kubernetes:{NS}/billing", KubernetesApi(str(kmock.url)))
 
     loop = asyncio.get_running_loop()
     seen: asyncio.Queue = asyncio.Queue()

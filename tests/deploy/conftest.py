@@ -52,6 +52,15 @@ def image(docker: Docker, base_image: str, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="session")
+def local_image(docker: Docker, base_image: str, image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """``groupcoord-local:test``: the Dockerfile's ``local`` target (the image plus ``groupcoord
+    up``'s embedded tansu broker); built after ``image``, whose layers it reuses."""
+    tag, seconds = build_image(docker, base_image, tmp_path_factory.mktemp("build-local"), target="local")
+    print(f"\nbuilt {tag} on {base_image} in {seconds:.1f}s")
+    return tag
+
+
+@pytest.fixture(scope="session")
 def client_image(docker: Docker, base_image: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """``groupcoord-client:test``: confluent-kafka (librdkafka) and aiokafka on the same base."""
     return build_client_image(docker, base_image, tmp_path_factory.mktemp("client"))

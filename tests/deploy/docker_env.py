@@ -176,9 +176,12 @@ def host_pip_secrets(work: Path) -> list[str]:
     return secrets
 
 
-def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
-    """Our image from the repository's Dockerfile on ``base``; returns its tag and build seconds."""
+def build_image(docker: Docker, base: str, work: Path, target: str | None = None) -> tuple[str, float]:
+    """Our image from the repository's Dockerfile on ``base`` (its default target, or
+    ``target``); returns its tag and build seconds."""
     started = time.monotonic()
+    name, _, version = IMAGE.rpartition(":")
+    tag = IMAGE if target is None else f"{name}-{target}:{version}"
     docker.run(
         "build",
         "--network",
@@ -186,8 +189,9 @@ def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
         *host_pip_secrets(work),
         "--build-arg",
         f"BASE_IMAGE={base}",
+        *(("--target", target) if target else ()),
         "-t",
-        IMAGE,
+        tag,
         str(ROOT),
         env={**os.environ, "DOCKER_BUILDKIT": "1"},
         timeout=1200,
@@ -196,7 +200,7 @@ def build_image(docker: Docker, base: str, work: Path) -> tuple[str, float]:
     docker.run(
         "image", "prune", "-f", "--filter", "label=org.opencontainers.image.title=groupcoord", check=False
     )
-    return IMAGE, time.monotonic() - started
+    return tag, time.monotonic() - started
 
 
 CLIENT_IMAGE = "groupcoord-client:test"

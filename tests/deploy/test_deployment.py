@@ -7,7 +7,7 @@ plays the controllers, the kubelet and cluster DNS (:mod:`.kubelet`): each pod o
 runs as a container of our image with exactly its command, args, env, ports and security
 context, on a private Docker network whose aliases are the names the Services give; the probes
 run as a kubelet runs them and their result is the pod's Ready condition the operator sees.
-Upstream Kafka is tansu from our image, as a container too. Then, from client containers that
+Upstream Kafka is tansu from our image's ``local`` target, as a container too. Then, from client containers that
 know only ``<name>-gateway.<namespace>.svc:9092``:
 
 1. aiokafka produces, consumes in a group, commits and reads the committed offset back;
@@ -594,6 +594,7 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     operator: Any,
     docker: Docker,
     image: str,
+    local_image: str,
     network: tuple[str, str, str],
     tmp_path: Path,
     client_image: str,
@@ -622,10 +623,10 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     kubeconfig.chmod(0o644)
     image_user = json.loads(docker.run("image", "inspect", image).stdout)[0]["Config"]["User"]
 
-    # Upstream Kafka: tansu from our image, at the address the resource names.
+    # Upstream Kafka: tansu from our image's `local` target, at the address the resource names.
     docker.run(
         "run", "-d", "--name", f"{net}-tansu", "--network", net, "--network-alias", "tansu",
-        "--read-only", "--entrypoint", "tansu", image,
+        "--read-only", "--entrypoint", "tansu", local_image,
         "broker", "--listener-url", "tcp://0.0.0.0:9092", "--advertised-listener-url", "tcp://tansu:9092",
         "--storage-engine", "memory://tansu/",
     )  # fmt: skip

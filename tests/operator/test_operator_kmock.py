@@ -333,30 +333,6 @@ async def test_only_the_lease_holder_acts(lease_held_elsewhere: None, operator: 
     await eventually(k, CR, lambda o: len(o["status"]["partitions"]) == 12, "placement once leading")
 
 
-async def test_crd_hook_creates_the_crd_then_leaves_it_alone(kmock: kmock.KubernetesEmulator) -> None:
-    """What the chart's pre-install/pre-upgrade Job runs (``--apply-crd``), against the emulator.
-
-    Only creation and the no-op are covered: the emulator has no PUT, so the replace branch
-    (an upgrade that changes the schema) is not exercised here.
-    """
-    from kubernetes import client as k8s
-
-    from groupcoord_operator.command import apply_crd
-    from groupcoord_operator.crd import build_crd
-    from groupcoord_operator.kube import Kube
-
-    declare_resources(kmock)
-    configuration = k8s.Configuration()
-    configuration.host = str(kmock.url).rstrip("/")
-    kube = Kube(k8s.ApiClient(configuration))
-    assert await asyncio.to_thread(apply_crd, kube) == "created"
-    stored = await get(
-        kmock, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/groupcoordinators.groupcoord.io"
-    )
-    assert stored["spec"] == build_crd()["spec"]
-    assert await asyncio.to_thread(apply_crd, kube) == "unchanged"
-
-
 def sts_partition(sts: dict[str, Any]) -> int:
     return sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
 

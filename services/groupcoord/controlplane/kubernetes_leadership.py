@@ -4,8 +4,8 @@
 this module turns that into placements. The operator is the only writer of
 ``status.partitions``; processes never guess: a shard starts leading a partition only when the
 status says so (at the epoch it says), and a gateway routes a group to the shard the status
-names. It is the only Kubernetes code outside ``operator/`` and needs only read access
-(get/list/watch on ``groupcoordinators``).
+names. Beside :mod:`groupcoord.common.kubernetes_api` (its transport) it is the only Kubernetes code
+outside ``operator/`` and needs only read access (get/list/watch on ``groupcoordinators``).
 
 Usage (on the process's event loop; shard workers and gateways both follow this way)::
 
@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from groupcoord.common.kubernetes_api import KubernetesApi, KubernetesApiError, load_config
 from groupcoord.controlplane.placement import Assignment, placement_from_status
 
 log = logging.getLogger(__name__)
@@ -53,64 +54,36 @@ def placement_of(obj: Mapping[str, Any] | None) -> dict[int, Assignment]:
 class KubernetesLeadership:
     """Reads and watches one GroupCoordinator's ``status.partitions``."""
 
-    def __init__(self, namespace: str, name: str, api_client: Any = None) -> None:
-        from kubernetes import client as k8s  # optional dependency: only Kubernetes deployments
-
-        if api_client is None:
-            from kubernetes import config as k8s_config
-
-            try:
-                k8s_config.load_incluster_config()
-            except k8s_config.ConfigException:
-                k8s_config.load_kube_config()
-            api_client = k8s.ApiClient(k8s.Configuration.get_default_copy())
-        self.api = api_client
+    def __init__(self, namespace: str, name: str, api: KubernetesApi | None = None) -> None:
+        self.api = api or KubernetesApi(load_config())
         self.namespace = namespace
         self.name = name
         self._collection = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
 
     @classmethod
-    def from_ref(cls, ref: str, api_client: Any = None) -> KubernetesLeadership:
+    def from_ref(cls, ref: str, api: KubernetesApi | None = None) -> KubernetesLeadership:
         namespace, name = parse_ref(ref)
-        return cls(namespace, name, api_client)
-
-    def _request(self, path: str, query: list[tuple[str, str]], timeout: Any) -> Any:
-        serialized = self.api.param_serialize(
-            method="GET",
-            resource_path=path,
-            query_params=query,
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        response = self.api.call_api(*serialized, _request_timeout=timeout)
-        if response.status != 200:
-            body = response.read()
-            raise RuntimeError(f"GET {path}: HTTP {response.status}: {body[:300]!r}")
-        return response
+        return cls(namespace, name, api)
 
     def fetch(self) -> tuple[dict[int, Assignment], str | None]:
         """The current placement and the resourceVersion to watch from."""
-        response = self._request(f"{self._collection}/{self.name}", [], 30)
-        obj = json.loads(response.read())
+        path = f"{self._collection}/{self.name}"
+        status, body = self.api.request("GET", path, timeout=30)
+        if status != 200:
+            raise KubernetesApiError(status, f"GET {path}: {body[:300]!r}")
+        obj = json.loads(body)
         return placement_of(obj), (obj.get("metadata") or {}).get("resourceVersion")
 
     def current(self) -> dict[int, Assignment]:
         return self.fetch()[0]
 
     def _events(self, resource_version: str | None, timeout_s: int) -> Iterator[dict[str, Any]]:
-        from kubernetes.watch.watch import iter_resp_lines
-
         query = [("watch", "true"), ("fieldSelector", f"metadata.name={self.name}")]
         query.append(("timeoutSeconds", str(timeout_s)))
         if resource_version:
             query.append(("resourceVersion", resource_version))
-        response = self._request(self._collection, query, (10, timeout_s + 10))
-        try:
-            for line in iter_resp_lines(response.response):
-                if line:
-                    yield json.loads(line)
-        finally:
-            response.response.release_conn()
+        for line in self.api.lines(self._collection, query, timeout=timeout_s + 10):
+            yield json.loads(line)
 
     def watch(
         self, stop: threading.Event | None = None, *, timeout_s: int = 300, max_backoff_s: float = 10.0
