@@ -19,12 +19,15 @@ import json
 import os
 import ssl
 import subprocess
+import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import helm_python as helm
 import yaml
 from real_parts import unavailable
 
@@ -58,16 +61,24 @@ class KubeApiServer:
     """etcd and kube-apiserver on loopback ports under ``workdir``; ``url`` is the API."""
 
     workdir: Path
+    #: addresses besides loopback the server listens on and is reached at (a Docker network's
+    #: gateway, for containers); its certificate names them
+    more_ips: tuple[str, ...] = ()
     pki: KubePki | None = None
     url: str = ""
+    port: int = 0
     _etcd: subprocess.Popen[bytes] | None = None
     _apiserver: subprocess.Popen[bytes] | None = None
 
     def start(self) -> KubeApiServer:
         apiserver, etcd = _binary("kube-apiserver"), _binary("etcd")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_kube_pki(self.workdir / "pki")
-        client, peer, secure = free_port(), free_port(), free_port()
+        self.pki = pki = make_kube_pki(self.workdir / "pki", self.more_ips)
+        client, peer, secure = (
+            free_port(),
+            free_port(),
+            free_port("0.0.0.0" if self.more_ips else "127.0.0.1"),
+        )
         self._etcd = _spawn(
             [
                 etcd,
@@ -87,7 +98,7 @@ class KubeApiServer:
             [
                 apiserver,
                 f"--etcd-servers=http://127.0.0.1:{client}",
-                "--bind-address=127.0.0.1",
+                f"--bind-address={'0.0.0.0' if self.more_ips else '127.0.0.1'}",
                 "--advertise-address=127.0.0.1",
                 "--endpoint-reconciler-type=none",  # no `kubernetes` Service endpoints on loopback
                 f"--secure-port={secure}",
@@ -107,6 +118,7 @@ class KubeApiServer:
             ],
             self.workdir / "kube-apiserver.log",
         )
+        self.port = secure
         self.url = f"https://127.0.0.1:{secure}"
         self._wait_ready(timeout=90)
         return self
@@ -149,15 +161,20 @@ class KubeApiServer:
             time.sleep(0.25)
         raise TimeoutError(f"kube-apiserver not ready after {timeout}s: {last}")
 
-    def kubeconfig(self, path: Path, token: str, namespace: str) -> Path:
-        """A kubeconfig that authenticates with a service account's ``token``: what the operator
-        gets in a pod, in the form ``kubernetes.config.load_kube_config`` reads outside one."""
+    def kubeconfig(self, path: Path, token: str, namespace: str, host: str = "127.0.0.1") -> Path:
+        """A kubeconfig that authenticates with a service account's ``token`` (what a pod's
+        projected service account gives it), reaching the server at ``host``."""
         assert self.pki is not None
         ca = base64.b64encode(self.pki.ca.read_bytes()).decode()
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "test", "cluster": {"server": self.url, "certificate-authority-data": ca}}],
+            "clusters": [
+                {
+                    "name": "test",
+                    "cluster": {"server": f"https://{host}:{self.port}", "certificate-authority-data": ca},
+                }
+            ],
             "users": [{"name": "sa", "user": {"token": token}}],
             "contexts": [
                 {"name": "test", "context": {"cluster": "test", "user": "sa", "namespace": namespace}}
@@ -247,3 +264,123 @@ class ApiError(RuntimeError):
         super().__init__(f"HTTP {status}: {json.dumps(body)[:800]}")
         self.status = status
         self.body = body
+
+
+# ---- the chart, installed as `helm install` would ------------------------------------------------
+
+CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
+RELEASE = "gc"
+RELEASE_NAME = "gc-groupcoord"  # the chart's GroupCoordinator, operator and roles are named after it
+
+
+def render_chart(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The chart's objects as ``helm install`` would send them (hooks included, run first)."""
+    manifests = helm.Chart.load(CHART).render(values, name=RELEASE, namespace=namespace, is_install=True)
+    objects = []
+    for path, text in sorted(manifests.items()):
+        if not path.endswith("NOTES.txt"):
+            objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
+    for obj in objects:
+        if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"):
+            obj["metadata"].setdefault("namespace", namespace)
+    return objects
+
+
+def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
+    """Cluster-wide names carry the namespace, so installs in several namespaces of one API
+    server do not collide (a real cluster has one release of a given name per namespace too)."""
+    renamed = {}
+    for obj in objects:
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+            old = obj["metadata"]["name"]
+            renamed[old] = obj["metadata"]["name"] = f"{old}-{namespace}"
+            obj["metadata"].pop("labels", None)  # aggregation labels: nothing aggregates here
+    for obj in objects:
+        ref = obj.get("roleRef")
+        if ref and ref["kind"] == "ClusterRole":
+            ref["name"] = renamed.get(ref["name"], ref["name"])
+
+
+async def install(
+    admin: aiohttp.ClientSession, namespace: str, edit: Any = None, crd: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server); returns the
+    objects applied and the chart's operator Deployment. ``edit(objects)`` may change them first."""
+    if crd:
+        await install_crd(admin)
+    await create(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    objects = render_chart(namespace)
+    cluster_scoped_names(objects, namespace)
+    if edit is not None:
+        edit(objects)
+    deployment = next(
+        o
+        for o in objects
+        if o["kind"] == "Deployment" and o["metadata"]["name"] == f"{RELEASE_NAME}-operator"
+    )
+    # what `helm install` sends; the crd-upgrade hook's Job is not run (no controller manager)
+    # and the operator's Deployment is run by the test itself, as its pod would be
+    order = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret")
+    for kind in order:
+        for obj in objects:
+            if obj["kind"] == kind:
+                await create(admin, obj)
+    for obj in objects:
+        if obj["kind"] == "GroupCoordinator" and crd:
+            await create(admin, obj)
+    return objects, deployment
+
+
+async def install_crd(admin: aiohttp.ClientSession) -> None:
+    """The chart's ``crds/`` (Helm installs them before anything else, once per cluster)."""
+    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
+    try:
+        await create(admin, crd)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    await wait_established(admin, crd["metadata"]["name"])
+
+
+def operator_command(deployment: dict[str, Any], namespace: str) -> tuple[list[str], dict[str, str]]:
+    """The chart's operator container as a local process: its arguments and environment, with
+    the values the downward API would fill in; ports moved to free ones."""
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "-m", "groupcoord_operator"]
+    fields = {"metadata.name": f"{RELEASE_NAME}-operator-0", "metadata.namespace": namespace}
+    env = {}
+    for var in container.get("env") or ():
+        if "value" in var:
+            env[var["name"]] = str(var["value"])
+        else:
+            env[var["name"]] = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
+    env |= {
+        "GROUPCOORD_OPERATOR_RESYNC_SECONDS": "1",
+        "GROUPCOORD_OPERATOR_RENEW_SECONDS": "1",
+        "GROUPCOORD_OPERATOR_KAFKA_PROBE": "false",  # no Kafka behind this resource
+    }
+    args = [*container["args"], f"--liveness=http://127.0.0.1:{free_port()}/healthz", "--metrics-port=0"]
+    return [sys.executable, "-m", "groupcoord_operator", *args], env
+
+
+async def start_operator(
+    apiserver: KubeApiServer,
+    admin: aiohttp.ClientSession,
+    deployment: dict[str, Any],
+    namespace: str,
+    workdir: Path,
+    extra_env: Mapping[str, str] | None = None,
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """The chart's operator Deployment run as a local process, as the chart's ServiceAccount
+    (a token the API server issued, in a kubeconfig); returns the process and its log."""
+    token = await service_account_token(admin, namespace, f"{RELEASE_NAME}-operator")
+    kubeconfig = apiserver.kubeconfig(workdir / "operator-kubeconfig", token, namespace)
+    command, env = operator_command(deployment, namespace)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_OPERATOR_")}
+    environment |= env | dict(extra_env or {}) | {"KUBECONFIG": str(kubeconfig)}
+    log = workdir / "operator.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    return process, log

@@ -25,25 +25,23 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import helm_python as helm
 import pytest
-import yaml
 from api_calls import condition, eventually, get, leaders, send
 from kube_apiserver import (
+    RELEASE_NAME,
     ApiError,
     KubeApiServer,
     create,
+    install,
     path_of,
     service_account_token,
+    start_operator,
     wait_established,
 )
 
-from groupcoord.embedded_broker import free_port, stop_process_group
+from groupcoord.embedded_broker import stop_process_group
 
-CHART = Path(__file__).resolve().parents[2] / "helm" / "groupcoord"
-RELEASE = "gc"
-NAME = "gc-groupcoord"  # the chart's GroupCoordinator, operator and roles are named after the release
-OPERATOR_ACCOUNT = f"{NAME}-operator"
+NAME = RELEASE_NAME
 
 pytestmark = [pytest.mark.timeout(240)]
 
@@ -69,94 +67,6 @@ def namespace() -> str:
     return f"kafka-{next(_namespaces)}"
 
 
-def render_chart(namespace: str, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The chart's objects as ``helm install`` would send them (hooks included, run first)."""
-    manifests = helm.Chart.load(CHART).render(values, name=RELEASE, namespace=namespace, is_install=True)
-    objects = []
-    for path, text in sorted(manifests.items()):
-        if not path.endswith("NOTES.txt"):
-            objects.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    for obj in objects:
-        if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "Namespace"):
-            obj["metadata"].setdefault("namespace", namespace)
-    return objects
-
-
-def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
-    """Cluster-wide names carry the namespace, so installs in several namespaces of one API
-    server do not collide (a real cluster has one release of a given name per namespace too)."""
-    renamed = {}
-    for obj in objects:
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
-            old = obj["metadata"]["name"]
-            renamed[old] = obj["metadata"]["name"] = f"{old}-{namespace}"
-            obj["metadata"].pop("labels", None)  # aggregation labels: nothing aggregates here
-    for obj in objects:
-        ref = obj.get("roleRef")
-        if ref and ref["kind"] == "ClusterRole":
-            ref["name"] = renamed.get(ref["name"], ref["name"])
-
-
-async def install(
-    admin: aiohttp.ClientSession, namespace: str, edit: Any = None, crd: bool = True
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server); returns the
-    objects applied and the chart's operator Deployment. ``edit(objects)`` may change them first."""
-    if crd:
-        await install_crd(admin)
-    await create(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    objects = render_chart(namespace)
-    cluster_scoped_names(objects, namespace)
-    if edit is not None:
-        edit(objects)
-    deployment = next(
-        o for o in objects if o["kind"] == "Deployment" and o["metadata"]["name"] == f"{NAME}-operator"
-    )
-    # what `helm install` sends; the crd-upgrade hook's Job is not run (no controller manager)
-    # and the operator's Deployment is run by the test itself, as its pod would be
-    order = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret")
-    for kind in order:
-        for obj in objects:
-            if obj["kind"] == kind:
-                await create(admin, obj)
-    for obj in objects:
-        if obj["kind"] == "GroupCoordinator" and crd:
-            await create(admin, obj)
-    return objects, deployment
-
-
-async def install_crd(admin: aiohttp.ClientSession) -> None:
-    """The chart's ``crds/`` (Helm installs them before anything else, once per cluster)."""
-    crd = yaml.safe_load((CHART / "crds" / "groupcoord.io_groupcoordinators.yaml").read_text())
-    try:
-        await create(admin, crd)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-    await wait_established(admin, crd["metadata"]["name"])
-
-
-def operator_command(deployment: dict[str, Any], namespace: str) -> tuple[list[str], dict[str, str]]:
-    """The chart's operator container as a local process: its arguments and environment, with
-    the values the downward API would fill in; ports moved to free ones."""
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["python", "-m", "groupcoord_operator"]
-    fields = {"metadata.name": f"{NAME}-operator-0", "metadata.namespace": namespace}
-    env = {}
-    for var in container.get("env") or ():
-        if "value" in var:
-            env[var["name"]] = str(var["value"])
-        else:
-            env[var["name"]] = fields[var["valueFrom"]["fieldRef"]["fieldPath"]]
-    env |= {
-        "GROUPCOORD_OPERATOR_RESYNC_SECONDS": "1",
-        "GROUPCOORD_OPERATOR_RENEW_SECONDS": "1",
-        "GROUPCOORD_OPERATOR_KAFKA_PROBE": "false",  # no Kafka behind this resource
-    }
-    args = [*container["args"], f"--liveness=http://127.0.0.1:{free_port()}/healthz", "--metrics-port=0"]
-    return [sys.executable, "-m", "groupcoord_operator", *args], env
-
-
 @pytest.fixture
 async def run_operator(
     apiserver: KubeApiServer, admin: aiohttp.ClientSession, tmp_path: Path
@@ -165,18 +75,8 @@ async def run_operator(
     started: list[subprocess.Popen[bytes]] = []
 
     async def start(deployment: dict[str, Any], namespace: str) -> Path:
-        token = await service_account_token(admin, namespace, OPERATOR_ACCOUNT)
-        kubeconfig = apiserver.kubeconfig(tmp_path / "kubeconfig", token, namespace)
-        command, env = operator_command(deployment, namespace)
-        environment = {k: v for k, v in os.environ.items() if not k.startswith("GROUPCOORD_OPERATOR_")}
-        environment |= env | {"KUBECONFIG": str(kubeconfig)}
-        log = tmp_path / "operator.log"
-        with log.open("wb") as out:
-            started.append(
-                subprocess.Popen(
-                    command, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-                )
-            )
+        process, log = await start_operator(apiserver, admin, deployment, namespace, tmp_path)
+        started.append(process)
         return log
 
     yield start

@@ -79,6 +79,7 @@ def _leaf(
     subject: x509.Name,
     server: bool,
     expired: bool = False,
+    more_ips: tuple[str, ...] = (),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     import ipaddress  # noqa: PLC0415
 
@@ -101,7 +102,10 @@ def _leaf(
     if server:
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                [
+                    x509.DNSName("localhost"),
+                    *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", *more_ips)),
+                ]
             ),
             critical=False,
         )
@@ -202,11 +206,13 @@ class KubePki:
     service_account_public: Path
 
 
-def make_kube_pki(directory: Path) -> KubePki:
+def make_kube_pki(directory: Path, more_ips: tuple[str, ...] = ()) -> KubePki:
+    """``more_ips``: addresses besides 127.0.0.1 the server is reached at (from containers)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = _ca("kubernetes test CA")
     _write(directory / "ca", None, ca_cert)
-    key, cert = _leaf(ca_key, ca_cert, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]), True)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")])
+    key, cert = _leaf(ca_key, ca_cert, name, True, more_ips=more_ips)
     _write(directory / "server", key, cert)
     admin = x509.Name(
         [
