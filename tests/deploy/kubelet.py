@@ -4,10 +4,11 @@ cluster DNS would do with the operator's objects, done with ``docker run`` on a 
 Real: the image, the container's command, args, env, ports and security context exactly as
 the pod template says (``$(VAR)`` expanded as the kubelet does, downward-API fields filled in),
 the probes run as the kubelet runs them (gRPC ``grpc.health.v1.Health/Check``, HTTP GET,
-TCP connect) against the pod's IP. Emulated: cluster DNS (Docker network aliases carry the
-names Services give: ``svc``, ``svc.ns``, ``svc.ns.svc``, ``svc.ns.svc.cluster.local`` and, for a
-headless Service, ``pod.svc...``), the API server (kmock, reached through a kubeconfig mounted
-in place of the service-account projection), and the controllers (this module).
+TCP connect) against the pod's IP, the API server (a real one, reached as a pod reaches it: the
+``KUBERNETES_SERVICE_*`` variables and the projected service account). Emulated: cluster DNS
+(Docker network aliases carry the names Services give: ``svc``, ``svc.ns``, ``svc.ns.svc``,
+``svc.ns.svc.cluster.local`` and, for a headless Service, ``pod.svc...``) and the controllers
+(this module).
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ import grpc
 from .docker_env import Docker
 
 CLUSTER_DOMAIN = "cluster.local"
-KUBECONFIG_PATH = "/var/run/groupcoord-test/kubeconfig"
+SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+@dataclass(frozen=True)
+class ApiAccess:
+    """What the kubelet gives every pod to reach the API server: its address (the
+    ``KUBERNETES_SERVICE_*`` variables) and the projected service account (``token``, ``ca.crt``,
+    ``namespace`` in ``account_dir``, mounted where client-go and our client look)."""
+
+    host: str
+    port: int
+    account_dir: Path
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 _LABEL_FIELD = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
@@ -113,7 +125,7 @@ class Pod:
 
 
 def docker_run_args(
-    pod: Pod, network: str, image_user: str, kubeconfig: str, volumes_on_host: Mapping[str, Path] | None = None
+    pod: Pod, network: str, image_user: str, api: ApiAccess, volumes_on_host: Mapping[str, Path] | None = None
 ) -> list[str]:
     """``docker run`` arguments for the pod's one container, from its spec alone (and the host
     folders :func:`secret_volumes` filled for its Secret volumes)."""
@@ -150,9 +162,9 @@ def docker_run_args(
         if "emptyDir" not in volume:
             raise NotImplementedError(f"volume {mount['name']}: only emptyDir and Secrets are emulated")
         args += ["--tmpfs", f"{mount['mountPath']}:mode=1777"]
-    # What the kubelet adds to every pod: the API server's address (here a kubeconfig for
-    # kmock, which serves plain HTTP, instead of the service-account projection).
-    args += ["-v", f"{kubeconfig}:{KUBECONFIG_PATH}:ro", "-e", f"KUBECONFIG={KUBECONFIG_PATH}"]
+    # What the kubelet adds to every pod: the API server's address and the service account.
+    args += ["-v", f"{api.account_dir}:{SERVICE_ACCOUNT_PATH}:ro"]
+    args += ["-e", f"KUBERNETES_SERVICE_HOST={api.host}", "-e", f"KUBERNETES_SERVICE_PORT={api.port}"]
     for name, value in env.items():
         args += ["-e", f"{name}={value}"]
     command = [expand(a, env) for a in c.get("command", [])]
@@ -272,12 +284,12 @@ def start(
     pod: Pod,
     network: str,
     image_user: str,
-    kubeconfig: str,
+    api: ApiAccess,
     secrets: Mapping[str, Mapping[str, bytes]] | None = None,
 ) -> None:
     """Run the pod; ``secrets`` (name -> key -> bytes) are what its Secret volumes mount."""
     on_host = secret_volumes(pod, secrets or {})
-    pod.container_id = docker.run(*docker_run_args(pod, network, image_user, kubeconfig, on_host)).stdout.strip()
+    pod.container_id = docker.run(*docker_run_args(pod, network, image_user, api, on_host)).stdout.strip()
 
 
 def stop(docker: Docker, pod: Pod) -> None:
@@ -313,6 +325,7 @@ def kube_pod_object(pod: Pod) -> dict[str, Any]:
         "status": {
             "phase": "Running",
             "podIP": pod.ip,
+            "podIPs": [{"ip": pod.ip}],
             "conditions": [{"type": "Ready", "status": "True" if pod.ready else "False"}],
         },
     }

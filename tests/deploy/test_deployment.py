@@ -1,9 +1,11 @@
 """The operator's own pod specs, run as real containers, serve a client that knows only the
 gateway Service's name.
 
-The real kopf operator runs against kmock's emulated API server (no real one can be had here)
-and writes its StatefulSet, Deployment and Services for a ``GroupCoordinator``. This test then
-plays the controllers, the kubelet and cluster DNS (:mod:`.kubelet`): each pod of those objects
+A real Kubernetes API server (``tests/operator/kube_apiserver.py``) with RBAC on holds the chart's
+CRD, accounts and Roles; the real kopf operator runs as the chart's operator Deployment would, as
+its ServiceAccount, and writes its StatefulSet, Deployment and Services for a
+``GroupCoordinator``. This test then plays the controllers, the kubelet and cluster DNS
+(:mod:`.kubelet`), through the same API server: each pod of those objects
 runs as a container of our image with exactly its command, args, env, ports and security
 context, on a private Docker network whose aliases are the names the Services give; the probes
 run as a kubelet runs them and their result is the pod's Ready condition the operator sees.
@@ -34,10 +36,8 @@ import asyncio
 import contextlib
 import itertools
 import json
-import os
 import random
 import subprocess
-import threading
 import time
 import urllib.request
 from collections import Counter
@@ -45,66 +45,33 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from groupcoord.common import internal_tls
 from groupcoord.common.partitioning import partition_for
 from groupcoord.controlplane.placement import placement_from_status
+from groupcoord.embedded_broker import stop_process_group
+from tests.operator.kube_apiserver import (
+    RELEASE_NAME,
+    KubeApiServer,
+    install,
+    service_account_token,
+    start_operator,
+)
 
 from . import kubelet
 from .docker_env import Docker
 
-os.environ.setdefault("GROUPCOORD_OPERATOR_RESYNC_SECONDS", "1")
-
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(720)]
 NS, NAME = "kafka", "orders"
+WORKLOAD_ACCOUNT = f"{RELEASE_NAME}-workload"  # the chart's account for shard and gateway pods
 CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 CLIENT = Path(__file__).with_name("kafka_roundtrip.py")
 COMMITTING = Path(__file__).with_name("committing_clients.py")
 CLIENT_SECONDS = 30
 READY_TIMEOUT_S = 180.0
 CUT_S = 30.0  # how long the zombie phase keeps a shard off the network
-
-
-def declare_resources(k: Any) -> None:
-    """The operator tests' kmock resources (tests/operator/kmock_resources.py), loaded by path:
-    that test folder is not a package."""
-    import importlib.util  # noqa: PLC0415
-
-    from .docker_env import ROOT  # noqa: PLC0415
-
-    spec = importlib.util.spec_from_file_location(
-        "gc_test_kmock_resources", ROOT / "tests/operator/kmock_resources.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.declare_resources(k)
-
-
-@pytest.fixture
-async def operator(kmock: Any, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    """The real kopf operator in its own thread and loop, against the emulated API server."""
-    import kopf  # noqa: PLC0415
-
-    declare_resources(kmock)
-    monkeypatch.setenv("GROUPCOORD_OPERATOR_API_SERVER", str(kmock.url).rstrip("/"))
-    monkeypatch.setenv("GROUPCOORD_OPERATOR_NAMESPACE", NS)
-    monkeypatch.setenv("GROUPCOORD_OPERATOR_RENEW_SECONDS", "1")
-    import groupcoord_operator.handlers as handlers  # noqa: PLC0415
-
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=lambda: asyncio.run(kopf.operator(clusterwide=True, standalone=True, stop_flag=stop)),
-        name="kopf-operator",
-        daemon=True,
-    )
-    thread.start()
-    try:
-        yield kmock
-    finally:
-        stop.set()
-        await asyncio.to_thread(thread.join, 20)
-        handlers.PROCESS.close()
 
 
 @pytest.fixture
@@ -129,6 +96,39 @@ def network(docker: Docker) -> Iterator[tuple[str, str, str]]:
         docker.run("network", "rm", name, check=False)
 
 
+@pytest.fixture
+async def cluster(
+    network: tuple[str, str, str], tmp_path: Path
+) -> AsyncIterator[tuple[aiohttp.ClientSession, kubelet.ApiAccess]]:
+    """A real API server the containers reach at the network's gateway (the host), the chart
+    installed in ``kafka`` (without its own resource: the test makes one), and the chart's operator
+    running as its ServiceAccount. Yields an administrator's session (the test plays the
+    controllers and the kubelet with it) and what the kubelet gives pods to reach the server."""
+    _, _, host_ip = network
+    server = KubeApiServer(tmp_path / "kube-apiserver", more_ips=(host_ip,)).start()
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        async with server.admin_session() as admin:
+            _, deployment = await install(admin, NS, resource=False)
+            operator, log = await start_operator(server, admin, deployment, NS, tmp_path)
+            # the pods' projected service account: the chart's workload account, as the resource names it
+            account = tmp_path / "serviceaccount"
+            account.mkdir()
+            (account / "token").write_text(await service_account_token(admin, NS, WORKLOAD_ACCOUNT))
+            (account / "ca.crt").write_bytes(server.pki.ca.read_bytes())  # type: ignore[union-attr]
+            (account / "namespace").write_text(NS)
+            for f in (account, *account.iterdir()):
+                f.chmod(0o755 if f.is_dir() else 0o644)
+            try:
+                yield admin, kubelet.ApiAccess(host_ip, server.port, account)
+            finally:
+                stop_process_group(operator)
+                print(f"\noperator log (tail):\n{log.read_text()[-2000:]}")
+    finally:
+        stop_process_group(operator)
+        server.stop()
+
+
 async def api(k: Any, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any] | None:
     headers = {"Content-Type": "application/merge-patch+json"} if method == "patch" else {}
     async with getattr(k, method)(path, json=body, headers=headers) as resp:
@@ -136,6 +136,15 @@ async def api(k: Any, method: str, path: str, body: dict[str, Any] | None = None
             return None
         assert resp.status < 300, f"{method} {path}: {resp.status} {await resp.text()}"
         return await resp.json()
+
+
+async def create_pod(k: Any, pod: kubelet.Pod) -> None:
+    """The pod object as the controller creates it, then its status as the kubelet reports it."""
+    obj = kubelet.kube_pod_object(pod)
+    status = obj.pop("status")
+    path = f"/api/v1/namespaces/{NS}/pods"
+    await api(k, "post", path, obj)
+    await api(k, "patch", f"{path}/{pod.name}/status", {"status": status})
 
 
 async def eventually(what: str, check: Any, timeout_s: float = 60.0) -> Any:
@@ -223,7 +232,7 @@ class Kubelet:
             ready = await asyncio.to_thread(kubelet.probe, pod, ready_spec)
             if ready != pod.ready:
                 pod.ready = ready
-                await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
+                await api(self.k, "patch", f"{path}/status", {"status": kubelet.kube_pod_object(pod)["status"]})
             if exited_at is not None:
                 live_failures, live_probed_at = 0, loop.time()
             elif loop.time() - live_probed_at >= float((live_spec or {}).get("periodSeconds", 10)):
@@ -265,7 +274,7 @@ class StatefulSetController:
         stopped = loop.time()
         path = f"/api/v1/namespaces/{NS}/pods/{pod.name}"
         if await api(self.k, "get", path) is not None:
-            await api(self.k, "patch", path, {"status": kubelet.kube_pod_object(pod)["status"]})
+            await api(self.k, "patch", f"{path}/status", {"status": kubelet.kube_pod_object(pod)["status"]})
         cr = await api(self.k, "get", f"{CR_PATH}/{NAME}")
         shard = int(pod.labels["apps.kubernetes.io/pod-index"])
         placement = placement_from_status(((cr or {}).get("status") or {}).get("partitions"))
@@ -276,11 +285,10 @@ class StatefulSetController:
         pod.labels = {**template["metadata"].get("labels", {}), **{
             k: v for k, v in pod.labels.items() if k.startswith(("apps.kubernetes.io/", "statefulset."))
         }}  # fmt: skip
-        if await api(self.k, "get", path) is None:
-            await api(self.k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
-        else:
-            meta = {"labels": pod.labels, "annotations": pod.annotations}
-            await api(self.k, "patch", path, {"metadata": meta, "spec": pod.spec})
+        # a pod's spec cannot change: the controller deletes the old pod object and makes a new one
+        if await api(self.k, "get", path) is not None:
+            await api(self.k, "delete", path)
+        await create_pod(self.k, pod)
         await asyncio.to_thread(self.start, pod)
         pod.replacing = False
         index = len(self.down)
@@ -589,9 +597,8 @@ def shard_refuses_strangers(pod: kubelet.Pod, issued: dict[str, internal_tls.Int
     return tuple(codes)
 
 
-@pytest.mark.kmock(host="0.0.0.0")
 async def test_the_operators_pods_as_containers_serve_a_client_through_the_gateway_service(
-    operator: Any,
+    cluster: tuple[aiohttp.ClientSession, kubelet.ApiAccess],
     docker: Docker,
     image: str,
     local_image: str,
@@ -599,28 +606,9 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     tmp_path: Path,
     client_image: str,
 ) -> None:
-    k = operator
+    k, api_access = cluster
     net, subnet, host_ip = network
     ips = kubelet.address_pool(subnet)
-
-    # The pods reach the emulated API server through the network's gateway (the host).
-    kubeconfig = tmp_path / "kubeconfig"
-    server = f"http://{host_ip}:{k.url.port}"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "kmock", "cluster": {"server": server}}],
-                "users": [{"name": "pod", "user": {"token": "emulated"}}],
-                "contexts": [
-                    {"name": "kmock", "context": {"cluster": "kmock", "user": "pod", "namespace": NS}}
-                ],
-                "current-context": "kmock",
-            }
-        )
-    )
-    kubeconfig.chmod(0o644)
     image_user = json.loads(docker.run("image", "inspect", image).stdout)[0]["Config"]["User"]
 
     # Upstream Kafka: tansu from our image's `local` target, at the address the resource names.
@@ -638,13 +626,9 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         {
             "apiVersion": "groupcoord.io/v1alpha1",
             "kind": "GroupCoordinator",
-            "metadata": {
-                "name": NAME,
-                "namespace": NS,
-                "uid": "5b0e8a4c-0000-4000-8000-00000000d0c4",
-                "resourceVersion": "1",
-            },
+            "metadata": {"name": NAME, "namespace": NS},
             "spec": {
+                "serviceAccountName": WORKLOAD_ACCOUNT,
                 "kafka": {"bootstrapServers": "tansu:9092"},
                 "stateTopic": {"partitions": 6},
                 "shards": 2,
@@ -679,11 +663,11 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     for pod in pods:
         pod.aliases = kubelet.dns_aliases(pod, services)
         pod.host_ip = host_ip
-        await api(k, "post", f"/api/v1/namespaces/{NS}/pods", kubelet.kube_pod_object(pod))
-        await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, str(kubeconfig), secrets)
+        await create_pod(k, pod)
+        await asyncio.to_thread(kubelet.start, docker, pod, net, image_user, api_access, secrets)
 
     def start_pod(pod: kubelet.Pod) -> None:
-        kubelet.start(docker, pod, net, image_user, str(kubeconfig), secrets)
+        kubelet.start(docker, pod, net, image_user, api_access, secrets)
 
     shard_sts = next(w for w in objects if w["kind"] == "StatefulSet")
     shard_pods = [p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") is not None]

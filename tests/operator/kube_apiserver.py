@@ -302,10 +302,11 @@ def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
 
 
 async def install(
-    admin: aiohttp.ClientSession, namespace: str, edit: Any = None, crd: bool = True
+    admin: aiohttp.ClientSession, namespace: str, edit: Any = None, crd: bool = True, resource: bool = True
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server); returns the
-    objects applied and the chart's operator Deployment. ``edit(objects)`` may change them first."""
+    """Install the chart into ``namespace`` (the CRD from ``crds/`` once per server, unless not
+    ``crd``; the chart's own GroupCoordinator unless not ``resource``); returns the objects applied
+    and the chart's operator Deployment. ``edit(objects)`` may change them first."""
     if crd:
         await install_crd(admin)
     await create(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -326,7 +327,7 @@ async def install(
             if obj["kind"] == kind:
                 await create(admin, obj)
     for obj in objects:
-        if obj["kind"] == "GroupCoordinator" and crd:
+        if obj["kind"] == "GroupCoordinator" and crd and resource:
             await create(admin, obj)
     return objects, deployment
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -332,3 +333,123 @@ async def test_the_crd_hook_creates_then_updates_the_crd_as_its_own_service_acco
             stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"].get("description")
             == current_description
         )
+
+
+def cr_path(namespace: str) -> str:
+    return f"/apis/groupcoord.io/v1alpha1/namespaces/{namespace}/groupcoordinators/{NAME}"
+
+
+def sts_path(namespace: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{NAME}-shard"
+
+
+async def test_what_the_api_server_refuses_is_reported(
+    admin: aiohttp.ClientSession, namespace: str, run_operator: Any
+) -> None:
+    """A pod affinity the CRD lets through (it keeps core/v1's fields as they come) but the
+    StatefulSet's validation refuses: the real API server answers 422, the StatefulSet stays as it
+    was, and the resource says what was refused for as long as the spec asks for it."""
+    _, deployment = await install(admin, namespace)
+    await run_operator(deployment, namespace)
+    before = await eventually(admin, sts_path(namespace), lambda o: True, "shard StatefulSet", timeout=60)
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    await send(admin, "patch", cr_path(namespace), {"spec": {"template": {"shard": {"affinity": affinity}}}})
+    cr = await eventually(
+        admin,
+        cr_path(namespace),
+        lambda o: condition(o, "Degraded")["reason"] == "Rejected",
+        "Degraded: Rejected",
+    )
+    message = condition(cr, "Degraded")["message"]
+    assert f"StatefulSet/{NAME}-shard" in message and "HTTP 422" in message and "nodeSelectorTerms" in message
+    sts = await get(admin, sts_path(namespace))
+    assert sts is not None and "affinity" not in sts["spec"]["template"]["spec"]
+    assert sts["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+
+    await send(admin, "patch", cr_path(namespace), {"spec": {"template": {"shard": {"affinity": None}}}})
+    await eventually(
+        admin,
+        cr_path(namespace),
+        lambda o: condition(o, "Degraded")["reason"] != "Rejected",
+        "no longer Rejected",
+    )
+
+
+async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(
+    admin: aiohttp.ClientSession, namespace: str, run_operator: Any
+) -> None:
+    """The test plays the cloud's service controller, which fills in a LoadBalancer Service's
+    ingress (the Service's status subresource) some time after it is created: until then nothing
+    is guessed; then the gateway pods advertise that address and status.listeners names it."""
+    _, deployment = await install(admin, namespace)
+    listener = {"name": "external", "type": "loadbalancer", "brokerPorts": 2}
+    await send(admin, "patch", cr_path(namespace), {"spec": {"gateway": {"listener": listener}}})
+    await run_operator(deployment, namespace)
+    svc_path = f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway"
+    svc = await eventually(
+        admin, svc_path, lambda o: o["spec"]["type"] == "LoadBalancer", "LB Service", timeout=60
+    )
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
+    assert all(p.get("nodePort") for p in svc["spec"]["ports"]), "the API server allocated node ports"
+    cr = await eventually(
+        admin, cr_path(namespace), lambda o: o["status"]["listeners"][0]["name"] == "external", "listener"
+    )
+    assert "bootstrapServers" not in cr["status"]["listeners"][0], "no address before the cloud gives one"
+
+    ingress = {"status": {"loadBalancer": {"ingress": [{"hostname": "kafka.example.com"}]}}}
+    await send(admin, "patch", f"{svc_path}/status", ingress)
+    cr = await eventually(
+        admin,
+        cr_path(namespace),
+        lambda o: o["status"]["listeners"][0].get("bootstrapServers") == "kafka.example.com:9092",
+        "the load balancer's address in status.listeners",
+    )
+    assert cr["status"]["listeners"][0]["addresses"] == [{"host": "kafka.example.com", "port": 9092}]
+    gateway = f"/apis/apps/v1/namespaces/{namespace}/deployments/{NAME}-gateway"
+
+    def advertised(dep: dict[str, Any]) -> str | None:
+        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        return next(e for e in env if e["name"] == "GROUPCOORD_ADVERTISED_HOST").get("value")
+
+    await eventually(admin, gateway, lambda o: advertised(o) == "kafka.example.com", "advertised LB host")
+
+
+async def test_only_the_lease_holder_acts(
+    admin: aiohttp.ClientSession, namespace: str, run_operator: Any
+) -> None:
+    """Another replica holds the chart's Lease: this one touches nothing until it is released,
+    then takes it over (through the leader-election Role alone) and reconciles."""
+    from groupcoord_operator.election import format_microtime  # noqa: PLC0415
+
+    _, deployment = await install(admin, namespace)
+    leases = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    renew = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    held = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": f"{NAME}-operator", "namespace": namespace},
+        "spec": {
+            "holderIdentity": "other-replica",
+            "leaseDurationSeconds": 15,
+            "renewTime": format_microtime(renew),
+        },
+    }
+    await send(admin, "post", leases, held)
+    await run_operator(deployment, namespace)
+    await asyncio.sleep(3)  # several resync periods (1 s): a negative check needs some wait
+    assert await get(admin, sts_path(namespace)) is None, "a follower must not touch workloads"
+    assert not ((await get(admin, cr_path(namespace))).get("status") or {}).get("partitions"), (
+        "nor leadership"
+    )
+
+    await send(admin, "patch", f"{leases}/{NAME}-operator", {"spec": {"holderIdentity": ""}})
+    lease = await eventually(
+        admin,
+        f"{leases}/{NAME}-operator",
+        lambda o: o["spec"]["holderIdentity"] not in ("", "other-replica"),
+        "takeover",
+    )
+    assert lease["spec"]["leaseTransitions"] == 1
+    await eventually(
+        admin, sts_path(namespace), lambda o: o["spec"]["replicas"] == 3, "workloads once leading"
+    )

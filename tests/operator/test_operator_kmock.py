@@ -1,10 +1,12 @@
 """The real kopf operator, run in-process against kmock's stateful Kubernetes API emulator.
 
-No real API server (kind, k3s, envtest) is available where these tests run, so kmock stands in:
-it stores objects, merges patches and serves watch streams, but runs no controllers. The test
-therefore plays the StatefulSet controller and the kubelet itself — it creates shard pods and
-flips their Ready condition — and it plays the API server's validation (none: a spec the CRD's
-CEL rules would reject still reaches the operator, which must mark it Degraded).
+The operator's stories that a real API server can tell run against one
+(``test_operator_apiserver.py``). These stay on kmock because they need what only an emulator
+gives: its request log (every write the operator made, in order: idempotence, the order of a
+rolling update's steps) and a spec the CRD's schema would refuse reaching the operator (which must
+still mark it Degraded, as it would after a CRD downgrade). kmock stores objects, merges patches
+and serves watch streams, but runs no controllers: the test plays the StatefulSet controller and
+the kubelet itself.
 
 The story: create a GroupCoordinator → workloads and leadership appear; pods become Ready → the
 resource is Ready; threads and shards are edited → workloads and leadership follow with minimal
@@ -15,7 +17,6 @@ with workloads and leadership left alone.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import os
 import threading
 from collections import Counter
@@ -33,7 +34,6 @@ from kmock_resources import declare_resources  # noqa: E402
 
 from groupcoord.controlplane.placement import placement_from_status  # noqa: E402
 from groupcoord_operator.build import PAUSE_RECONCILIATION, RESTART, TEMPLATE_HASH  # noqa: E402
-from groupcoord_operator.election import format_microtime  # noqa: E402
 
 NS = "kafka"
 NAME = "orders"
@@ -294,45 +294,6 @@ async def test_no_live_shard_keeps_leadership_and_says_so(operator: Any) -> None
     assert all(new[p].epoch == old[p].epoch + 1 for p in new), "every partition changed leader: 1 → 0"
 
 
-LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/groupcoord-operator"
-
-
-@pytest.fixture
-async def lease_held_elsewhere(kmock: kmock.KubernetesEmulator) -> None:
-    """Another operator replica holds a live Lease before this one starts."""
-    declare_resources(kmock)
-    renew = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
-    lease = {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {"name": "groupcoord-operator", "namespace": NS, "resourceVersion": "1"},
-        "spec": {
-            "holderIdentity": "other-replica",
-            "leaseDurationSeconds": 15,
-            "renewTime": format_microtime(renew),
-        },
-    }
-    await send(kmock, "post", f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases", lease)
-
-
-# fixtures are set up left to right: the Lease exists before the operator starts
-async def test_only_the_lease_holder_acts(lease_held_elsewhere: None, operator: Any) -> None:
-    k = operator
-    await create_resource(k, SPEC)
-    await asyncio.sleep(2.5)  # several resync periods (1 s): a negative check needs some wait
-    assert await get(k, STS) is None, "a follower must not touch workloads"
-    assert not ((await get(k, CR)).get("status") or {}).get("partitions"), "nor leadership"
-
-    # the other replica steps down (releases the Lease): this one takes over and reconciles
-    await send(k, "patch", LEASE, {"spec": {"holderIdentity": ""}})
-    lease = await eventually(
-        k, LEASE, lambda o: o["spec"]["holderIdentity"] not in ("", "other-replica"), "takeover"
-    )
-    assert lease["spec"]["leaseTransitions"] == 1
-    await eventually(k, STS, lambda o: o["spec"]["replicas"] == 3, "workloads once leading")
-    await eventually(k, CR, lambda o: len(o["status"]["partitions"]) == 12, "placement once leading")
-
-
 def sts_partition(sts: dict[str, Any]) -> int:
     return sts["spec"]["updateStrategy"]["rollingUpdate"]["partition"]
 
@@ -454,82 +415,6 @@ async def test_replication_clamped_to_a_small_kafka_is_said_in_a_condition(
     sts = await eventually(k, STS, lambda o: True, "shard StatefulSet")
     assert arg(shard_args(sts), "--replication-factor") == "3", "shards get what was asked, and clamp alike"
     assert len(cr["status"]["partitions"]) == 12
-
-
-async def test_what_the_api_server_refuses_is_reported(operator: Any) -> None:
-    """The test plays the API server's validation of the StatefulSet (kmock runs none): a pod
-    template whose affinity it cannot parse is answered 422, as a real one would. (kmock stores
-    the patch even so, so the next reconcile finds nothing to write; a real server would not
-    store it, and the condition would stay. The report itself is what is checked here.)"""
-    k = operator
-    await create_resource(k, SPEC)
-    await eventually(k, STS, lambda o: True, "shard StatefulSet")
-
-    def bad_affinity(request: Any) -> bool:
-        spec = ((request.data or {}).get("spec") or {}).get("template", {}).get("spec") or {}
-        return "affinity" in spec
-
-    (
-        k[f"patch {STS}", bad_affinity]
-        << 422
-        << {
-            "kind": "Status",
-            "status": "Failure",
-            "reason": "Invalid",
-            "message": 'StatefulSet.apps "orders-shard" is invalid: spec.template.spec.affinity.nodeAffinity: Invalid value',
-        }
-    )
-    first_request = len(list(k))
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": "not-a-selector"}}
-    await send(k, "patch", CR, {"spec": {"template": {"shard": {"affinity": affinity}}}})
-
-    def rejected() -> list[dict[str, Any]]:
-        return [
-            c
-            for r in list(k)[first_request:]
-            if str(r.url.path) == f"{CR}/status" and str(r.method.value).upper() == "PATCH"
-            for c in (r.data or {}).get("status", {}).get("conditions") or ()
-            if c["type"] == "Degraded" and c["reason"] == "Rejected"
-        ]
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE_S
-    while not rejected() and loop.time() < deadline:
-        await asyncio.sleep(0.1)
-    (first, *_) = rejected()
-    assert first["status"] == "True"
-    assert "StatefulSet/orders-shard" in first["message"] and "HTTP 422" in first["message"]
-
-
-async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(operator: Any) -> None:
-    """The test plays the cloud's service controller, which fills in a LoadBalancer Service's
-    ingress some time after it is created: until then nothing is guessed; then the gateway pods
-    advertise that address and status.listeners names it."""
-    k = operator
-    listener = {"name": "external", "type": "loadbalancer", "brokerPorts": 2}
-    await create_resource(k, {**SPEC, "gateway": {"listener": listener}})
-    svc_path = f"/api/v1/namespaces/{NS}/services/{NAME}-gateway"
-    svc = await eventually(k, svc_path, lambda o: True, "gateway Service")
-    assert svc["spec"]["type"] == "LoadBalancer"
-    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
-    cr = await eventually(k, CR, lambda o: o["status"]["listeners"][0]["name"] == "external", "listener")
-    assert "bootstrapServers" not in cr["status"]["listeners"][0], "no address before the cloud gives one"
-
-    def advertised(dep: dict[str, Any]) -> dict[str, Any]:
-        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
-        return next(e for e in env if e["name"] == "GROUPCOORD_ADVERTISED_HOST")
-
-    dep = await eventually(k, GW, lambda o: True, "gateway Deployment")
-    assert advertised(dep)["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-
-    await send(
-        k, "patch", svc_path, {"status": {"loadBalancer": {"ingress": [{"hostname": "kafka.example.com"}]}}}
-    )
-    cr = await eventually(
-        k, CR, lambda o: o["status"]["listeners"][0].get("bootstrapServers") == "kafka.example.com:9092", "LB"
-    )
-    assert cr["status"]["listeners"][0]["addresses"] == [{"host": "kafka.example.com", "port": 9092}]
-    await eventually(k, GW, lambda o: advertised(o).get("value") == "kafka.example.com", "advertised LB host")
 
 
 async def test_a_restart_request_rolls_every_pod_once_moving_partitions_first(operator: Any) -> None:
