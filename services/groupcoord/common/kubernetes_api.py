@@ -14,7 +14,9 @@ request opens its own connection, so threads share nothing but the configuration
 
 from __future__ import annotations
 
+import atexit
 import base64
+import contextlib
 import datetime as dt
 import http.client
 import json
@@ -206,10 +208,17 @@ def run_exec_plugin(plugin: Mapping[str, Any]) -> Credentials:
 
 
 def _private_file(data: bytes) -> str:
+    """``data`` in a file only this user can read, removed when the process exits."""
     fd, name = tempfile.mkstemp(prefix="groupcoord-kube-", suffix=".pem")  # mode 0600
     with os.fdopen(fd, "wb") as out:
         out.write(data)
+    atexit.register(_remove, name)
     return name
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
 
 
 class KubernetesApi:
