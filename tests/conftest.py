@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -88,3 +88,26 @@ def spark() -> Iterator[Any]:
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real Kubernetes API server for the session (``tests/operator/kube_apiserver.py``);
+    tests take a namespace of their own with :func:`workload_namespace`."""
+    from tests.operator.kube_apiserver import KubeApiServer  # noqa: PLC0415
+
+    with KubeApiServer(tmp_path_factory.mktemp("kube-apiserver")) as server:
+        yield server
+
+
+_workload_namespaces = iter(range(1, 10_000))
+
+
+@pytest.fixture
+async def workload_namespace(kube_apiserver: Any, tmp_path: Any) -> AsyncIterator[Any]:
+    """A namespace of its own on the session's API server, with the chart installed and a
+    kubeconfig of the chart's workload account (what shard and gateway pods run as)."""
+    from tests.operator.kube_apiserver import workload_namespace as make  # noqa: PLC0415
+
+    async with kube_apiserver.admin_session() as admin:
+        yield await make(kube_apiserver, admin, f"workload-{next(_workload_namespaces)}", tmp_path)

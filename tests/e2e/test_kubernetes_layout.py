@@ -1,7 +1,8 @@
 """Issue 12: in Kubernetes mode the gateway follows the live shard layout.
 
 Real processes as pods run them — `groupcoord shard` x 2 and `groupcoord gateway`, all with
-``--leadership kubernetes:kafka/<name>`` — follow a GroupCoordinator on kmock's API emulator
+``--leadership kubernetes:<namespace>/<name>`` — follow a GroupCoordinator on a real Kubernetes API
+server, as the chart's workload account
 (the test plays the operator: it writes ``status.partitions``), in front of the real broker; a
 real KIP-848 consumer commits through the gateway. Shards are rolled from 1 to 2 worker
 processes one at a time, as the operator rolls a ``threadsPerShard`` change: the shard's
@@ -27,23 +28,20 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.common.partitioning import partition_for
 from groupcoord.controlplane.local import free_port_block
-from groupcoord.controlplane.placement import place, placement_to_status
+from groupcoord.controlplane.placement import place
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 
 from .consumers import ConfluentConsumer
 from .failover import PARTITIONS, KeepProducing
-from .kube import SERVING, check, kubeconfig, send, until
+from .kube import SERVING, check, until
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(240)]
 
-NS = "kafka"
-COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 STATE_PARTITIONS = 4
 HOSTS = {0: "127.0.0.10", 1: "127.0.0.11"}  # one address per shard "pod", same port
 
@@ -72,8 +70,9 @@ def odd_partition_group() -> str:
 class Pods:
     """The shard and gateway processes of one GroupCoordinator named ``name``."""
 
-    def __init__(self, broker: EmbeddedBroker, name: str, env: dict[str, str], log_dir: Path) -> None:
-        self.broker, self.name, self.env, self.log_dir = broker, name, env, log_dir
+    def __init__(self, broker: EmbeddedBroker, kube: Any, name: str, log_dir: Path) -> None:
+        self.broker, self.kube, self.name, self.log_dir = broker, kube, name, log_dir
+        self.env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig)}
         self.port = shared_port()
         self.topic = f"__lf_{uuid.uuid4().hex[:6]}"
         self.shards: dict[int, subprocess.Popen[bytes]] = {}
@@ -98,7 +97,7 @@ class Pods:
                 *("--partitions", str(STATE_PARTITIONS), "--grpc-host", HOSTS[shard]),
                 *("--grpc-port", str(self.port), "--metrics-port", "0", "--metric-samples-interval", "0"),
                 *("--lag-interval", "0", "--drain-timeout", "30"),
-                *("--leadership", f"kubernetes:{NS}/{self.name}"),
+                *("--leadership", f"kubernetes:{self.kube.namespace}/{self.name}"),
             ],
             f"shard-{shard}.log",
         )
@@ -107,7 +106,7 @@ class Pods:
         self.gateway = self._popen(
             [
                 *("gateway", "--kafka", self.broker.bootstrap, "--host", "127.0.0.1"),
-                *("--port", str(self.gateway_port), "--leadership", f"kubernetes:{NS}/{self.name}"),
+                *("--port", str(self.gateway_port), "--leadership", f"kubernetes:{self.kube.namespace}/{self.name}"),
                 *("--shard-address-template", f"127.0.0.1{{shard}}:{self.port}"),
             ],
             "gateway.log",
@@ -126,21 +125,6 @@ class Pods:
                 proc.wait()
 
 
-async def publish(k: Any, name: str, placement: Any, *, create: bool = False) -> None:
-    status = {"partitions": placement_to_status(placement)}
-    if create:
-        body = {
-            "apiVersion": "groupcoord.io/v1alpha1",
-            "kind": "GroupCoordinator",
-            "metadata": {"name": name, "namespace": NS},
-            "spec": {"shards": 2},
-            "status": status,
-        }
-        await send(k, "post", COLLECTION, body)
-    else:
-        await send(k, "patch", f"{COLLECTION}/{name}/status", {"status": status})
-
-
 async def committing_since(consumer: ConfluentConsumer, since: float, timeout: float = 60) -> None:
     async def committed() -> bool:
         return any(t > since for t, _ in consumer.history.commits)
@@ -149,21 +133,17 @@ async def committing_since(consumer: ConfluentConsumer, since: float, timeout: f
 
 
 @pytest.fixture
-def pods(kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path):  # type: ignore[no-untyped-def]
-    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
-        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
-    )
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", str(kmock.url)))}
-    p = Pods(broker, f"lf{uuid.uuid4().hex[:4]}", env, tmp_path)
+def pods(workload_namespace: Any, broker: EmbeddedBroker, tmp_path: Path):  # type: ignore[no-untyped-def]
+    p = Pods(broker, workload_namespace, f"lf{uuid.uuid4().hex[:4]}", tmp_path)
     try:
         yield p
     finally:
         p.stop()
 
 
-async def start_cluster(k: Any, pods: Pods) -> tuple[dict[int, Any], ConfluentConsumer, KeepProducing, str]:
+async def start_cluster(pods: Pods) -> tuple[dict[int, Any], ConfluentConsumer, KeepProducing, str]:
     placement = place(STATE_PARTITIONS, [0, 1])
-    await publish(k, pods.name, placement, create=True)
+    await pods.kube.publish(pods.name, placement, new=True)
     for shard in (0, 1):
         pods.start_shard(shard, threads=1)
     pods.start_gateway()
@@ -187,19 +167,19 @@ async def start_cluster(k: Any, pods: Pods) -> tuple[dict[int, Any], ConfluentCo
     return placement, consumer, producer, bootstrap
 
 
-async def test_gateway_follows_a_rolling_threads_change(kmock: kmock.KubernetesEmulator, pods: Pods) -> None:
-    placement, consumer, producer, _ = await start_cluster(kmock, pods)
+async def test_gateway_follows_a_rolling_threads_change(pods: Pods) -> None:
+    placement, consumer, producer, _ = await start_cluster(pods)
     try:
         for shard in (0, 1):  # what the operator does for threadsPerShard 1 -> 2
             placement = place(STATE_PARTITIONS, [1 - shard], placement)  # move its partitions away
-            await publish(kmock, pods.name, placement)
+            await pods.kube.publish(pods.name, placement)
             old = pods.shards[shard]
             old.send_signal(signal.SIGTERM)  # it drains until its partitions are gone, then exits
             assert await asyncio.to_thread(old.wait, 40) == 0
             pods.start_shard(shard, threads=2)
             await pods.ready(shard)
             placement = place(STATE_PARTITIONS, [0, 1], placement)  # it gets its share back
-            await publish(kmock, pods.name, placement)
+            await pods.kube.publish(pods.name, placement)
             await committing_since(consumer, time.monotonic() + 1)
         leader = placement[partition_for(consumer.group, STATE_PARTITIONS)].leader
         assert any(p % 2 == 1 for p, a in placement.items() if a.leader == leader)
@@ -211,11 +191,11 @@ async def test_gateway_follows_a_rolling_threads_change(kmock: kmock.KubernetesE
     assert consumer.history.errors == []
 
 
-async def test_gateway_asks_again_when_a_worker_refuses(kmock: kmock.KubernetesEmulator, pods: Pods) -> None:
+async def test_gateway_asks_again_when_a_worker_refuses(pods: Pods) -> None:
     """Same placement, same epochs, but the shard came back with two workers: the gateway's
     table said one, worker 0 answers NOT_COORDINATOR for the odd partition, the gateway asks
     the shard again and routes to worker 1."""
-    placement, consumer, producer, _ = await start_cluster(kmock, pods)
+    placement, consumer, producer, _ = await start_cluster(pods)
     try:
         leader = placement[partition_for(consumer.group, STATE_PARTITIONS)].leader
         old = pods.shards[leader]

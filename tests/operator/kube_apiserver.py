@@ -385,3 +385,52 @@ async def start_operator(
             command, env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     return process, log
+
+
+# ---- a namespace as shard and gateway processes see it -------------------------------------------
+
+
+@dataclass
+class WorkloadNamespace:
+    """The chart installed in ``namespace`` without its own resource; ``kubeconfig`` authenticates
+    as the chart's workload account (what shard and gateway pods run as: read-only on
+    GroupCoordinators). The test plays the operator through ``admin``: :meth:`publish`."""
+
+    admin: aiohttp.ClientSession
+    namespace: str
+    kubeconfig: Path
+
+    @property
+    def collection(self) -> str:
+        return collection("GroupCoordinator", self.namespace)
+
+    async def publish(self, name: str, placement: Any, *, shards: int = 2, new: bool = False) -> None:
+        """Write ``placement`` to the resource's status as the operator does (making the
+        resource first when ``new``)."""
+        from groupcoord.controlplane.placement import placement_to_status  # noqa: PLC0415
+
+        if new:
+            spec = {"kafka": {"bootstrapServers": "kafka:9092"}, "stateTopic": {"partitions": len(placement)}}
+            body = {
+                "apiVersion": "groupcoord.io/v1alpha1",
+                "kind": "GroupCoordinator",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {**spec, "shards": shards},
+            }
+            await create(self.admin, body)
+        status = {"status": {"partitions": placement_to_status(placement)}}
+        async with self.admin.patch(
+            f"{self.collection}/{name}/status",
+            json=status,
+            headers={"Content-Type": "application/merge-patch+json"},
+        ) as resp:
+            if resp.status >= 300:
+                raise ApiError(resp.status, await resp.json())
+
+
+async def workload_namespace(
+    server: KubeApiServer, admin: aiohttp.ClientSession, namespace: str, workdir: Path
+) -> WorkloadNamespace:
+    await install(admin, namespace, resource=False)
+    token = await service_account_token(admin, namespace, f"{RELEASE_NAME}-workload")
+    return WorkloadNamespace(admin, namespace, server.kubeconfig(workdir / "kubeconfig", token, namespace))

@@ -1,7 +1,8 @@
 """`groupcoord shard` serves grpc.health.v1 the way a kubelet probes it.
 
 A real shard process (two workers, the group core) against the real broker, following a
-GroupCoordinator resource on kmock's Kubernetes API emulator as it does in a pod, probed with
+GroupCoordinator resource on a real Kubernetes API server as it does in a pod (as the chart's
+workload account), probed with
 the real ``grpc_health.v1`` client stub on worker 0's port (the pod's gRPC port):
 NOT_SERVING until its leadership source answers, SERVING then, NOT_SERVING as soon as it is
 asked to stop while it still leads partitions (draining), and a clean exit once the control
@@ -17,29 +18,26 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
-import kmock
 import pytest
-from e2e.kube import NOT_SERVING, SERVING, check, has_status, kubeconfig, send, until
+from e2e.kube import NOT_SERVING, SERVING, check, has_status, until
 
 from groupcoord.controlplane.local import free_port_block
-from groupcoord.controlplane.placement import place, placement_to_status
+from groupcoord.controlplane.placement import place
 from groupcoord.coordinator.server.health import LIVENESS_SERVICE, WORKER_SERVICE
 from groupcoord.embedded_broker import EmbeddedBroker
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(120)]
 
-NS, NAME = "kafka", "hc"
-COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+NAME = "hc"
 PARTITIONS, WORKERS = 4, 2
 
 
 async def test_shard_health_follows_start_ready_and_drain(
-    kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path
+    workload_namespace: Any, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
-        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
-    )
+    kube = workload_namespace
     grpc_port = free_port_block(WORKERS)
     proc = subprocess.Popen(
         [
@@ -47,10 +45,10 @@ async def test_shard_health_follows_start_ready_and_drain(
             *("--threads", str(WORKERS), "--kafka", broker.bootstrap, "--partitions", str(PARTITIONS)),
             *("--state-topic", f"state-{uuid.uuid4().hex[:8]}", "--grpc-host", "127.0.0.1"),
             *("--grpc-port", str(grpc_port), "--metrics-port", "0", "--metric-samples-interval", "0"),
-            *("--leadership", f"kubernetes:{NS}/{NAME}", "--drain-timeout", "60"),
+            *("--leadership", f"kubernetes:{kube.namespace}/{NAME}", "--drain-timeout", "60"),
         ],
         start_new_session=True,
-        env={**os.environ, "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", str(kmock.url)))},
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
     )
     try:
         # Starting: the resource does not exist yet, so the shard cannot learn what to lead.
@@ -67,18 +65,7 @@ async def test_shard_health_follows_start_ready_and_drain(
 
         # The operator publishes a placement: every partition on shard 0.
         first = place(PARTITIONS, [0])
-        await send(
-            kmock,
-            "post",
-            COLLECTION,
-            {
-                "apiVersion": "groupcoord.io/v1alpha1",
-                "kind": "GroupCoordinator",
-                "metadata": {"name": NAME, "namespace": NS},
-                "spec": {"shards": 2},
-                "status": {"partitions": placement_to_status(first)},
-            },
-        )
+        await kube.publish(NAME, first, shards=2, new=True)
         await until("ready", lambda: has_status(check(grpc_port), SERVING))
         assert await check(grpc_port, WORKER_SERVICE, 1) == SERVING
         assert await check(grpc_port, "no.such.service") is None  # NOT_FOUND, as the library answers
@@ -93,8 +80,7 @@ async def test_shard_health_follows_start_ready_and_drain(
 
         # The operator moves the partitions to shard 1: the drained shard exits cleanly.
         second = place(PARTITIONS, [1], first)
-        status = {"status": {"partitions": placement_to_status(second)}}
-        await send(kmock, "patch", f"{COLLECTION}/{NAME}/status", status)
+        await kube.publish(NAME, second)
         assert await asyncio.to_thread(proc.wait, 30) == 0
     finally:
         if proc.poll() is None:

@@ -1,7 +1,7 @@
 """In Kubernetes mode a shard takes leadership only from the GroupCoordinator's status.
 
 A real shard process (two workers, the group core, mutual TLS with certificates of a CA made
-for the test) follows a resource on kmock's Kubernetes API emulator as it does in a pod. A
+for the test) follows a resource on a real Kubernetes API server as it does in a pod. A
 forged ``ShardControl.SetLeadership`` with epoch 2^31-1, even with the control plane's
 certificate, is refused: it would have made that epoch the partitions' highest fence marker
 and fenced every later leader. The operator's next epochs are then taken up. The kubelet's
@@ -16,24 +16,23 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import grpc
-import kmock
 import pytest
-from e2e.kube import SERVING, check, has_status, kubeconfig, send, until
+from e2e.kube import SERVING, check, has_status, until
 
 from groupcoord.common import internal_tls
 from groupcoord.common.internal_tls import CONTROL_PLANE, SHARD_NAME, InternalTls
 from groupcoord.controlplane.local import free_port_block
-from groupcoord.controlplane.placement import Assignment, place, placement_to_status
+from groupcoord.controlplane.placement import Assignment, place
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(120)]
 
-NS, NAME = "kafka", "lead"
-COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+NAME = "lead"
 PARTITIONS, WORKERS = 4, 2
 FORGED_EPOCH = 2**31 - 1
 
@@ -49,11 +48,9 @@ async def active_epochs(control: InternalTls, grpc_port: int) -> dict[int, int]:
 
 
 async def test_a_forged_set_leadership_is_refused_and_the_operators_next_epochs_are_taken(
-    kmock: kmock.KubernetesEmulator, broker: EmbeddedBroker, tmp_path: Path
+    workload_namespace: Any, broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
-    kmock.resources["groupcoord.io/v1alpha1/groupcoordinators"] = kmock.ResourceInfo(
-        kind="GroupCoordinator", namespaced=True, verbs={"get", "list", "watch"}, subresources={"status"}
-    )
+    kube = workload_namespace
     certificates = internal_tls.issue(tmp_path / "tls")
     control = InternalTls.from_dir(certificates[CONTROL_PLANE])
     grpc_port, health_port = free_port_block(WORKERS), free_port()
@@ -63,26 +60,15 @@ async def test_a_forged_set_leadership_is_refused_and_the_operators_next_epochs_
             *("--threads", str(WORKERS), "--kafka", broker.bootstrap, "--partitions", str(PARTITIONS)),
             *("--state-topic", f"state-{uuid.uuid4().hex[:8]}", "--grpc-host", "127.0.0.1"),
             *("--grpc-port", str(grpc_port), "--metrics-port", "0", "--metric-samples-interval", "0"),
-            *("--leadership", f"kubernetes:{NS}/{NAME}", "--health-port", str(health_port)),
+            *("--leadership", f"kubernetes:{kube.namespace}/{NAME}", "--health-port", str(health_port)),
             *("--internal-tls-dir", str(certificates[SHARD_NAME])),
         ],
         start_new_session=True,
-        env={**os.environ, "KUBECONFIG": str(kubeconfig(tmp_path / "kubeconfig", str(kmock.url)))},
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
     )
     try:
         first = place(PARTITIONS, [0])
-        await send(
-            kmock,
-            "post",
-            COLLECTION,
-            {
-                "apiVersion": "groupcoord.io/v1alpha1",
-                "kind": "GroupCoordinator",
-                "metadata": {"name": NAME, "namespace": NS},
-                "spec": {"shards": 1},
-                "status": {"partitions": placement_to_status(first)},
-            },
-        )
+        await kube.publish(NAME, first, shards=1, new=True)
         # The kubelet's plaintext probe: health alone on its port; the gRPC port wants a certificate.
         await until("ready on the health port", lambda: has_status(check(health_port), SERVING), timeout=60)
         assert await check(grpc_port) is None
@@ -105,9 +91,7 @@ async def test_a_forged_set_leadership_is_refused_and_the_operators_next_epochs_
 
         # The operator's next epochs (a move: epoch + 1) are taken up, not fenced.
         second = {p: Assignment(leader=0, epoch=a.epoch + 1) for p, a in first.items()}
-        await send(
-            kmock, "patch", f"{COLLECTION}/{NAME}/status", {"status": {"partitions": placement_to_status(second)}}
-        )
+        await kube.publish(NAME, second)
         expected = {p: a.epoch for p, a in second.items()}
         await until("every partition active at the operator's next epochs", lambda: led(expected), timeout=60)
     finally:
