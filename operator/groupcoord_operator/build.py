@@ -815,6 +815,9 @@ def build_paused_status(
     ``ReconciliationPaused`` condition. ``observedGeneration`` stays the last one acted on, so
     nothing waiting for a spec change to be applied mistakes the pause for it."""
     previous = status.get("conditions") or ()
+    if any(c.get("type") == "ReconciliationPaused" and c.get("status") == "True" for c in previous):
+        # already said: a spec change meanwhile (a new generation) changes nothing, not even this
+        return dict(status)
     conditions = [c for c in previous if c.get("type") != "ReconciliationPaused"]
     conditions.append(
         build_condition(

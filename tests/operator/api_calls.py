@@ -1,6 +1,6 @@
 """The REST calls the operator stories make, on either API: kmock's emulator or a real
 ``kube-apiserver`` through an ``aiohttp`` session (both answer ``k.get(path)`` and friends as
-``aiohttp`` does); and what they read back from a GroupCoordinator's status."""
+``aiohttp`` does); the resource they tell of; and what they read back from its status."""
 
 from __future__ import annotations
 
@@ -11,6 +11,25 @@ from typing import Any
 from groupcoord.controlplane.placement import placement_from_status
 
 DEADLINE_S = 30.0
+
+# The stories' resource: ``orders`` in ``kafka``, 3 shards of 2 threads over 12 state partitions.
+NS = "kafka"
+NAME = "orders"
+CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
+SPEC = {
+    "kafka": {"bootstrapServers": "kafka:9092"},
+    "stateTopic": {"partitions": 12},
+    "shards": 3,
+    "threadsPerShard": 2,
+    "standbysPerPartition": 1,
+}
+#: a spec change the CRD refuses on four counts at once (schema, CEL, immutability)
+BAD_SPEC = {
+    "shards": 2,
+    "groupDefaults": {"heartbeatIntervalMs": 60000},
+    "stateTopic": {"partitions": 24},
+    "threadsPerShard": 0,
+}
 
 
 async def get(k: Any, path: str) -> dict[str, Any] | None:

@@ -56,6 +56,27 @@ def _binary(name: str) -> str:
     return str(path)
 
 
+#: the audit policy: every write at the Request level (with its body), nothing else
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived", "ResponseStarted"],
+    "rules": [{"level": "Request", "verbs": ["create", "update", "patch", "delete"]}, {"level": "None"}],
+}
+HTTP_METHODS = {"create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE"}
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write from the server's audit log: what a request log of the API shows."""
+
+    path: str
+    method: str
+    data: dict[str, Any]
+    user: str
+    code: int
+
+
 @dataclass
 class KubeApiServer:
     """etcd and kube-apiserver on loopback ports under ``workdir``; ``url`` is the API."""
@@ -74,6 +95,7 @@ class KubeApiServer:
         apiserver, etcd = _binary("kube-apiserver"), _binary("etcd")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pki = pki = make_kube_pki(self.workdir / "pki", self.more_ips)
+        (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         client, peer, secure = (
             free_port(),
             free_port(),
@@ -114,6 +136,10 @@ class KubeApiServer:
                 # which only the controller manager makes; pods here name their account explicitly
                 "--disable-admission-plugins=ServiceAccount",
                 "--enable-priority-and-fairness=false",
+                # every write, with its body: the request log the operator stories read (writes())
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.workdir / 'audit.log'}",
+                "--audit-log-mode=blocking",
                 "--v=0",
             ],
             self.workdir / "kube-apiserver.log",
@@ -132,6 +158,26 @@ class KubeApiServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def writes(self) -> list[Write]:
+        """Every write the server answered so far, in the order it received them."""
+        log = self.workdir / "audit.log"
+        events = (
+            [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+            if log.exists()
+            else []
+        )
+        events.sort(key=lambda e: e["requestReceivedTimestamp"])
+        return [
+            Write(
+                path=e["requestURI"].split("?")[0],
+                method=HTTP_METHODS[e["verb"]],
+                data=e.get("requestObject") or {},
+                user=e["user"]["username"],
+                code=(e.get("responseStatus") or {}).get("code", 0),
+            )
+            for e in events
+        ]
 
     def admin_ssl(self) -> ssl.SSLContext:
         assert self.pki is not None

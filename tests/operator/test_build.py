@@ -455,6 +455,8 @@ def test_a_paused_resource_keeps_its_last_status_and_says_it_is_paused():
     paused = build.build_paused_status(status, 3, NOW)
     later = build.build_paused_status(paused, 3, NOW + dt.timedelta(minutes=5))
     assert later == paused, "a paused resource's status does not move"
+    edited = build.build_paused_status(paused, 4, NOW + dt.timedelta(minutes=6))
+    assert edited == paused, "nor when the spec is edited meanwhile (a new generation, a real API server's)"
     by_type = {c["type"]: c for c in paused["conditions"]}
     assert by_type["ReconciliationPaused"]["status"] == "True"
     assert by_type["Ready"] == {c["type"]: c for c in status["conditions"]}["Ready"]
