@@ -135,6 +135,44 @@ def test_every_rendered_object_validates(chart, values):
             assert obj["spec"]["endpoints"][0]["port"] == "metrics"
 
 
+#: kinds whose CRDs belong to other projects (the Prometheus operator): test_monitoring.py checks them
+FOREIGN_KINDS = {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+
+
+@pytest.mark.parametrize(
+    "values", [None, NON_DEFAULT, ALL_NAMESPACES], ids=["default", "custom", "cluster-wide"]
+)
+async def test_a_real_api_server_accepts_every_rendered_object(values, kube_apiserver):
+    """Every object the chart renders, sent to a real ``kube-apiserver`` (the chart's CRD
+    installed) as a server-side dry run: the server's own validation, defaulting and admission
+    judge each one, as ``helm install --dry-run=server`` would, and nothing is kept. The
+    namespaces the chart names exist first, as they must on a cluster."""
+    from tests.operator.kube_apiserver import RESOURCES, collection, install_crd  # noqa: PLC0415
+
+    objects, _ = render(helm.Chart.load(CHART), values)
+    async with kube_apiserver.admin_session() as admin:
+        await install_crd(admin)
+        namespaces = {"kafka"} | {o["metadata"]["namespace"] for o in objects if o["metadata"].get("namespace")}
+        for name in sorted(namespaces):
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            async with admin.post("/api/v1/namespaces", json=body) as resp:
+                assert resp.status in (201, 409), await resp.text()
+        refused = []
+        for obj in objects:
+            if obj["kind"] in FOREIGN_KINDS:
+                continue
+            kind = obj["kind"]
+            path = collection(kind, obj["metadata"].get("namespace", "kafka")) if kind in RESOURCES else None
+            if path is None:  # Job, ConfigMap: not in the helper's table
+                group_version = obj["apiVersion"]
+                prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+                path = f"{prefix}/namespaces/{obj['metadata'].get('namespace', 'kafka')}/{kind.lower()}s"
+            async with admin.post(path, params={"dryRun": "All"}, json=obj) as resp:
+                if resp.status != 201:
+                    refused.append((kind, obj["metadata"]["name"], resp.status, (await resp.json()).get("message")))
+        assert refused == []
+
+
 def test_crds_directory_holds_a_valid_crd_equal_to_the_operators(chart):
     crds = chart.crds
     assert [c["name"] for c in crds] == ["crds/groupcoord.io_groupcoordinators.yaml"]
