@@ -85,11 +85,15 @@ class KubeApiServer:
     #: addresses besides loopback the server listens on and is reached at (a Docker network's
     #: gateway, for containers); its certificate names them
     more_ips: tuple[str, ...] = ()
+    #: kube-controller-manager controllers to run beside the server (none by default: the tests
+    #: play the controllers they need); e.g. ``("clusterrole-aggregation",)``
+    controllers: tuple[str, ...] = ()
     pki: KubePki | None = None
     url: str = ""
     port: int = 0
     _etcd: subprocess.Popen[bytes] | None = None
     _apiserver: subprocess.Popen[bytes] | None = None
+    _controller_manager: subprocess.Popen[bytes] | None = None
 
     def start(self) -> KubeApiServer:
         apiserver, etcd = _binary("kube-apiserver"), _binary("etcd")
@@ -147,9 +151,29 @@ class KubeApiServer:
         self.port = secure
         self.url = f"https://127.0.0.1:{secure}"
         self._wait_ready(timeout=90)
+        if self.controllers:
+            self.start_controller_manager(self.controllers)
         return self
 
+    def start_controller_manager(self, controllers: tuple[str, ...]) -> None:
+        """kube-controller-manager with only ``controllers``. Its garbage collector learns the
+        resource types that exist when it starts (then every 30 s): start it after the CRDs."""
+        self._controller_manager = _spawn(
+            [
+                _binary("kube-controller-manager"),
+                f"--kubeconfig={self.admin_kubeconfig()}",
+                f"--controllers={','.join(controllers)}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'controller-manager'}",
+                "--authentication-skip-lookup=true",
+            ],
+            self.workdir / "kube-controller-manager.log",
+        )
+
     def stop(self) -> None:
+        stop_process_group(self._controller_manager)
         stop_process_group(self._apiserver)
         stop_process_group(self._etcd)
 
@@ -206,6 +230,31 @@ class KubeApiServer:
                 last = exc
             time.sleep(0.25)
         raise TimeoutError(f"kube-apiserver not ready after {timeout}s: {last}")
+
+    def admin_kubeconfig(self) -> Path:
+        """A kubeconfig with the administrator's client certificate (for the controller manager)."""
+        assert self.pki is not None
+        path = self.workdir / "admin.kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": "test", "cluster": {"server": self.url, "certificate-authority": str(self.pki.ca)}}
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate": str(self.pki.admin_cert),
+                        "client-key": str(self.pki.admin_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": "admin"}}],
+            "current-context": "test",
+        }
+        path.write_text(yaml.safe_dump(config))
+        return path
 
     def kubeconfig(self, path: Path, token: str, namespace: str, host: str = "127.0.0.1") -> Path:
         """A kubeconfig that authenticates with a service account's ``token`` (what a pod's
@@ -340,7 +389,6 @@ def cluster_scoped_names(objects: list[dict[str, Any]], namespace: str) -> None:
         if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
             old = obj["metadata"]["name"]
             renamed[old] = obj["metadata"]["name"] = f"{old}-{namespace}"
-            obj["metadata"].pop("labels", None)  # aggregation labels: nothing aggregates here
     for obj in objects:
         ref = obj.get("roleRef")
         if ref and ref["kind"] == "ClusterRole":

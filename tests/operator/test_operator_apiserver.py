@@ -232,9 +232,7 @@ async def test_a_role_missing_one_verb_stops_the_operator_and_says_which(
 async def test_the_aggregated_roles_let_namespace_users_manage_and_view_resources(
     admin: aiohttp.ClientSession, namespace: str
 ) -> None:
-    """A namespace admin bound to the chart's admin role creates and scales a GroupCoordinator;
-    a viewer bound to the view role reads it and cannot change it (the API server's RBAC decides,
-    through impersonation by the test's administrator)."""
+    """The chart's own admin and view roles, bound directly."""
     objects: list[dict[str, Any]] = []
 
     def keep(applied: list[dict[str, Any]]) -> None:
@@ -244,6 +242,15 @@ async def test_the_aggregated_roles_let_namespace_users_manage_and_view_resource
     roles = {o["metadata"]["name"] for o in objects if o["kind"] == "ClusterRole"}
     admin_role = next(r for r in roles if r.startswith(f"{NAME}-admin"))
     view_role = next(r for r in roles if r.startswith(f"{NAME}-view"))
+    await an_admin_manages_and_a_viewer_reads(admin, namespace, admin_role, view_role)
+
+
+async def an_admin_manages_and_a_viewer_reads(
+    admin: aiohttp.ClientSession, namespace: str, admin_role: str, view_role: str
+) -> None:
+    """alice bound to ``admin_role`` creates, scales and deletes a GroupCoordinator in
+    ``namespace``; victor bound to ``view_role`` reads it and can change nothing (the API server's
+    RBAC decides: the test's administrator impersonates them)."""
     for user, role in (("alice", admin_role), ("victor", view_role)):
         binding = {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -453,3 +460,67 @@ async def test_only_the_lease_holder_acts(
     await eventually(
         admin, sts_path(namespace), lambda o: o["spec"]["replicas"] == 3, "workloads once leading"
     )
+
+
+@pytest.fixture
+def aggregating_apiserver(tmp_path: Path) -> Iterator[KubeApiServer]:
+    """A server with the controller manager's ClusterRole aggregation running beside it."""
+    with KubeApiServer(tmp_path / "kube-apiserver", controllers=("clusterrole-aggregation",)) as server:
+        yield server
+
+
+async def test_namespace_admins_manage_and_viewers_read_through_the_built_in_roles(
+    aggregating_apiserver: KubeApiServer,
+) -> None:
+    """The chart's ClusterRoles carry ``aggregate-to-admin/edit/view``: the controller manager
+    folds their rules into Kubernetes' own ``admin``, ``edit`` and ``view`` roles, so whoever is
+    a namespace's admin manages GroupCoordinators there without a binding of ours."""
+    namespace = "team"
+    async with aggregating_apiserver.admin_session() as admin:
+        await install(admin, namespace, resource=False)
+
+        async def aggregated(role: str) -> bool:
+            cluster_role = await get(admin, f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{role}")
+            return any(
+                "groupcoord.io" in r.get("apiGroups", ()) for r in (cluster_role or {}).get("rules") or ()
+            )
+
+        for role in ("admin", "edit", "view"):
+            deadline = asyncio.get_running_loop().time() + 30
+            while not await aggregated(role):
+                assert asyncio.get_running_loop().time() < deadline, f"{role} never aggregated our rules"
+                await asyncio.sleep(0.2)
+        await an_admin_manages_and_a_viewer_reads(admin, namespace, "admin", "view")
+
+
+async def test_deleting_the_resource_deletes_what_the_operator_made_without_it(
+    own_apiserver: KubeApiServer, tmp_path: Path
+) -> None:
+    """``kubectl delete groupcoordinator`` with the operator gone (uninstalled, crashed): no
+    finalizer holds the resource, and the garbage collector removes every object the operator
+    made, through their owner references."""
+    namespace = "kafka"
+    async with own_apiserver.admin_session() as admin:
+        _, deployment = await install(admin, namespace)
+        own_apiserver.start_controller_manager(("garbagecollector",))  # after the CRD: it knows the kind
+        process, _ = await start_operator(own_apiserver, admin, deployment, namespace, tmp_path)
+        made = [
+            f"/apis/apps/v1/namespaces/{namespace}/statefulsets/{NAME}-shard",
+            f"/apis/apps/v1/namespaces/{namespace}/deployments/{NAME}-gateway",
+            f"/api/v1/namespaces/{namespace}/services/{NAME}-shard",
+            f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway",
+            f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets/{NAME}-shard",
+        ]
+        try:
+            for path in made:
+                await eventually(admin, path, lambda o: True, path, timeout=60)
+        finally:
+            stop_process_group(process)
+        async with admin.delete(cr_path(namespace)) as resp:
+            assert resp.status == 200, await resp.text()
+        assert await get(admin, cr_path(namespace)) is None, "no finalizer waits for the operator"
+        for path in made:
+            deadline = asyncio.get_running_loop().time() + 60
+            while await get(admin, path) is not None:
+                assert asyncio.get_running_loop().time() < deadline, f"{path} outlived its resource"
+                await asyncio.sleep(0.2)
