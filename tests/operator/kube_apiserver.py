@@ -17,10 +17,12 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,7 @@ import yaml
 from real_parts import unavailable
 
 from groupcoord.common.run_dirs import cache_dir
-from groupcoord.embedded_broker import free_port, stop_process_group, wait_for_port
+from groupcoord.embedded_broker import free_port, stop_process_group
 from tests.security.tls import KubePki, make_kube_pki
 
 GO_MODULE = Path(__file__).parent / "apiserver"
@@ -98,28 +100,23 @@ class KubeApiServer:
     def start(self) -> KubeApiServer:
         apiserver, etcd = _binary("kube-apiserver"), _binary("etcd")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.pki = pki = make_kube_pki(self.workdir / "pki", self.more_ips)
+        self.pki = make_kube_pki(self.workdir / "pki", self.more_ips)
         (self.workdir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
-        client, peer, secure = (
-            free_port(),
-            free_port(),
-            free_port("0.0.0.0" if self.more_ips else "127.0.0.1"),
-        )
-        self._etcd = _spawn(
-            [
-                etcd,
-                f"--data-dir={self.workdir / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{client}",
-                f"--advertise-client-urls=http://127.0.0.1:{client}",
-                f"--listen-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-                f"--initial-cluster=default=http://127.0.0.1:{peer}",
-                "--unsafe-no-fsync",  # a test's etcd: durability is not the point, speed is
-                "--log-level=warn",
-            ],
-            self.workdir / "etcd.log",
-        )
-        wait_for_port("127.0.0.1", client, timeout=30)
+        client = self._start_etcd(etcd)
+        for attempt in range(1, 6):  # a secure port found free can be taken before it is bound
+            secure = free_port("0.0.0.0" if self.more_ips else "127.0.0.1")
+            if self._start_apiserver(apiserver, client, secure, attempt):
+                break
+        else:
+            raise RuntimeError(f"kube-apiserver did not start; see {self.workdir}/kube-apiserver-*.log")
+        if self.controllers:
+            self.start_controller_manager(self.controllers)
+        return self
+
+    def _start_apiserver(self, apiserver: str, client: int, secure: int, attempt: int) -> bool:
+        """kube-apiserver on ``secure``; False when it exited (its port taken meanwhile)."""
+        pki = self.pki
+        assert pki is not None
         self._apiserver = _spawn(
             [
                 apiserver,
@@ -146,14 +143,48 @@ class KubeApiServer:
                 "--audit-log-mode=blocking",
                 "--v=0",
             ],
-            self.workdir / "kube-apiserver.log",
+            self.workdir / f"kube-apiserver-{attempt}.log",
         )
         self.port = secure
         self.url = f"https://127.0.0.1:{secure}"
-        self._wait_ready(timeout=90)
-        if self.controllers:
-            self.start_controller_manager(self.controllers)
-        return self
+        try:
+            self._wait_ready(timeout=90)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _start_etcd(self, etcd: str, attempts: int = 5) -> int:
+        """etcd on two free ports; its client port. A port found free can be taken by another
+        process before etcd binds it (many processes start in a test run): then etcd exits at
+        once, and is started again on other ports."""
+        for attempt in range(1, attempts + 1):
+            client, peer = free_port(), free_port()
+            shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+            self._etcd = _spawn(
+                [
+                    etcd,
+                    f"--data-dir={self.workdir / 'etcd'}",
+                    f"--listen-client-urls=http://127.0.0.1:{client}",
+                    f"--advertise-client-urls=http://127.0.0.1:{client}",
+                    f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                    f"--initial-cluster=default=http://127.0.0.1:{peer}",
+                    "--unsafe-no-fsync",  # a test's etcd: durability is not the point, speed is
+                    "--log-level=warn",
+                ],
+                self.workdir / f"etcd-{attempt}.log",
+            )
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and self._etcd.poll() is None:
+                # etcd's own health answer: a port that merely listens may be someone else's
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=1) as r:
+                        if r.status == 200 and self._etcd.poll() is None:
+                            return client
+                except OSError:
+                    time.sleep(0.1)
+            stop_process_group(self._etcd)
+        raise RuntimeError(f"etcd did not start in {attempts} attempts; see {self.workdir}/etcd-*.log")
 
     def start_controller_manager(self, controllers: tuple[str, ...]) -> None:
         """kube-controller-manager with only ``controllers``. Its garbage collector learns the
@@ -221,7 +252,7 @@ class KubeApiServer:
         while time.monotonic() < deadline:
             assert self._apiserver is not None
             if self._apiserver.poll() is not None:
-                raise RuntimeError(f"kube-apiserver exited; see {self.workdir / 'kube-apiserver.log'}")
+                raise ProcessLookupError(f"kube-apiserver exited; see {self.workdir}")
             try:
                 with urllib.request.urlopen(f"{self.url}/readyz", context=self.admin_ssl(), timeout=2) as r:
                     if r.status == 200:
