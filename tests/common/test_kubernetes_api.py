@@ -13,7 +13,6 @@ import json
 import stat
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,20 +32,18 @@ WHOAMI = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 
 @pytest.fixture(scope="module")
-def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
-    with KubeApiServer(tmp_path_factory.mktemp("kube-apiserver")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def token(apiserver: KubeApiServer) -> str:
+def token(kube_apiserver: KubeApiServer) -> str:
     """A token of ServiceAccount default/reader, which may list namespaces and nothing else."""
-    return asyncio.run(_reader_token(apiserver))
+    return asyncio.run(_reader_token(kube_apiserver))
 
 
-async def _reader_token(apiserver: KubeApiServer) -> str:
-    async with apiserver.admin_session() as admin:
-        account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "reader", "namespace": NS}}
+async def _reader_token(kube_apiserver: KubeApiServer) -> str:
+    async with kube_apiserver.admin_session() as admin:
+        account = {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "reader", "namespace": NS},
+        }
         async with admin.post(f"/api/v1/namespaces/{NS}/serviceaccounts", json=account) as resp:
             assert resp.status == 201, await resp.text()
         role = {
@@ -59,7 +56,11 @@ async def _reader_token(apiserver: KubeApiServer) -> str:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
             "metadata": {"name": "namespace-reader"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "namespace-reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "namespace-reader",
+            },
             "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": NS}],
         }
         for path, body in (
@@ -95,16 +96,16 @@ def kubeconfig(path: Path, server: str, cluster: dict, user: dict, namespace: st
 
 
 def test_in_a_pod_the_mounted_service_account_is_used(
-    apiserver: KubeApiServer, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube_apiserver: KubeApiServer, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert apiserver.pki is not None
+    assert kube_apiserver.pki is not None
     mounted = tmp_path / "serviceaccount"
     mounted.mkdir()
     (mounted / "token").write_text(token)
-    (mounted / "ca.crt").write_bytes(apiserver.pki.ca.read_bytes())
+    (mounted / "ca.crt").write_bytes(kube_apiserver.pki.ca.read_bytes())
     (mounted / "namespace").write_text(NS)
     assert in_cluster_config(mounted) is None, "outside a pod (no KUBERNETES_SERVICE_HOST) it stays out"
-    host, port = apiserver.url.removeprefix("https://").split(":")
+    host, port = kube_apiserver.url.removeprefix("https://").split(":")
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", host)
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", port)
     config = in_cluster_config(mounted)
@@ -117,16 +118,16 @@ def test_in_a_pod_the_mounted_service_account_is_used(
     assert api.request("GET", "/api/v1/namespaces")[0] == 401, "the token file is read for every request"
 
 
-def test_a_kubeconfig_with_inline_client_certificates(apiserver: KubeApiServer, tmp_path: Path) -> None:
-    assert apiserver.pki is not None
-    pki = apiserver.pki
+def test_a_kubeconfig_with_inline_client_certificates(kube_apiserver: KubeApiServer, tmp_path: Path) -> None:
+    assert kube_apiserver.pki is not None
+    pki = kube_apiserver.pki
 
     def data(path: Path) -> str:
         return base64.b64encode(path.read_bytes()).decode()
 
     path = kubeconfig(
         tmp_path / "config",
-        apiserver.url,
+        kube_apiserver.url,
         {"certificate-authority-data": data(pki.ca)},
         {"client-certificate-data": data(pki.admin_cert), "client-key-data": data(pki.admin_key)},
     )
@@ -137,14 +138,14 @@ def test_a_kubeconfig_with_inline_client_certificates(apiserver: KubeApiServer, 
 
 
 def test_kubeconfig_from_the_environment_with_a_token_file(
-    apiserver: KubeApiServer, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kube_apiserver: KubeApiServer, token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert apiserver.pki is not None
+    assert kube_apiserver.pki is not None
     (tmp_path / "token").write_text(token)
     path = kubeconfig(
         tmp_path / "config",
-        apiserver.url,
-        {"certificate-authority": str(apiserver.pki.ca)},
+        kube_apiserver.url,
+        {"certificate-authority": str(kube_apiserver.pki.ca)},
         {"tokenFile": "token"},  # relative to the kubeconfig's folder
     )
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -153,9 +154,9 @@ def test_kubeconfig_from_the_environment_with_a_token_file(
 
 
 def test_an_exec_plugin_is_run_once_and_again_after_a_401(
-    apiserver: KubeApiServer, token: str, tmp_path: Path
+    kube_apiserver: KubeApiServer, token: str, tmp_path: Path
 ) -> None:
-    assert apiserver.pki is not None
+    assert kube_apiserver.pki is not None
     runs = tmp_path / "runs"
     tokens = tmp_path / "tokens"
     tokens.write_text(f"not-yet-valid\n{token}\n")
@@ -185,7 +186,12 @@ def test_an_exec_plugin_is_run_once_and_again_after_a_401(
             "interactiveMode": "Never",
         }
     }
-    path = kubeconfig(tmp_path / "config", apiserver.url, {"certificate-authority": str(apiserver.pki.ca)}, exec_user)
+    path = kubeconfig(
+        tmp_path / "config",
+        kube_apiserver.url,
+        {"certificate-authority": str(kube_apiserver.pki.ca)},
+        exec_user,
+    )
     api = KubernetesApi(kubeconfig_config(path))
     assert whoami(api) == f"system:serviceaccount:{NS}:reader", "the first token was refused: asked again"
     assert whoami(api) == f"system:serviceaccount:{NS}:reader"

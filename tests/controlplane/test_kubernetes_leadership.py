@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import queue
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -24,35 +24,31 @@ from groupcoord.controlplane.kubernetes_leadership import KubernetesLeadership, 
 from groupcoord.controlplane.placement import place, placement_to_status
 from tests.operator.kube_apiserver import RELEASE_NAME, KubeApiServer, install, service_account_token
 
-NS = "kafka"
+NS = "leadership"  # a namespace of its own on the session's API server
 COLLECTION = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 
 pytestmark = [pytest.mark.timeout(90)]
 
 
 @pytest.fixture(scope="module")
-def apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeApiServer]:
-    with KubeApiServer(tmp_path_factory.mktemp("kube-apiserver")) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def workload_api(apiserver: KubeApiServer, tmp_path_factory: pytest.TempPathFactory) -> KubernetesApi:
+def workload_api(kube_apiserver: KubeApiServer, tmp_path_factory: pytest.TempPathFactory) -> KubernetesApi:
     """The API as a shard or gateway pod reaches it: the chart installed (without its own
     resource), and the chart's workload account's token."""
 
     async def token() -> str:
-        async with apiserver.admin_session() as admin:
+        async with kube_apiserver.admin_session() as admin:
             await install(admin, NS, resource=False)
             return await service_account_token(admin, NS, f"{RELEASE_NAME}-workload")
 
-    path = apiserver.kubeconfig(tmp_path_factory.mktemp("workload") / "kubeconfig", asyncio.run(token()), NS)
+    path = kube_apiserver.kubeconfig(
+        tmp_path_factory.mktemp("workload") / "kubeconfig", asyncio.run(token()), NS
+    )
     return KubernetesApi(kubeconfig_config(path))
 
 
 @pytest.fixture
-async def k(apiserver: KubeApiServer) -> AsyncIterator[aiohttp.ClientSession]:
-    async with apiserver.admin_session() as session:
+async def k(kube_apiserver: KubeApiServer) -> AsyncIterator[aiohttp.ClientSession]:
+    async with kube_apiserver.admin_session() as session:
         yield session
 
 
