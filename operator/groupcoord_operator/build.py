@@ -25,7 +25,10 @@ only gateway and operator pods reach the shards' gRPC ports, and metrics only fr
 Addresses clients can reach follow Strimzi's listener model (:func:`advertised_host_env`): a
 gateway pod advertises its pod IP (``internal``), its node's IP with every listener port as a
 hostPort (``nodeport``), or the load balancer's address (``loadbalancer``); the bootstrap
-address of each listener is in ``status.listeners`` (:func:`build_listener_status`).
+address of each listener is in ``status.listeners`` (:func:`build_listener_status`). Every
+gateway pod serves every listener of ``spec.gateway.listeners`` (the first through ``--port`` and
+``GROUPCOORD_LISTENER_*``, the others through ``GROUPCOORD_EXTRA_LISTENERS``: see
+:func:`extra_listeners_env`), and each listener has a Service of its own (:func:`listener_service_name`).
 
 Kafka security, group defaults and the log format reach the processes as ``GROUPCOORD_*``
 environment variables (see :func:`kafka_env`, :func:`group_defaults_env` and :func:`log_format_env`).
@@ -42,7 +45,7 @@ from typing import Any
 from groupcoord.common.topic_replication import Replication
 from groupcoord.controlplane.placement import Placement, placement_to_status
 from groupcoord_operator.crd import API_VERSION, KIND
-from groupcoord_operator.spec import PodTemplate, Spec
+from groupcoord_operator.spec import Listener, PodTemplate, Spec
 
 GRPC_PORT = 50051
 HEALTH_PORT = 50050  # grpc.health.v1 alone, plaintext, for the kubelet's probes
@@ -117,10 +120,17 @@ def internal_tls_secret_name(name: str, spec: Spec, component: str) -> str:
     return str(spec.internal_tls_secrets.get(component) or f"{name}-internal-tls-{component}")
 
 
+#: Mode of every mounted Secret's files: they are root's (the pods set no fsGroup) and the
+#: container runs as a non-root user, so 0440 would leave them unreadable to the process;
+#: the container holds no other user.
+SECRET_MODE = 0o444
+
+
 def _internal_tls(pod: dict[str, Any], container: dict[str, Any], secret: str) -> None:
-    # 0444: the files are root's (no fsGroup) and the container runs as a non-root user
-    pod["volumes"].append({"name": "internal-tls", "secret": {"secretName": secret, "defaultMode": 0o444}})
-    container["volumeMounts"].append({"name": "internal-tls", "mountPath": INTERNAL_TLS_MOUNT, "readOnly": True})
+    pod["volumes"].append({"name": "internal-tls", "secret": {"secretName": secret, "defaultMode": SECRET_MODE}})
+    container["volumeMounts"].append(
+        {"name": "internal-tls", "mountPath": INTERNAL_TLS_MOUNT, "readOnly": True}
+    )
 
 
 def gateway_service_name(name: str) -> str:
@@ -160,27 +170,58 @@ def template_hash(pod_template: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(pod_template, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def advertised_host_env(spec: Spec, load_balancer_host: str | None = None) -> dict[str, Any]:
-    """Where a gateway pod tells clients to connect, by listener type (Strimzi's model).
+def is_first(spec: Spec, listener: Listener) -> bool:
+    """The first listener keeps the names one listener always had (the gateway Service, the
+    ``kafka`` and ``broker-<i>`` ports, ``GROUPCOORD_ADVERTISED_HOST``): adding listeners never
+    renames what clients and probes already use."""
+    return listener == spec.listeners[0]
+
+
+def advertised_host_env_name(spec: Spec, listener: Listener) -> str:
+    return (
+        ADVERTISED_HOST_ENV if is_first(spec, listener) else f"{ADVERTISED_HOST_ENV}_{listener.name.upper()}"
+    )
+
+
+def advertised_host_env(
+    spec: Spec, listener: Listener, load_balancer_hosts: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """Where a gateway pod tells clients of ``listener`` to connect, by its type (Strimzi's model).
 
     ``internal``: its pod IP (downward API), reachable from every pod of the cluster network;
     ``nodeport``: its node's IP (the listener ports are hostPorts, so node:port is this pod);
-    ``loadbalancer``: the load balancer's address (``advertisedHost``, else the Service's
-    ingress once the cloud assigned it; until then the pod IP, for clients inside).
+    ``loadbalancer``: the load balancer's address (``advertisedHost``, else the ingress the
+    cloud assigned to the listener's Service, by listener name in ``load_balancer_hosts``;
+    until then the pod IP, for clients inside).
     """
-    listener = spec.listener
-    if listener.type == "loadbalancer" and (listener.advertised_host or load_balancer_host):
-        return {"name": ADVERTISED_HOST_ENV, "value": listener.advertised_host or load_balancer_host}
+    env_name = advertised_host_env_name(spec, listener)
+    assigned = (load_balancer_hosts or {}).get(listener.name)
+    if listener.type == "loadbalancer" and (listener.advertised_host or assigned):
+        return {"name": env_name, "value": listener.advertised_host or assigned}
     field_path = "status.hostIP" if listener.type == "nodeport" else "status.podIP"
-    return {"name": ADVERTISED_HOST_ENV, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+    return {"name": env_name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+def listener_ports(spec: Spec, listener: Listener) -> list[tuple[str, int]]:
+    """``(name, port)`` of ``listener``'s bootstrap port and each per-broker port (``port + 1 + i``,
+    the listener of the upstream broker with node id ``i`` on every gateway pod: ``groupcoord
+    gateway --broker-ports``): ``kafka`` and ``broker-<i>`` for the first listener, ``<name>``
+    and ``<name>-<i>`` for the others."""
+    bootstrap, broker = ("kafka", "broker") if is_first(spec, listener) else (listener.name, listener.name)
+    ports = listener.ports
+    return [(bootstrap, ports[0])] + [(f"{broker}-{n}", port) for n, port in enumerate(ports[1:])]
 
 
 def listener_port_names(spec: Spec) -> list[tuple[str, int]]:
-    """``(name, port)`` of the bootstrap listener and each per-broker listener: ``broker-<i>``
-    is ``port + 1 + i``, the listener of the upstream broker with node id ``i`` on every gateway
-    pod (``groupcoord gateway --broker-ports``)."""
-    ports = spec.listener.ports
-    return [("kafka", ports[0])] + [(f"broker-{n}", port) for n, port in enumerate(ports[1:])]
+    """``(name, port)`` of every port of every listener (:func:`listener_ports`)."""
+    return [entry for listener in spec.listeners for entry in listener_ports(spec, listener)]
+
+
+def listener_service_name(name: str, spec: Spec, listener: Listener) -> str:
+    """The first listener's Service is the gateway Service; another's ``<name>-gateway-<listener>``
+    (Strimzi's ``<cluster>-kafka-<listener>-bootstrap``)."""
+    service = gateway_service_name(name)
+    return service if is_first(spec, listener) else f"{service}-{listener.name}"
 
 
 def kafka_env(spec: Spec) -> list[dict[str, Any]]:
@@ -240,7 +281,7 @@ def _tls_volume(spec: Spec) -> list[dict[str, Any]]:
             sources.append(
                 {"secret": {"name": secret["name"], "items": [{"key": secret["key"], "path": path}]}}
             )
-    return [{"name": "kafka-tls", "projected": {"sources": sources, "defaultMode": 0o440}}]
+    return [{"name": "kafka-tls", "projected": {"sources": sources, "defaultMode": SECRET_MODE}}]
 
 
 def _container_security() -> dict[str, Any]:
@@ -296,7 +337,10 @@ def _apply_pod_template(
         container["securityContext"] = {**container["securityContext"], **template.container_security_context}
     own = {e["name"] for e in container["env"]}
     container["env"].extend(dict(e) for e in template.env if e["name"] not in own)
-    for probe, timings in (("livenessProbe", template.liveness_probe), ("readinessProbe", template.readiness_probe)):
+    for probe, timings in (
+        ("livenessProbe", template.liveness_probe),
+        ("readinessProbe", template.readiness_probe),
+    ):
         if timings:
             container[probe] = {**container[probe], **timings}
 
@@ -357,6 +401,8 @@ def shard_args(name: str, namespace: str, spec: Spec) -> list[str]:
 
 
 def gateway_args(name: str, namespace: str, spec: Spec) -> list[str]:
+    """The first listener's port and address are flags; the others are in
+    ``GROUPCOORD_EXTRA_LISTENERS`` (:func:`extra_listeners_env`)."""
     return [
         "gateway",
         "--port",
@@ -470,39 +516,103 @@ SASL_USERS_MOUNT = "/etc/groupcoord/sasl-users"
 ACLS_MOUNT = "/etc/groupcoord/acls"
 
 
-def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(env, volumes, volume mounts) of the gateway for ``spec.gateway.security`` and
-    ``spec.authorization``: the ``GROUPCOORD_LISTENER_*`` / ``GROUPCOORD_ACL_*`` variables the
-    gateway reads, pointing at Secrets and a ConfigMap mounted read-only."""
-    env: list[dict[str, Any]] = []
-    volumes: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
+Mounts = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # (volumes, volume mounts)
 
-    def mount(volume: str, path: str, source: dict[str, Any]) -> None:
-        volumes.append({"name": volume, **source})
-        mounts.append({"name": volume, "mountPath": path, "readOnly": True})
 
-    tls = spec.gateway_security.get("tls") or {}
+def _mount(mounts: Mounts, volume: str, path: str, source: dict[str, Any]) -> None:
+    mounts[0].append({"name": volume, **source})
+    mounts[1].append({"name": volume, "mountPath": path, "readOnly": True})
+
+
+def listener_security_settings(
+    listener: Listener, mounts: Mounts, paths: tuple[str, str], volume_names: tuple[str, str]
+) -> dict[str, str]:
+    """``listener``'s TLS and SASL as the gateway's listener settings (the ``--listener-*``
+    names: ``ssl_certfile``...), its TLS and credentials Secrets mounted read-only at ``paths``
+    as the volumes ``volume_names``."""
+    tls_mount, sasl_mount = paths
+    settings: dict[str, str] = {}
+    tls, sasl = listener.tls, listener.authentication
     if tls:
-        mount("listener-tls", LISTENER_TLS_MOUNT, {"secret": {"secretName": tls["secretName"], "defaultMode": 0o440}})
-        env.append({"name": "GROUPCOORD_LISTENER_SSL_CERTFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('certificate', 'tls.crt')}"})
-        env.append({"name": "GROUPCOORD_LISTENER_SSL_KEYFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('key', 'tls.key')}"})
+        secret = {"secret": {"secretName": tls["secretName"], "defaultMode": SECRET_MODE}}
+        _mount(mounts, volume_names[0], tls_mount, secret)
+        settings["ssl_certfile"] = f"{tls_mount}/{tls.get('certificate', 'tls.crt')}"
+        settings["ssl_keyfile"] = f"{tls_mount}/{tls.get('key', 'tls.key')}"
         client_auth = tls.get("clientAuth", "none")
         if client_auth != "none":
-            env.append({"name": "GROUPCOORD_LISTENER_SSL_CLIENT_AUTH", "value": client_auth})
-            env.append(
-                {"name": "GROUPCOORD_LISTENER_SSL_CAFILE", "value": f"{LISTENER_TLS_MOUNT}/{tls.get('caCertificate', 'ca.crt')}"}
-            )
-    sasl = spec.gateway_security.get("sasl") or {}
+            settings["ssl_client_auth"] = client_auth
+            settings["ssl_cafile"] = f"{tls_mount}/{tls.get('caCertificate', 'ca.crt')}"
     if sasl:
-        env.append({"name": "GROUPCOORD_LISTENER_SASL", "value": sasl["mode"]})
+        settings["sasl"] = sasl["mode"]
         if sasl.get("mechanisms"):
-            env.append({"name": "GROUPCOORD_LISTENER_SASL_MECHANISMS", "value": ",".join(sasl["mechanisms"])})
+            settings["sasl_mechanisms"] = ",".join(sasl["mechanisms"])
         if sasl["mode"] == "credentials":
-            mount("sasl-users", SASL_USERS_MOUNT, {"secret": {"secretName": sasl["credentialsSecret"], "defaultMode": 0o440}})
-            env.append({"name": "GROUPCOORD_LISTENER_SASL_CREDENTIALS", "value": SASL_USERS_MOUNT})
+            secret = {"secret": {"secretName": sasl["credentialsSecret"], "defaultMode": SECRET_MODE}}
+            _mount(mounts, volume_names[1], sasl_mount, secret)
+            settings["sasl_credentials"] = sasl_mount
         if sasl.get("sessionLifetimeMs"):
-            env.append({"name": "GROUPCOORD_LISTENER_SASL_SESSION_LIFETIME_MS", "value": str(sasl["sessionLifetimeMs"])})
+            settings["sasl_session_lifetime_ms"] = str(sasl["sessionLifetimeMs"])
+    return settings
+
+
+#: the ``GROUPCOORD_LISTENER_*`` variable of each listener setting (groupcoord's ``listener_security.ENV``)
+LISTENER_SETTING_ENV = {
+    "ssl_certfile": "GROUPCOORD_LISTENER_SSL_CERTFILE",
+    "ssl_keyfile": "GROUPCOORD_LISTENER_SSL_KEYFILE",
+    "ssl_client_auth": "GROUPCOORD_LISTENER_SSL_CLIENT_AUTH",
+    "ssl_cafile": "GROUPCOORD_LISTENER_SSL_CAFILE",
+    "sasl": "GROUPCOORD_LISTENER_SASL",
+    "sasl_mechanisms": "GROUPCOORD_LISTENER_SASL_MECHANISMS",
+    "sasl_credentials": "GROUPCOORD_LISTENER_SASL_CREDENTIALS",
+    "sasl_session_lifetime_ms": "GROUPCOORD_LISTENER_SASL_SESSION_LIFETIME_MS",
+}
+EXTRA_LISTENERS_ENV = "GROUPCOORD_EXTRA_LISTENERS"
+LISTENERS_MOUNT = "/etc/groupcoord/listeners"
+
+
+def extra_listeners_env(spec: Spec, mounts: Mounts) -> list[dict[str, Any]]:
+    """``GROUPCOORD_EXTRA_LISTENERS``: every listener after the first, as ``groupcoord gateway
+    --extra-listeners`` reads them (``groupcoord.gateway.extra_listeners``), each with its own
+    advertised-host variable and its Secrets mounted under ``/etc/groupcoord/listeners/<name>``."""
+    entries = []
+    for listener in spec.listeners[1:]:
+        base = f"{LISTENERS_MOUNT}/{listener.name}"
+        security = listener_security_settings(
+            listener,
+            mounts,
+            (f"{base}/tls", f"{base}/sasl-users"),
+            (f"listener-{listener.name}-tls", f"listener-{listener.name}-sasl-users"),
+        )
+        entry: dict[str, Any] = {
+            "name": listener.name,
+            "port": listener.port,
+            "brokerPorts": listener.broker_ports,
+            "advertisedHostEnv": advertised_host_env_name(spec, listener),
+        }
+        if security:
+            entry["security"] = security
+        entries.append(entry)
+    if not entries:
+        return []
+    return [{"name": EXTRA_LISTENERS_ENV, "value": json.dumps(entries, separators=(",", ":"))}]
+
+
+def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(env, volumes, volume mounts) of the gateway for its listeners' security and
+    ``spec.authorization``: the ``GROUPCOORD_LISTENER_*`` (first listener),
+    ``GROUPCOORD_EXTRA_LISTENERS`` (the others) and ``GROUPCOORD_ACL_*`` variables the gateway
+    reads, pointing at Secrets and a ConfigMap mounted read-only."""
+    mounts: Mounts = ([], [])
+    volumes, volume_mounts = mounts
+    first = listener_security_settings(
+        spec.listener, mounts, (LISTENER_TLS_MOUNT, SASL_USERS_MOUNT), ("listener-tls", "sasl-users")
+    )
+    env: list[dict[str, Any]] = [{"name": LISTENER_SETTING_ENV[k], "value": v} for k, v in first.items()]
+    env += extra_listeners_env(spec, mounts)
+
+    def mount(volume: str, path: str, source: dict[str, Any]) -> None:
+        _mount(mounts, volume, path, source)
+
     if spec.gateway_security.get("allowSharedUpstreamIdentity"):
         env.append({"name": "GROUPCOORD_ALLOW_SHARED_UPSTREAM_IDENTITY", "value": "true"})
     authorization = spec.authorization
@@ -512,12 +622,14 @@ def gateway_security(spec: Spec) -> tuple[list[dict[str, Any]], list[dict[str, A
         config_map = authorization.get("aclConfigMap") or {}
         if source == "file" and config_map:
             mount("acls", ACLS_MOUNT, {"configMap": {"name": config_map["name"]}})
-            env.append({"name": "GROUPCOORD_ACL_FILE", "value": f"{ACLS_MOUNT}/{config_map.get('key', 'acls.json')}"})
+            env.append(
+                {"name": "GROUPCOORD_ACL_FILE", "value": f"{ACLS_MOUNT}/{config_map.get('key', 'acls.json')}"}
+            )
         if authorization.get("superUsers"):
             env.append({"name": "GROUPCOORD_SUPER_USERS", "value": ";".join(authorization["superUsers"])})
         if authorization.get("allowEveryoneIfNoAclFound"):
             env.append({"name": "GROUPCOORD_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "value": "true"})
-    return env, volumes, mounts
+    return env, volumes, volume_mounts
 
 
 def build_gateway_deployment(
@@ -526,23 +638,25 @@ def build_gateway_deployment(
     spec: Spec,
     owner: Mapping[str, Any] | None = None,
     image: str | None = None,
-    load_balancer_host: str | None = None,
+    load_balancer_hosts: Mapping[str, str | None] | None = None,
 ) -> dict[str, Any]:
     """The stateless gateway Deployment clients bootstrap to.
 
-    Every listener port it may open (the bootstrap port and one per upstream broker) is a
-    container port — a hostPort too for ``nodeport`` listeners, where the node's IP is what the
-    pod advertises (so the scheduler never puts two gateway pods on one node).
+    Every port of every listener it may open (the bootstrap port and one per upstream broker) is
+    a container port — a hostPort too for ``nodeport`` listeners, where the node's IP is what
+    the pod advertises (so the scheduler never puts two gateway pods on one node).
+    ``load_balancer_hosts``: the ingress the cloud gave each ``loadbalancer`` listener's Service.
     """
-    host_ports = spec.listener.type == "nodeport"
-    listener_ports = [
+    host_ports = any(listener.type == "nodeport" for listener in spec.listeners)
+    container_ports = [
         {
             "name": port_name,
             "containerPort": port,
             "protocol": "TCP",
-            **({"hostPort": port} if host_ports else {}),
+            **({"hostPort": port} if listener.type == "nodeport" else {}),
         }
-        for port_name, port in listener_port_names(spec)
+        for listener in spec.listeners
+        for port_name, port in listener_ports(spec, listener)
     ]
     container = {
         "name": GATEWAY,
@@ -552,11 +666,11 @@ def build_gateway_deployment(
         "args": gateway_args(name, namespace, spec),
         "env": [
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-            advertised_host_env(spec, load_balancer_host),
+            *(advertised_host_env(spec, listener, load_balancer_hosts) for listener in spec.listeners),
             *kafka_env(spec),
             *log_format_env(spec),
         ],
-        "ports": [*listener_ports, {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
+        "ports": [*container_ports, {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
         "readinessProbe": {"tcpSocket": {"port": "kafka"}, "periodSeconds": 5},
         "livenessProbe": {"httpGet": {"path": "/metrics", "port": "metrics"}, "periodSeconds": 10},
         "resources": dict(spec.gateway_resources),
@@ -603,10 +717,10 @@ def build_services(
     name: str, namespace: str, spec: Spec, owner: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """A headless shard Service (per-pod DNS for the gateway), the client-facing gateway
-    Service, and the gateway's metrics Service.
+    Service, the gateway's metrics Service, and a Service for each further listener.
 
-    The gateway Service carries the bootstrap port and every per-broker listener port, under
-    the type the listener asks for (ClusterIP, NodePort, LoadBalancer), and nothing else: a
+    A listener's Service carries its bootstrap port and every per-broker port, under the type
+    the listener asks for (ClusterIP, NodePort, LoadBalancer), and nothing else: a
     LoadBalancer would publish whatever port it carries. Metrics are on a ClusterIP Service
     of their own (which the chart's ServiceMonitor selects by its ``metrics`` port).
 
@@ -628,23 +742,26 @@ def build_services(
         },
     }
     service_type = {"internal": "ClusterIP", "nodeport": "NodePort", "loadbalancer": "LoadBalancer"}
-    gateway_svc: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {
-            "name": gateway_service_name(name),
-            "namespace": namespace,
-            "labels": labels(name, GATEWAY),
-        },
-        "spec": {
-            "type": service_type[spec.listener.type],
-            "selector": selector(name, GATEWAY),
-            "ports": [
-                {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
-                for port_name, port in listener_port_names(spec)
-            ],
-        },
-    }
+    listener_svcs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": listener_service_name(name, spec, listener),
+                "namespace": namespace,
+                "labels": labels(name, GATEWAY),
+            },
+            "spec": {
+                "type": service_type[listener.type],
+                "selector": selector(name, GATEWAY),
+                "ports": [
+                    {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+                    for port_name, port in listener_ports(spec, listener)
+                ],
+            },
+        }
+        for listener in spec.listeners
+    ]
     metrics_svc: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -659,7 +776,7 @@ def build_services(
             "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
         },
     }
-    services = [shard_svc, gateway_svc, metrics_svc]
+    services = [shard_svc, listener_svcs[0], metrics_svc, *listener_svcs[1:]]
     if owner is not None:
         for svc in services:
             svc["metadata"]["ownerReferences"] = [owner_reference(owner)]
@@ -683,7 +800,10 @@ def build_network_policies(
     if spec.threads > 1:
         grpc_ports["endPort"] = GRPC_PORT + spec.threads - 1
     shard_rules = [
-        {"from": [gateway_pods, *(dict(p) for p in spec.network_policy.operator_from)], "ports": [grpc_ports]},
+        {
+            "from": [gateway_pods, *(dict(p) for p in spec.network_policy.operator_from)],
+            "ports": [grpc_ports],
+        },
         {"ports": [{"port": HEALTH_PORT, "protocol": "TCP"}]},
         *metrics_rule,
     ]
@@ -696,7 +816,11 @@ def build_network_policies(
         policy: dict[str, Any] = {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": {"name": f"{name}-{component}", "namespace": namespace, "labels": labels(name, component)},
+            "metadata": {
+                "name": f"{name}-{component}",
+                "namespace": namespace,
+                "labels": labels(name, component),
+            },
             "spec": {
                 "podSelector": {"matchLabels": selector(name, component)},
                 "policyTypes": ["Ingress"],
@@ -757,34 +881,37 @@ def build_listener_status(
     namespace: str,
     spec: Spec,
     gateway_pods: Sequence[Mapping[str, Any]] = (),
-    gateway_service: Mapping[str, Any] | None = None,
+    listener_services: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> list[dict[str, Any]]:
     """``status.listeners`` as Strimzi writes it: per listener its bootstrap addresses.
 
-    ``internal``: the gateway Service's DNS name; ``nodeport``: the node IPs of Ready gateway
-    pods (their hostPorts); ``loadbalancer``: the advertised host or the Service's ingress.
-    Addresses not known yet (no Ready pod, no ingress) are left out rather than guessed.
+    ``internal``: the listener Service's DNS name; ``nodeport``: the node IPs of Ready gateway
+    pods (their hostPorts); ``loadbalancer``: the advertised host or the ingress of the
+    listener's Service (``listener_services``, by listener name). Addresses not known yet (no
+    Ready pod, no ingress) are left out rather than guessed.
     """
-    listener = spec.listener
-    port = listener.port
-    if listener.type == "internal":
-        hosts = [f"{gateway_service_name(name)}.{namespace}.svc"]
-    elif listener.type == "nodeport":
-        hosts = sorted(
-            {
-                str(p["status"]["hostIP"])
-                for p in gateway_pods
-                if _pod_ready(p) and (p.get("status") or {}).get("hostIP")
-            }
-        )
-    else:
-        lb = listener.advertised_host or load_balancer_host(gateway_service)
-        hosts = [lb] if lb else []
-    entry: dict[str, Any] = {"name": listener.name, "type": listener.type}
-    if hosts:
-        entry["addresses"] = [{"host": h, "port": port} for h in hosts]
-        entry["bootstrapServers"] = ",".join(f"{h}:{port}" for h in hosts)
-    return [entry]
+    entries = []
+    for listener in spec.listeners:
+        port = listener.port
+        if listener.type == "internal":
+            hosts = [f"{listener_service_name(name, spec, listener)}.{namespace}.svc"]
+        elif listener.type == "nodeport":
+            hosts = sorted(
+                {
+                    str(p["status"]["hostIP"])
+                    for p in gateway_pods
+                    if _pod_ready(p) and (p.get("status") or {}).get("hostIP")
+                }
+            )
+        else:
+            lb = listener.advertised_host or load_balancer_host((listener_services or {}).get(listener.name))
+            hosts = [lb] if lb else []
+        entry: dict[str, Any] = {"name": listener.name, "type": listener.type}
+        if hosts:
+            entry["addresses"] = [{"host": h, "port": port} for h in hosts]
+            entry["bootstrapServers"] = ",".join(f"{h}:{port}" for h in hosts)
+        entries.append(entry)
+    return entries
 
 
 def build_condition(

@@ -32,6 +32,7 @@ LISTENER_TYPES = ["internal", "nodeport", "loadbalancer"]
 LOG_FORMATS = ["text", "json"]
 CONDITION_TYPES = ["Ready", "Progressing", "Degraded", "Warning", "ReconciliationPaused"]
 MAX_BROKER_PORTS = 64
+MAX_LISTENERS = 8
 TOLERATION_OPERATORS = ["Exists", "Equal"]
 TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -57,57 +58,140 @@ def _secret_key_ref(description: str) -> dict:
     }
 
 
+def _listener_tls(what: str) -> dict:
+    return {
+        "type": "object",
+        "description": f"{what}, with the server certificate from a Secret (e.g. cert-manager's).",
+        "required": ["secretName"],
+        "properties": {
+            "secretName": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Secret holding the certificate and key.",
+            },
+            "certificate": {
+                "type": "string",
+                "default": "tls.crt",
+                "description": "Key of the certificate (PEM).",
+            },
+            "key": {"type": "string", "default": "tls.key", "description": "Key of the private key (PEM)."},
+            "clientAuth": {
+                "type": "string",
+                "enum": ["none", "requested", "required"],
+                "default": "none",
+                "description": "Client certificates, as Kafka's ssl.client.auth; the principal is the subject.",
+            },
+            "caCertificate": {
+                "type": "string",
+                "default": "ca.crt",
+                "description": "Key (same Secret) of the CA bundle that signs client certificates.",
+            },
+        },
+    }
+
+
+def _listener_sasl(what: str) -> dict:
+    return {
+        "type": "object",
+        "description": f"{what}: passthrough relays the client's exchange to the Kafka cluster; "
+        "credentials checks it against credentialsSecret.",
+        "required": ["mode"],
+        "x-kubernetes-validations": [
+            {
+                "rule": "self.mode != 'credentials' || has(self.credentialsSecret)",
+                "message": "mode credentials needs credentialsSecret",
+            }
+        ],
+        "properties": {
+            "mode": {
+                "type": "string",
+                "enum": ["credentials", "passthrough"],
+                "description": "Who checks credentials.",
+            },
+            "mechanisms": {
+                "type": "array",
+                "items": {"type": "string", "enum": SASL_MECHANISMS},
+                "description": "Enabled mechanisms (default: all).",
+            },
+            "credentialsSecret": {
+                "type": "string",
+                "description": "Secret with one key per user name, its value the password (mode credentials).",
+            },
+            "sessionLifetimeMs": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "KIP-368: clients re-authenticate within this (Kafka's connections.max.reauth.ms; "
+                "mode credentials); 0 or absent: never.",
+            },
+        },
+    }
+
+
+def _listener(description: str, *, required: list[str] | None = None, security: dict | None = None) -> dict:
+    """A listener (Strimzi's model): ``gateway.listener``, or an item of ``gateway.listeners``
+    (``required`` name and port, with its own ``security`` properties)."""
+    listed = required is not None
+    schema: dict[str, Any] = {
+        "type": "object",
+        "description": description,
+        "properties": {
+            "name": {
+                "type": "string",
+                "pattern": "^[a-z0-9]{1,11}$",
+                "maxLength": 11,
+                **({} if listed else {"default": "plain"}),
+                "description": "Listener name, as in status.listeners.",
+            },
+            "type": {
+                "type": "string",
+                "enum": LISTENER_TYPES,
+                "default": "internal",
+                "description": "internal: ClusterIP Service, each pod advertises its pod IP; "
+                "nodeport: NodePort bootstrap Service, each pod advertises its node's IP with "
+                "every listener port as a hostPort; loadbalancer: a LoadBalancer Service with "
+                "every listener port, pods advertise its address.",
+            },
+            "port": _int(
+                "Bootstrap port; the upstream broker with node id i is at port + 1 + i.",
+                1024,
+                65000,
+                None if listed else 9092,
+            ),
+            "brokerPorts": _int(
+                "Per-broker listener ports after the bootstrap port, one per upstream node id "
+                "0 .. brokerPorts-1 (the same port on every gateway pod, so any pod behind the "
+                "Service serves it): more than the largest broker node id.",
+                1,
+                MAX_BROKER_PORTS,
+                3,
+            ),
+            "advertisedHost": {
+                "type": "string",
+                "description": "loadbalancer only: the address clients use (a DNS name on the load "
+                "balancer); default: the Service's load-balancer ingress once assigned.",
+            },
+            **(security or {}),
+        },
+    }
+    if listed:
+        schema["required"] = required
+        schema["x-kubernetes-validations"] = [
+            {
+                "rule": "!has(self.advertisedHost) || self.type == 'loadbalancer'",
+                "message": "advertisedHost is only for type loadbalancer",
+            }
+        ]
+    return schema
+
+
 def _gateway_security() -> dict:
     """TLS and SASL on the gateway's client listeners (the names the README's Security section uses)."""
     return {
         "type": "object",
         "description": "TLS and SASL on the client listeners.",
         "properties": {
-            "tls": {
-                "type": "object",
-                "description": "TLS on every listener, with the server certificate from a Secret (e.g. cert-manager's).",
-                "required": ["secretName"],
-                "properties": {
-                    "secretName": {"type": "string", "minLength": 1, "description": "Secret holding the certificate and key."},
-                    "certificate": {"type": "string", "default": "tls.crt", "description": "Key of the certificate (PEM)."},
-                    "key": {"type": "string", "default": "tls.key", "description": "Key of the private key (PEM)."},
-                    "clientAuth": {
-                        "type": "string",
-                        "enum": ["none", "requested", "required"],
-                        "default": "none",
-                        "description": "Client certificates, as Kafka's ssl.client.auth; the principal is the subject.",
-                    },
-                    "caCertificate": {
-                        "type": "string",
-                        "default": "ca.crt",
-                        "description": "Key (same Secret) of the CA bundle that signs client certificates.",
-                    },
-                },
-            },
-            "sasl": {
-                "type": "object",
-                "description": "SASL on every listener: passthrough relays the client's exchange to the Kafka cluster; "
-                "credentials checks it against credentialsSecret.",
-                "required": ["mode"],
-                "properties": {
-                    "mode": {"type": "string", "enum": ["credentials", "passthrough"], "description": "Who checks credentials."},
-                    "mechanisms": {
-                        "type": "array",
-                        "items": {"type": "string", "enum": SASL_MECHANISMS},
-                        "description": "Enabled mechanisms (default: all).",
-                    },
-                    "credentialsSecret": {
-                        "type": "string",
-                        "description": "Secret with one key per user name, its value the password (mode credentials).",
-                    },
-                    "sessionLifetimeMs": {
-                        "type": "integer",
-                        "minimum": 0,
-                        "description": "KIP-368: clients re-authenticate within this (Kafka's connections.max.reauth.ms; "
-                        "mode credentials); 0 or absent: never.",
-                    },
-                },
-            },
+            "tls": _listener_tls("TLS on every listener"),
+            "sasl": _listener_sasl("SASL on every listener"),
             "allowSharedUpstreamIdentity": {
                 "type": "boolean",
                 "default": False,
@@ -136,7 +220,11 @@ def _authorization() -> dict:
                 "required": ["name"],
                 "properties": {
                     "name": {"type": "string", "minLength": 1, "description": "ConfigMap name."},
-                    "key": {"type": "string", "default": "acls.json", "description": "Key of the JSON document."},
+                    "key": {
+                        "type": "string",
+                        "default": "acls.json",
+                        "description": "Key of the JSON document.",
+                    },
                 },
             },
             "superUsers": {
@@ -466,48 +554,55 @@ def spec_schema() -> dict[str, Any]:
             "gateway": {
                 "type": "object",
                 "description": "The Kafka-protocol gateway clients bootstrap to.",
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "!has(self.listeners) || !has(self.listener)",
+                        "message": "gateway.listener and gateway.listeners exclude each other",
+                    },
+                    {
+                        "rule": "!has(self.listeners) || !has(self.security) || "
+                        "(!has(self.security.tls) && !has(self.security.sasl))",
+                        "message": "with gateway.listeners, TLS and SASL are set per listener (tls, authentication)",
+                    },
+                ],
                 "properties": {
                     "replicas": _int("Gateway pods.", 1, 64, 2),
                     "security": _gateway_security(),
-                    "listener": {
-                        "type": "object",
-                        "description": "How clients reach the gateway (Strimzi's listener types); status.listeners shows the bootstrap address.",
-                        "properties": {
-                            "name": {
-                                "type": "string",
-                                "pattern": "^[a-z0-9]{1,11}$",
-                                "default": "plain",
-                                "description": "Listener name, as in status.listeners.",
+                    "listener": _listener(
+                        "How clients reach the gateway (Strimzi's listener types); status.listeners shows the "
+                        "bootstrap address. One listener, with security from gateway.security; for several, "
+                        "listeners."
+                    ),
+                    "listeners": {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": MAX_LISTENERS,
+                        "description": "Several listeners, each with its own port, type, TLS and authentication "
+                        "(Strimzi's listeners[]); every gateway pod serves all of them, and each gets a Service "
+                        "(the first the gateway Service, the others <name>-gateway-<listener>) and an entry in "
+                        "status.listeners. Instead of listener and gateway.security's tls and sasl.",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["name"],
+                        "x-kubernetes-validations": [
+                            {
+                                "rule": "self.all(a, self.all(b, a.name == b.name || "
+                                "a.port + (has(a.brokerPorts) ? a.brokerPorts : 3) < b.port || "
+                                "b.port + (has(b.brokerPorts) ? b.brokerPorts : 3) < a.port))",
+                                "message": "listeners' ports overlap: each listener takes port .. port + brokerPorts",
                             },
-                            "type": {
-                                "type": "string",
-                                "enum": LISTENER_TYPES,
-                                "default": "internal",
-                                "description": "internal: ClusterIP Service, each pod advertises its pod IP; "
-                                "nodeport: NodePort bootstrap Service, each pod advertises its node's IP with "
-                                "every listener port as a hostPort; loadbalancer: a LoadBalancer Service with "
-                                "every listener port, pods advertise its address.",
+                            {
+                                "rule": "self.all(l, !(l.name in ['kafka', 'broker', 'metrics']))",
+                                "message": "kafka, broker and metrics name the gateway's own ports: not a listener name",
                             },
-                            "port": _int(
-                                "Bootstrap port; the upstream broker with node id i is at port + 1 + i.",
-                                1024,
-                                65000,
-                                9092,
-                            ),
-                            "brokerPorts": _int(
-                                "Per-broker listener ports after the bootstrap port, one per upstream node id "
-                                "0 .. brokerPorts-1 (the same port on every gateway pod, so any pod behind the "
-                                "Service serves it): more than the largest broker node id.",
-                                1,
-                                MAX_BROKER_PORTS,
-                                3,
-                            ),
-                            "advertisedHost": {
-                                "type": "string",
-                                "description": "loadbalancer only: the address clients use (a DNS name on the load "
-                                "balancer); default: the Service's load-balancer ingress once assigned.",
+                        ],
+                        "items": _listener(
+                            "One listener.",
+                            required=["name", "port"],
+                            security={
+                                "tls": _listener_tls("TLS on this listener"),
+                                "authentication": _listener_sasl("SASL on this listener"),
                             },
-                        },
+                        ),
                     },
                 },
             },
@@ -543,7 +638,11 @@ def spec_schema() -> dict[str, Any]:
                         "type": "object",
                         "description": "TLS Secrets (ca.crt, tls.crt, tls.key) per component.",
                         "properties": {
-                            "gateway": {"type": "string", "minLength": 1, "description": "The gateway's Secret."},
+                            "gateway": {
+                                "type": "string",
+                                "minLength": 1,
+                                "description": "The gateway's Secret.",
+                            },
                             "shard": {"type": "string", "minLength": 1, "description": "The shards' Secret."},
                         },
                     },

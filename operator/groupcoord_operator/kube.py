@@ -103,3 +103,11 @@ class Kube:
 
     def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         return self._call("PATCH", path, body=dict(body), content_type=MERGE_PATCH)
+
+    def delete(self, path: str) -> None:
+        """Delete the object; one already gone is no error."""
+        try:
+            self._call("DELETE", path)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise

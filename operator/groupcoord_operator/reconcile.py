@@ -93,6 +93,23 @@ def apply(kube: Kube, obj: Mapping[str, Any], current: Mapping[str, Any] | None)
     return True
 
 
+def prune_listener_services(
+    kube: Kube, name: str, namespace: str, objects: list[dict[str, Any]], owner: Mapping[str, Any]
+) -> list[str]:
+    """Delete the Services of listeners the spec no longer lists: gateway Services this
+    resource owns that the build did not make (a listener removed from ``gateway.listeners``)."""
+    wanted = {o["metadata"]["name"] for o in objects if o["kind"] == "Service"}
+    uid = (owner.get("metadata") or {}).get("uid")
+    deleted = []
+    for svc in kube.list(collection_path("Service", namespace), build.selector(name, build.GATEWAY)):
+        meta = svc.get("metadata") or {}
+        owned = any(ref.get("uid") == uid for ref in meta.get("ownerReferences") or ())
+        if owned and meta.get("name") not in wanted:
+            kube.delete(object_path("Service", namespace, meta["name"]))
+            deleted.append(f"Service/{meta['name']} (deleted)")
+    return deleted
+
+
 def reconcile(
     kube: Kube, namespace: str, name: str, *, image: str | None = None, now: dt.datetime | None = None
 ) -> Outcome | None:
@@ -203,17 +220,20 @@ def _reconcile(
     warning = (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None
     gateway_pods = (
         kube.list(collection_path("Pod", namespace), build.selector(name, build.GATEWAY))
-        if spec.listener.type == "nodeport"
+        if any(listener.type == "nodeport" for listener in spec.listeners)
         else []
     )
-    gateway_service = (
-        kube.get(object_path("Service", namespace, build.gateway_service_name(name)))
-        if spec.listener.type == "loadbalancer"
-        else None
-    )
+    listener_services = {
+        listener.name: kube.get(
+            object_path("Service", namespace, build.listener_service_name(name, spec, listener))
+        )
+        for listener in spec.listeners
+        if listener.type == "loadbalancer"
+    }
+    load_balancer_hosts = {n: build.load_balancer_host(svc) for n, svc in listener_services.items()}
     observed = {
         "warning": warning,
-        "listeners": build.build_listener_status(name, namespace, spec, gateway_pods, gateway_service),
+        "listeners": build.build_listener_status(name, namespace, spec, gateway_pods, listener_services),
         "replicas": sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")),
         "label_selector": build.label_selector_string(name, build.SHARD),
         "replication": replication,
@@ -225,9 +245,7 @@ def _reconcile(
 
     objects = [
         build.build_shard_statefulset(name, namespace, spec, body, image, partition=step.partition),
-        build.build_gateway_deployment(
-            name, namespace, spec, body, image, build.load_balancer_host(gateway_service)
-        ),
+        build.build_gateway_deployment(name, namespace, spec, body, image, load_balancer_hosts),
         *build.build_services(name, namespace, spec, body),
         *build.build_pod_disruption_budgets(name, namespace, spec, body),
         *build.build_network_policies(name, namespace, spec, body),
@@ -238,7 +256,9 @@ def _reconcile(
     current = [kube.get(_path(obj)) for obj in objects]  # read once: for this status and for apply
     if not observed["rollout_pending"]:
         updating = [
-            f"{o['kind']}/{o['metadata']['name']}" for o, existing in zip(objects, current, strict=True) if differs(o, existing)
+            f"{o['kind']}/{o['metadata']['name']}"
+            for o, existing in zip(objects, current, strict=True)
+            if differs(o, existing)
         ]
         if updating:
             observed["rollout_pending"] = True
@@ -260,6 +280,12 @@ def _reconcile(
             # the operator's Role lacks a verb: the object stays as it was, and the resource
             # says why, where whoever can fix it looks (a log line alone goes unseen)
             rejected.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc}")
+    try:
+        changed += prune_listener_services(kube, name, namespace, objects, body)
+    except KubeError as exc:
+        if exc.status not in (403,):
+            raise
+        rejected.append(f"Service deletion: {exc}")
     final = pre_status
     if rejected:
         problem = ("Rejected", "the API server refused: " + "; ".join(rejected))

@@ -15,6 +15,9 @@ import jsonschema
 
 from groupcoord_operator.crd import spec_schema, strict
 
+#: port names of the gateway container that a listener's name would collide with
+RESERVED_LISTENER_NAMES = ("kafka", "broker", "metrics")
+
 
 class SpecError(ValueError):
     """The spec cannot be acted on; the message goes into the Degraded condition verbatim."""
@@ -31,13 +34,15 @@ class GroupDefaults:
 
 @dataclass(frozen=True)
 class Listener:
-    """How clients reach the gateway: Strimzi's listener model, one listener."""
+    """How clients reach the gateway: Strimzi's listener model, one listener with its security."""
 
     name: str = "plain"
     type: str = "internal"  # internal | nodeport | loadbalancer
     port: int = 9092
     broker_ports: int = 3
     advertised_host: str | None = None
+    tls: Mapping[str, Any] = field(default_factory=dict)  # the CRD's listener TLS (secretName...)
+    authentication: Mapping[str, Any] = field(default_factory=dict)  # the CRD's SASL (mode...)
 
     @property
     def ports(self) -> list[int]:
@@ -118,7 +123,9 @@ class Spec:
     replication_factor: int = 3
     min_insync_replicas: int = 2
     gateway_replicas: int = 2
-    listener: Listener = field(default_factory=Listener)
+    #: every client listener, the first the bootstrap one (gateway.listeners, else gateway.listener
+    #: with gateway.security's TLS and SASL)
+    listeners: tuple[Listener, ...] = (Listener(),)
     tls: Mapping[str, Any] = field(default_factory=dict)
     sasl: Mapping[str, Any] = field(default_factory=dict)
     gateway_security: Mapping[str, Any] = field(default_factory=dict)  # spec.gateway.security
@@ -132,6 +139,11 @@ class Spec:
     internal_tls_secrets: Mapping[str, str] = field(default_factory=dict)  # component -> Secret name
     network_policy: NetworkPolicy = field(default_factory=NetworkPolicy)
     log_format: str = "text"  # spec.logging.format
+
+    @property
+    def listener(self) -> Listener:
+        """The first listener: the gateway Service's, the one probes and per-broker warnings use."""
+        return self.listeners[0]
 
 
 def _schema_messages(spec: Mapping[str, Any]) -> list[str]:
@@ -171,13 +183,16 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
         problems.append(
             f"spec.stateTopic.minInsyncReplicas ({min_isr}) must not exceed replicationFactor ({factor})"
         )
-    listener = (raw.get("gateway") or {}).get("listener") or {}
+    gateway = raw.get("gateway") or {}
+    listener = gateway.get("listener") or {}
     if (
         isinstance(listener, Mapping)
         and listener.get("advertisedHost")
         and listener.get("type") != "loadbalancer"
     ):
         problems.append("spec.gateway.listener.advertisedHost is only for type loadbalancer")
+    if isinstance(gateway, Mapping) and isinstance(gateway.get("listeners"), list):
+        problems += _listeners_messages(gateway)
     partitions = number(topic, "partitions")
     if current_partitions and partitions is not None and partitions != current_partitions:
         problems.append(
@@ -205,6 +220,69 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
     return problems
 
 
+def _listeners_messages(gateway: Mapping[str, Any]) -> list[str]:
+    """``gateway.listeners``' CEL rules and list-map keys, for servers that check neither."""
+    problems = []
+    if "listener" in gateway:
+        problems.append("spec.gateway.listener and spec.gateway.listeners exclude each other")
+    security = gateway.get("security") or {}
+    if isinstance(security, Mapping) and (security.get("tls") or security.get("sasl")):
+        problems.append(
+            "spec.gateway.listeners: TLS and SASL are set per listener (tls, authentication), "
+            "not in spec.gateway.security"
+        )
+    entries = [e for e in gateway["listeners"] if isinstance(e, Mapping)]
+    names = [e.get("name") for e in entries]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"spec.gateway.listeners: the name {name!r} is used twice")
+    for entry in entries:
+        where = f"spec.gateway.listeners[{entry.get('name')}]"
+        if entry.get("name") in RESERVED_LISTENER_NAMES:
+            problems.append(f"{where}: kafka, broker and metrics name the gateway's own ports")
+        if entry.get("advertisedHost") and entry.get("type", "internal") != "loadbalancer":
+            problems.append(f"{where}.advertisedHost is only for type loadbalancer")
+        sasl = entry.get("authentication") or {}
+        if (
+            isinstance(sasl, Mapping)
+            and sasl.get("mode") == "credentials"
+            and not sasl.get("credentialsSecret")
+        ):
+            problems.append(f"{where}.authentication: mode credentials needs credentialsSecret")
+    spans = [
+        (e.get("name"), e["port"], e["port"] + e.get("brokerPorts", 3))
+        for e in entries
+        if isinstance(e.get("port"), int) and isinstance(e.get("brokerPorts", 3), int)
+    ]
+    for i, (a, a_first, a_last) in enumerate(spans):
+        for b, b_first, b_last in spans[i + 1 :]:
+            if a_first <= b_last and b_first <= a_last:
+                problems.append(
+                    f"spec.gateway.listeners: {a!r} ({a_first}..{a_last}) and {b!r} ({b_first}..{b_last}) "
+                    "share ports: each listener takes port .. port + brokerPorts"
+                )
+    return problems
+
+
+def _listeners(gateway: Mapping[str, Any]) -> tuple[Listener, ...]:
+    def listener(raw: Mapping[str, Any], tls: Mapping[str, Any], sasl: Mapping[str, Any]) -> Listener:
+        return Listener(
+            name=raw.get("name", "plain"),
+            type=raw.get("type", "internal"),
+            port=raw.get("port", 9092),
+            broker_ports=raw.get("brokerPorts", 3),
+            advertised_host=raw.get("advertisedHost") or None,
+            tls=dict(tls or {}),
+            authentication=dict(sasl or {}),
+        )
+
+    if gateway.get("listeners"):
+        return tuple(
+            listener(e, e.get("tls") or {}, e.get("authentication") or {}) for e in gateway["listeners"]
+        )
+    security = gateway.get("security") or {}
+    return (listener(gateway.get("listener") or {}, security.get("tls") or {}, security.get("sasl") or {}),)
+
+
 def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Spec:
     """Validate ``raw`` (the resource's ``spec``) and return it with defaults applied.
 
@@ -227,7 +305,6 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         migration_policy=gd_raw.get("migrationPolicy", "bidirectional"),
     )
     gateway = raw.get("gateway") or {}
-    listener_raw = gateway.get("listener") or {}
     resources = raw.get("resources") or {}
     template = raw.get("template") or {}
     policy = raw.get("networkPolicy") or {}
@@ -244,13 +321,7 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         replication_factor=topic.get("replicationFactor", 3),
         min_insync_replicas=topic.get("minInsyncReplicas", 2),
         gateway_replicas=gateway.get("replicas", 2),
-        listener=Listener(
-            name=listener_raw.get("name", "plain"),
-            type=listener_raw.get("type", "internal"),
-            port=listener_raw.get("port", 9092),
-            broker_ports=listener_raw.get("brokerPorts", 3),
-            advertised_host=listener_raw.get("advertisedHost") or None,
-        ),
+        listeners=_listeners(gateway),
         tls=raw["kafka"].get("tls") or {},
         sasl=raw["kafka"].get("sasl") or {},
         gateway_security=gateway.get("security") or {},

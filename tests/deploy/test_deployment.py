@@ -59,6 +59,7 @@ from tests.operator.kube_apiserver import (
     service_account_token,
     start_operator,
 )
+from tests.security.tls import issue_server_pems
 
 from . import kubelet
 from .docker_env import Docker
@@ -68,6 +69,8 @@ NS, NAME = "kafka", "orders"
 WORKLOAD_ACCOUNT = f"{RELEASE_NAME}-workload"  # the chart's account for shard and gateway pods
 CR_PATH = f"/apis/groupcoord.io/v1alpha1/namespaces/{NS}/groupcoordinators"
 CLIENT = Path(__file__).with_name("kafka_roundtrip.py")
+LISTENER_TLS = "gateway-listener-tls"  # the secure listener's certificate Secret
+LISTENER_USERS = "gateway-users"  # its SCRAM users' Secret
 COMMITTING = Path(__file__).with_name("committing_clients.py")
 CLIENT_SECONDS = 30
 READY_TIMEOUT_S = 180.0
@@ -633,7 +636,23 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
                 "stateTopic": {"partitions": 6},
                 "shards": 2,
                 "threadsPerShard": 1,
-                "gateway": {"replicas": 1},
+                "gateway": {
+                    "replicas": 1,
+                    # two listeners: plaintext, and TLS + SCRAM from Secrets (Strimzi's listeners[])
+                    "listeners": [
+                        {"name": "plain", "port": 9092},
+                        {
+                            "name": "secure",
+                            "port": 9192,
+                            "tls": {"secretName": LISTENER_TLS},
+                            "authentication": {
+                                "mode": "credentials",
+                                "credentialsSecret": LISTENER_USERS,
+                                "mechanisms": ["SCRAM-SHA-512"],
+                            },
+                        },
+                    ],
+                },
                 "image": image,
                 "imagePullPolicy": "Never",
             },
@@ -649,9 +668,10 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     async def services_made() -> list[dict[str, Any]]:
         # one reconcile writes the workloads, then the Services: they may lag behind by a write
         items = (await api(k, "get", f"/api/v1/namespaces/{NS}/services") or {"items": []})["items"]
-        return items if {s["metadata"]["name"] for s in items} >= {f"{NAME}-shard", f"{NAME}-gateway"} else []
+        wanted = {f"{NAME}-shard", f"{NAME}-gateway", f"{NAME}-gateway-secure"}
+        return items if {s["metadata"]["name"] for s in items} >= wanted else []
 
-    services = await eventually("the operator's Services (shard, gateway)", services_made)
+    services = await eventually("the operator's Services (shard, gateway, secure listener)", services_made)
 
     # The internal mutual-TLS Secrets the chart generates (helm/.../048-Secret-internal-tls.yaml).
     issued = internal_tls.issue_pems()
@@ -660,6 +680,13 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         for component, tls in (("gateway", issued[internal_tls.GATEWAY]), ("shard", issued[internal_tls.SHARD_NAME]))
     }
     pods = [pod for workload in objects for pod in kubelet.pods_of(workload, ips)]
+    # the secure listener's certificate, as cert-manager would issue it: its Service's names and
+    # the gateway pods' IPs (what they advertise); the users' Secret, one key per user
+    gateway_ips = tuple(p.ip for p in pods if p.labels.get("app.kubernetes.io/component") == "gateway")
+    secure_names = tuple(kubelet.service_names(f"{NAME}-gateway-secure", NS))
+    secrets[LISTENER_TLS] = issue_server_pems(secure_names, gateway_ips)
+    secrets[LISTENER_USERS] = {"alice": b"alice-secret"}
+    (tmp_path / "listener-ca.crt").write_bytes(secrets[LISTENER_TLS]["ca.crt"])
     for pod in pods:
         pod.aliases = kubelet.dns_aliases(pod, services)
         pod.host_ip = host_ip
@@ -697,6 +724,19 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
             "run", "--rm", "--network", net, "--read-only", "--tmpfs", "/tmp",
             "-v", f"{CLIENT}:/client/kafka_roundtrip.py:ro", "--entrypoint", "python3",
             image, "/client/kafka_roundtrip.py", bootstrap, "deployed", "deployed-group",
+            check=False, timeout=180,
+        )  # fmt: skip
+        assert client.returncode == 0, f"{client.stdout}\n{client.stderr[-3000:]}"
+        result = json.loads(client.stdout.strip().splitlines()[-1])
+        assert result["consumed"] == result["committed"] == result["reread"] == 5
+        # ... and one that knows the secure listener's Service, a SCRAM user and the CA
+        client = await asyncio.to_thread(
+            docker.run,
+            "run", "--rm", "--network", net, "--read-only", "--tmpfs", "/tmp",
+            "-v", f"{CLIENT}:/client/kafka_roundtrip.py:ro", "-v", f"{tmp_path}/listener-ca.crt:/client/ca.crt:ro",
+            "--entrypoint", "python3", image, "/client/kafka_roundtrip.py",
+            f"{NAME}-gateway-secure.{NS}.svc:9192", "deployed-secure", "deployed-secure-group",
+            "alice", "alice-secret", "/client/ca.crt",
             check=False, timeout=180,
         )  # fmt: skip
         assert client.returncode == 0, f"{client.stdout}\n{client.stderr[-3000:]}"

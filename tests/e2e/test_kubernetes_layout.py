@@ -18,6 +18,7 @@ worker answers NOT_COORDINATOR, the gateway asks the shard again and routes to w
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -29,12 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.common.partitioning import partition_for
 from groupcoord.controlplane.local import free_port_block
 from groupcoord.controlplane.placement import place
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
+from tests.security.tls import make_pki
 
 from .consumers import ConfluentConsumer
 from .failover import PARTITIONS, KeepProducing
@@ -102,12 +105,13 @@ class Pods:
             f"shard-{shard}.log",
         )
 
-    def start_gateway(self) -> None:
+    def start_gateway(self, *more: str) -> None:
         self.gateway = self._popen(
             [
                 *("gateway", "--kafka", self.broker.bootstrap, "--host", "127.0.0.1"),
                 *("--port", str(self.gateway_port), "--leadership", f"kubernetes:{self.kube.namespace}/{self.name}"),
                 *("--shard-address-template", f"127.0.0.1{{shard}}:{self.port}"),
+                *more,
             ],
             "gateway.log",
         )
@@ -210,3 +214,79 @@ async def test_gateway_asks_again_when_a_worker_refuses(pods: Pods) -> None:
         await asyncio.to_thread(consumer.stop)
     # the kill is a failover the gateway holds; nothing reaches the client
     assert consumer.history.errors == []
+
+
+async def test_one_gateway_serves_two_listeners_each_with_its_own_security(pods: Pods, tmp_path: Path) -> None:
+    """Strimzi's listeners[] as the operator writes them: the gateway's bootstrap listener is
+    plaintext, a second one (``--extra-listeners``, in the environment variable the operator
+    sets) wants TLS and SCRAM from a credential store. One process serves both from the same
+    shards: a KIP-848 consumer commits over SASL_SSL, and a plaintext admin client sees that
+    group's offsets on the other listener. Each listener's Metadata names its own broker ports;
+    a plaintext client gets nothing from the secure one."""
+    from confluent_kafka import Consumer, KafkaException  # noqa: PLC0415
+
+    pki = make_pki(tmp_path / "pki")
+    users = tmp_path / "users.json"
+    users.write_text(json.dumps({"alice": "alice-secret"}))
+    secure_port = free_port()
+    extra = [
+        {
+            "name": "secure",
+            "port": secure_port,
+            "security": {
+                "ssl_certfile": str(pki.server_cert),
+                "ssl_keyfile": str(pki.server_key),
+                "sasl": "credentials",
+                "sasl_mechanisms": "SCRAM-SHA-512",
+                "sasl_credentials": str(users),
+            },
+        }
+    ]
+    pods.env["GROUPCOORD_EXTRA_LISTENERS"] = json.dumps(extra)
+    await pods.kube.publish(pods.name, place(STATE_PARTITIONS, [0, 1]), new=True)
+    for shard in (0, 1):
+        pods.start_shard(shard, threads=1)
+    pods.start_gateway()
+    await asyncio.gather(pods.ready(0), pods.ready(1))
+    plain = {"bootstrap.servers": f"127.0.0.1:{pods.gateway_port}"}
+    secure = {
+        "bootstrap.servers": f"127.0.0.1:{secure_port}",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+        "ssl.ca.location": str(pki.ca),
+    }
+    topic, group = f"two-{uuid.uuid4().hex[:6]}", f"two-g-{uuid.uuid4().hex[:6]}"
+
+    def scenario() -> None:
+        admin = AdminClient(plain)
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+        producer = KeepProducing(plain["bootstrap.servers"], topic)
+        producer.start()
+        try:
+            consumer = Consumer(
+                {**secure, "group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                 "enable.auto.commit": False}
+            )  # fmt: skip
+            consumer.subscribe([topic])
+            seen, deadline = 0, time.monotonic() + 60
+            while seen < 5 and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+                seen += message is not None and message.error() is None
+            consumer.commit(asynchronous=False)
+            consumer.close()
+            assert seen >= 5
+        finally:
+            producer.stop.set()
+            producer.join(30)
+        # the group the secure listener's client committed in, seen on the plain listener
+        offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+        assert sum(tp.offset for tp in offsets.topic_partitions if tp.offset > 0) >= 5
+        plain_ports = {b.port for b in admin.list_topics(timeout=20).brokers.values()}
+        secure_ports = {b.port for b in AdminClient(secure).list_topics(timeout=20).brokers.values()}
+        assert plain_ports and secure_ports and not plain_ports & secure_ports, (plain_ports, secure_ports)
+        with pytest.raises(KafkaException):
+            AdminClient({"bootstrap.servers": secure["bootstrap.servers"]}).list_topics(timeout=5)
+
+    await asyncio.to_thread(scenario)

@@ -8,6 +8,7 @@ CRD shipped in the Helm chart must equal :func:`build_crd` (one source of truth)
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,9 @@ def all_objects(spec_raw):
     ]
 
 
-@pytest.mark.parametrize("spec_raw", [MINIMAL, FULL], ids=["minimal", "full"])
+@pytest.mark.parametrize("spec_raw", [MINIMAL, FULL, "LISTENERS"], ids=["minimal", "full", "listeners"])
 def test_every_built_object_validates_against_kubernetes_schemas(spec_raw):
+    spec_raw = LISTENERS if spec_raw == "LISTENERS" else spec_raw
     for obj in all_objects(spec_raw):
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
         assert obj["metadata"]["ownerReferences"][0]["uid"] == OWNER["metadata"]["uid"]
@@ -532,11 +534,132 @@ def test_status_listeners_name_the_bootstrap_address_per_type():
     assert "bootstrapServers" not in build.build_listener_status("gc", "kafka", lb)[0], "never guessed"
     svc = {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
     assert (
-        build.build_listener_status("gc", "kafka", lb, [], svc)[0]["bootstrapServers"] == "203.0.113.7:9092"
+        build.build_listener_status("gc", "kafka", lb, [], {"plain": svc})[0]["bootstrapServers"]
+        == "203.0.113.7:9092"
     )
-    dep = build.build_gateway_deployment("gc", "kafka", lb, load_balancer_host=build.load_balancer_host(svc))
+    hosts = {"plain": build.load_balancer_host(svc)}
+    dep = build.build_gateway_deployment("gc", "kafka", lb, load_balancer_hosts=hosts)
     env = {e["name"]: e for e in containers(dep)[0]["env"]}
     assert env["GROUPCOORD_ADVERTISED_HOST"]["value"] == "203.0.113.7"
+
+
+LISTENERS = {
+    **MINIMAL,
+    "gateway": {
+        "listeners": [
+            {"name": "plain", "port": 9092},
+            {
+                "name": "secure",
+                "port": 9192,
+                "type": "loadbalancer",
+                "brokerPorts": 2,
+                "tls": {"secretName": "gateway-tls", "clientAuth": "requested"},
+                "authentication": {
+                    "mode": "credentials",
+                    "credentialsSecret": "gateway-users",
+                    "mechanisms": ["SCRAM-SHA-512"],
+                },
+            },
+            {"name": "nodes", "port": 9292, "type": "nodeport", "brokerPorts": 1},
+        ]
+    },
+}
+
+
+def test_listeners_each_get_ports_a_service_an_address_and_their_own_security():
+    """Strimzi's listeners[]: every gateway pod serves all three; the first keeps the names one
+    listener always had, so adding listeners renames nothing clients or probes use."""
+    spec = parse_spec(LISTENERS)
+    assert [listener.name for listener in spec.listeners] == ["plain", "secure", "nodes"]
+    dep = build.build_gateway_deployment("gc", "kafka", spec, load_balancer_hosts={"secure": "lb.example.com"})
+    (container,) = containers(dep)
+    ports = {p["name"]: (p["containerPort"], p.get("hostPort")) for p in container["ports"]}
+    assert ports == {
+        "kafka": (9092, None), "broker-0": (9093, None), "broker-1": (9094, None), "broker-2": (9095, None),
+        "secure": (9192, None), "secure-0": (9193, None), "secure-1": (9194, None),
+        "nodes": (9292, 9292), "nodes-0": (9293, 9293),
+        "metrics": (9100, None),
+    }  # fmt: skip
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}, "hostPorts"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GROUPCOORD_ADVERTISED_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["GROUPCOORD_ADVERTISED_HOST_SECURE"]["value"] == "lb.example.com"
+    assert env["GROUPCOORD_ADVERTISED_HOST_NODES"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP"
+    assert not any(name.startswith("GROUPCOORD_LISTENER_") for name in env), "the first listener is plaintext"
+    extra = json.loads(env["GROUPCOORD_EXTRA_LISTENERS"]["value"])
+    assert extra == [
+        {
+            "name": "secure",
+            "port": 9192,
+            "brokerPorts": 2,
+            "advertisedHostEnv": "GROUPCOORD_ADVERTISED_HOST_SECURE",
+            "security": {
+                "ssl_certfile": "/etc/groupcoord/listeners/secure/tls/tls.crt",
+                "ssl_keyfile": "/etc/groupcoord/listeners/secure/tls/tls.key",
+                "ssl_client_auth": "requested",
+                "ssl_cafile": "/etc/groupcoord/listeners/secure/tls/ca.crt",
+                "sasl": "credentials",
+                "sasl_mechanisms": "SCRAM-SHA-512",
+                "sasl_credentials": "/etc/groupcoord/listeners/secure/sasl-users",
+            },
+        },
+        {"name": "nodes", "port": 9292, "brokerPorts": 1, "advertisedHostEnv": "GROUPCOORD_ADVERTISED_HOST_NODES"},
+    ]
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["listener-secure-tls"]["secret"]["secretName"] == "gateway-tls"
+    assert volumes["listener-secure-sasl-users"]["secret"]["secretName"] == "gateway-users"
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["listener-secure-tls"] == "/etc/groupcoord/listeners/secure/tls"
+
+    services = {s["metadata"]["name"]: s for s in build.build_services("gc", "kafka", spec)}
+    assert {n: (s["spec"].get("type"), [p["port"] for p in s["spec"]["ports"]]) for n, s in services.items()} == {
+        "gc-shard": (None, [50051, 9100]),
+        "gc-gateway": ("ClusterIP", [9092, 9093, 9094, 9095]),
+        "gc-gateway-metrics": ("ClusterIP", [9100]),
+        "gc-gateway-secure": ("LoadBalancer", [9192, 9193, 9194]),
+        "gc-gateway-nodes": ("NodePort", [9292, 9293]),
+    }
+    gateway_policy = build.build_network_policies("gc", "kafka", spec)[1]
+    opened = [p["port"] for p in gateway_policy["spec"]["ingress"][0]["ports"]]
+    assert opened == [9092, 9093, 9094, 9095, 9192, 9193, 9194, 9292, 9293]
+
+    lb_svc = {"status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}}}
+    status = build.build_listener_status("gc", "kafka", spec, [ready_pod("a", "10.0.0.5")], {"secure": lb_svc})
+    assert [(e["name"], e["type"], e.get("bootstrapServers")) for e in status] == [
+        ("plain", "internal", "gc-gateway.kafka.svc:9092"),
+        ("secure", "loadbalancer", "lb.example.com:9192"),
+        ("nodes", "nodeport", "10.0.0.5:9292"),
+    ]
+
+
+def test_one_listener_in_the_list_builds_what_the_single_listener_built():
+    assert all_objects({**MINIMAL, "gateway": {"listener": {"name": "plain", "port": 9092}}}) == all_objects(
+        {**MINIMAL, "gateway": {"listeners": [{"name": "plain", "port": 9092}]}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("gateway", "message"),
+    [
+        ({"listener": {}, "listeners": [{"name": "a", "port": 9092}]}, "exclude each other"),
+        (
+            {"security": {"tls": {"secretName": "t"}}, "listeners": [{"name": "a", "port": 9092}]},
+            "set per listener",
+        ),
+        ({"listeners": [{"name": "a", "port": 9092}, {"name": "a", "port": 9192}]}, "used twice"),
+        ({"listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9095}]}, "share ports"),
+        ({"listeners": [{"name": "kafka", "port": 9092}]}, "the gateway's own ports"),
+        ({"listeners": [{"name": "a", "port": 9092, "advertisedHost": "x"}]}, "only for type loadbalancer"),
+        (
+            {"listeners": [{"name": "a", "port": 9092, "authentication": {"mode": "credentials"}}]},
+            "needs credentialsSecret",
+        ),
+        ({"listeners": [{"name": "a"}]}, "'port' is a required property"),
+    ],
+)
+def test_listeners_the_operator_refuses(gateway, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec({**MINIMAL, "gateway": gateway})
 
 
 def test_pod_disruption_budgets_are_owned_and_allow_one_pod_down():

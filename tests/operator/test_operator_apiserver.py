@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -189,6 +190,39 @@ async def test_the_api_server_applies_the_crd_schema(admin: aiohttp.ClientSessio
         "heartbeat": (
             {**required, "groupDefaults": {"heartbeatIntervalMs": 60000, "sessionTimeoutMs": 45000}},
             "heartbeatIntervalMs must be smaller than sessionTimeoutMs",
+        ),
+        "listener-twice": (
+            {**required, "gateway": {"listeners": [{"name": "a", "port": 9092}, {"name": "a", "port": 9192}]}},
+            "Duplicate value",
+        ),
+        "listeners-overlap": (
+            {**required, "gateway": {"listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9094}]}},
+            "listeners' ports overlap",
+        ),
+        "listener-named-kafka": (
+            {**required, "gateway": {"listeners": [{"name": "kafka", "port": 9092}]}},
+            "not a listener name",
+        ),
+        "listener-and-listeners": (
+            {**required, "gateway": {"listener": {}, "listeners": [{"name": "a", "port": 9092}]}},
+            "exclude each other",
+        ),
+        "listeners-and-security": (
+            {
+                **required,
+                "gateway": {
+                    "security": {"sasl": {"mode": "passthrough"}},
+                    "listeners": [{"name": "a", "port": 9092}],
+                },
+            },
+            "set per listener",
+        ),
+        "listener-credentials": (
+            {
+                **required,
+                "gateway": {"listeners": [{"name": "a", "port": 9092, "authentication": {"mode": "credentials"}}]},
+            },
+            "mode credentials needs credentialsSecret",
         ),
     }
     for name, (spec, said) in refusals.items():
@@ -385,40 +419,72 @@ async def test_what_the_api_server_refuses_is_reported(
 async def test_a_load_balancer_address_reaches_the_gateways_and_the_status(
     admin: aiohttp.ClientSession, namespace: str, run_operator: Any
 ) -> None:
-    """The test plays the cloud's service controller, which fills in a LoadBalancer Service's
-    ingress (the Service's status subresource) some time after it is created: until then nothing
-    is guessed; then the gateway pods advertise that address and status.listeners names it."""
+    """Two listeners (Strimzi's listeners[]): ``plain`` inside the cluster, ``external`` on a load
+    balancer. The test plays the cloud's service controller, which fills in a LoadBalancer
+    Service's ingress (the Service's status subresource) some time after it is created: until
+    then nothing is guessed; then the gateway pods advertise that address on the external
+    listener and status.listeners names it, while the plain listener keeps its Service."""
     _, deployment = await install(admin, namespace)
-    listener = {"name": "external", "type": "loadbalancer", "brokerPorts": 2}
-    await send(admin, "patch", cr_path(namespace), {"spec": {"gateway": {"listener": listener}}})
+    listeners = [
+        {"name": "plain", "port": 9092},
+        {"name": "external", "port": 9192, "type": "loadbalancer", "brokerPorts": 2},
+    ]
+    # the chart's resource names one listener: a merge patch replaces it by the list
+    patch = {"spec": {"gateway": {"listener": None, "listeners": listeners}}}
+    await send(admin, "patch", cr_path(namespace), patch)
     await run_operator(deployment, namespace)
-    svc_path = f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway"
+    svc_path = f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway-external"
     svc = await eventually(
         admin, svc_path, lambda o: o["spec"]["type"] == "LoadBalancer", "LB Service", timeout=60
     )
-    assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
+    assert [p["port"] for p in svc["spec"]["ports"]] == [9192, 9193, 9194]
     assert all(p.get("nodePort") for p in svc["spec"]["ports"]), "the API server allocated node ports"
+    plain = await get(admin, f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway")
+    assert plain["spec"]["type"] == "ClusterIP" and [p["port"] for p in plain["spec"]["ports"]] == [
+        9092, 9093, 9094, 9095
+    ]  # fmt: skip
     cr = await eventually(
-        admin, cr_path(namespace), lambda o: o["status"]["listeners"][0]["name"] == "external", "listener"
+        admin, cr_path(namespace), lambda o: len(o["status"].get("listeners") or ()) == 2, "listeners"
     )
-    assert "bootstrapServers" not in cr["status"]["listeners"][0], "no address before the cloud gives one"
+    assert cr["status"]["listeners"][0]["bootstrapServers"] == f"{NAME}-gateway.{namespace}.svc:9092"
+    assert "bootstrapServers" not in cr["status"]["listeners"][1], "no address before the cloud gives one"
 
     ingress = {"status": {"loadBalancer": {"ingress": [{"hostname": "kafka.example.com"}]}}}
     await send(admin, "patch", f"{svc_path}/status", ingress)
     cr = await eventually(
         admin,
         cr_path(namespace),
-        lambda o: o["status"]["listeners"][0].get("bootstrapServers") == "kafka.example.com:9092",
+        lambda o: o["status"]["listeners"][1].get("bootstrapServers") == "kafka.example.com:9192",
         "the load balancer's address in status.listeners",
     )
-    assert cr["status"]["listeners"][0]["addresses"] == [{"host": "kafka.example.com", "port": 9092}]
+    assert cr["status"]["listeners"][1]["addresses"] == [{"host": "kafka.example.com", "port": 9192}]
     gateway = f"/apis/apps/v1/namespaces/{namespace}/deployments/{NAME}-gateway"
 
-    def advertised(dep: dict[str, Any]) -> str | None:
-        env = dep["spec"]["template"]["spec"]["containers"][0]["env"]
-        return next(e for e in env if e["name"] == "GROUPCOORD_ADVERTISED_HOST").get("value")
+    def env(dep: dict[str, Any]) -> dict[str, Any]:
+        return {e["name"]: e for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]}
 
-    await eventually(admin, gateway, lambda o: advertised(o) == "kafka.example.com", "advertised LB host")
+    dep = await eventually(
+        admin,
+        gateway,
+        lambda o: env(o)["GROUPCOORD_ADVERTISED_HOST_EXTERNAL"].get("value") == "kafka.example.com",
+        "advertised LB host",
+    )
+    assert "valueFrom" in env(dep)["GROUPCOORD_ADVERTISED_HOST"], "the plain listener advertises the pod IP"
+    (extra,) = json.loads(env(dep)["GROUPCOORD_EXTRA_LISTENERS"]["value"])
+    assert extra["name"] == "external" and extra["advertisedHostEnv"] == "GROUPCOORD_ADVERTISED_HOST_EXTERNAL"
+
+    # the external listener dropped from the list: its Service goes (the chart's Role may delete
+    # Services), the gateways serve the plain listener alone
+    await send(admin, "patch", cr_path(namespace), {"spec": {"gateway": {"listeners": listeners[:1]}}})
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while await get(admin, svc_path) is not None:
+        assert loop.time() < deadline, "the external listener's Service was not deleted"
+        await asyncio.sleep(0.5)
+    dep = await eventually(
+        admin, gateway, lambda o: "GROUPCOORD_EXTRA_LISTENERS" not in env(o), "one listener left"
+    )
+    assert await get(admin, f"/api/v1/namespaces/{namespace}/services/{NAME}-gateway") is not None
 
 
 async def test_only_the_lease_holder_acts(

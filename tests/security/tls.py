@@ -80,6 +80,7 @@ def _leaf(
     server: bool,
     expired: bool = False,
     more_ips: tuple[str, ...] = (),
+    more_names: tuple[str, ...] = (),
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     import ipaddress  # noqa: PLC0415
 
@@ -103,7 +104,7 @@ def _leaf(
         builder = builder.add_extension(
             x509.SubjectAlternativeName(
                 [
-                    x509.DNSName("localhost"),
+                    *(x509.DNSName(name) for name in ("localhost", *more_names)),
                     *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", *more_ips)),
                 ]
             ),
@@ -145,6 +146,21 @@ def make_pki(directory: Path) -> Pki:
         directory / "expired.crt",
         directory / "expired.key",
     )
+
+
+def issue_server_pems(names: tuple[str, ...], ips: tuple[str, ...]) -> dict[str, bytes]:
+    """A CA and a server certificate for ``names`` and ``ips``, as the keys of a TLS Secret
+    (``ca.crt``, ``tls.crt``, ``tls.key``): what cert-manager would issue for a listener."""
+    ca_key, ca_cert = _ca("listener test CA")
+    key, cert = _leaf(
+        ca_key, ca_cert, x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0])]), True, False, ips, names
+    )
+    pem = serialization.Encoding.PEM
+    return {
+        "ca.crt": ca_cert.public_bytes(pem),
+        "tls.crt": cert.public_bytes(pem),
+        "tls.key": key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    }
 
 
 def stunnel_binary() -> str:

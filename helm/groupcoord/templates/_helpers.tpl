@@ -85,7 +85,7 @@ app.kubernetes.io/component: operator
   verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, list, watch, create, patch]
+  verbs: [get, list, watch, create, patch, delete]  # delete: Services of listeners removed from the spec
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   verbs: [get, list, watch, create, patch]

@@ -171,12 +171,19 @@ def allow_shared_upstream_identity(
     return environ.get(ENV_ALLOW_SHARED_UPSTREAM_IDENTITY, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | None = None) -> Gateway:
+async def build_gateway(
+    options: GatewayOptions,
+    leadership: LeadershipTable | None = None,
+    *,
+    shards: WorkerClient | None = None,
+) -> Gateway:
     """A gateway in front of ``options.upstream`` (not yet listening: :meth:`Gateway.start`).
 
     With ``leadership`` it serves the group APIs with the shards that table names, under the
     ACL policy of ``options`` (the upstream's own ACLs are read once here, so a gateway never
-    serves before it knows them, then kept fresh); without, it is a plain proxy.
+    serves before it knows them, then kept fresh); without, it is a plain proxy. ``shards``:
+    the connections to the shards, when several gateways of one process (one per listener:
+    :mod:`.extra_listeners`) share them; the caller closes them. Else the gateway makes its own.
     """
     tls_context = options.listener_security.ssl_context()
     upstream = Upstream(
@@ -206,8 +213,9 @@ async def build_gateway(options: GatewayOptions, leadership: LeadershipTable | N
                 policy = None
             else:
                 owned.callback(refreshing.cancel)
-        shards = WorkerClient(tls=options.internal_tls)
-        owned.push_async_callback(shards.close)
+        if shards is None:
+            shards = WorkerClient(tls=options.internal_tls)
+            owned.push_async_callback(shards.close)
         group_apis = GroupApis(
             leadership,
             shards,

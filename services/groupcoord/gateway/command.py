@@ -19,7 +19,10 @@ from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.internal_tls import InternalTls
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address, parse_bootstrap
+from groupcoord.gateway.extra_listeners import ENV_EXTRA_LISTENERS, ExtraListenersError, parse_extra_listeners
 from groupcoord.gateway.groups.layout import LayoutFollower, ask_workers
+from groupcoord.gateway.groups.worker_client import WorkerClient
+from groupcoord.gateway.transport.server import Gateway
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
 
@@ -48,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shard-address-template",
         default=None,
         help="address of shard {shard}'s gRPC base port, e.g. 'gc-shard-{shard}.gc-shard.kafka.svc:50051'",
+    )
+    parser.add_argument(
+        "--extra-listeners",
+        default=os.environ.get(ENV_EXTRA_LISTENERS) or None,
+        help="JSON list of further client listeners, each with its own name, port, brokerPorts, "
+        "advertisedHost(Env) and security (the --listener-* names): see groupcoord.gateway.extra_listeners "
+        f"(env {ENV_EXTRA_LISTENERS})",
     )
     parser.add_argument(
         "--internal-tls-dir",
@@ -81,6 +91,10 @@ async def serve(args: argparse.Namespace) -> None:
         ),
         internal_tls=tls,
     )
+    try:
+        extra = parse_extra_listeners(args.extra_listeners, options)
+    except ExtraListenersError as exc:
+        raise SystemExit(f"--extra-listeners: {exc}") from None
     follower: LayoutFollower | None = None
     following: asyncio.Task[None] | None = None
     if args.leadership:
@@ -94,23 +108,35 @@ async def serve(args: argparse.Namespace) -> None:
         except ValueError as exc:
             raise SystemExit(f"--leadership: {exc}") from None
         following = asyncio.create_task(source.follow(follower.placement_published))
-    gateway = await build_gateway(options, follower.table if follower is not None else None)
-    if args.metrics_port:
-        from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
-
-        serve_metrics(args.metrics_port)
-    await gateway.start()
-    host, port = gateway.bootstrap_address
-    print(f"gateway ready: bootstrap {host}:{port}", flush=True)
-    stop = stop_on_signals()
+    table = follower.table if follower is not None else None
+    # one set of shard connections for every listener's gateway
+    shards = WorkerClient(tls=tls) if table is not None and extra else None
+    gateways: list[Gateway] = []
     try:
-        await stop.wait()
+        gateways.append(await build_gateway(options, table, shards=shards))
+        for listener in extra:
+            gateways.append(await build_gateway(listener.options(options), table, shards=shards))
+        if args.metrics_port:
+            from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
+
+            serve_metrics(args.metrics_port)
+        for gateway in gateways:
+            await gateway.start()
+        host, port = gateways[0].bootstrap_address
+        print(f"gateway ready: bootstrap {host}:{port}", flush=True)
+        for listener, gateway in zip(extra, gateways[1:], strict=True):
+            host, port = gateway.bootstrap_address
+            print(f"gateway ready: listener {listener.name} bootstrap {host}:{port}", flush=True)
+        await stop_on_signals().wait()
     finally:
         if following is not None:
             following.cancel()
         if follower is not None:
             await follower.close()
-        await gateway.stop()
+        for gateway in gateways:
+            await gateway.stop()
+        if shards is not None:
+            await shards.close()
 
 
 def main(args: argparse.Namespace) -> int:
