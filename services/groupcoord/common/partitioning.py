@@ -9,6 +9,8 @@ they do in Kafka.
 
 from __future__ import annotations
 
+import functools
+
 DEFAULT_STATE_TOPIC = "__groupcoord_state"
 DEFAULT_METRICS_TOPIC = "__groupcoord_metrics"  # the shards' metric samples (observability)
 DEFAULT_PARTITIONS = 50
@@ -28,6 +30,7 @@ def kafka_abs(n: int) -> int:
     return n & 0x7FFFFFFF
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked on every request; the hash walks the whole id
 def partition_for(group_id: str, partitions: int) -> int:
     """The state-topic partition that owns ``group_id``."""
     if partitions <= 0:

@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import dataclasses
 import datetime
+import functools
 import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ def _entry(entity_type: type[Any], field_name: str) -> type[Any]:
     return entity_type.__dataclass_fields__[field_name].type.__args__[0]
 
 
+@functools.lru_cache(maxsize=4096)  # per request, of a few client addresses
 def java_inet_address(host: str) -> str:
     """``InetAddress.toString()`` of a numeric address without a host name: "/" and Java's
     ``getHostAddress()`` — an IPv4-mapped IPv6 address as IPv4 (Java makes it an Inet4Address),

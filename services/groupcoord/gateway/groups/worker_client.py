@@ -15,6 +15,7 @@ Kafka request and its envelope); an envelope larger than that is refused alone
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 from collections.abc import AsyncIterator
@@ -51,8 +52,11 @@ MAX_BATCH = 256
 
 
 class _Stream:
-    def __init__(self, address: Address, max_message_bytes: int, tls: InternalTls | None) -> None:
+    def __init__(
+        self, address: Address, max_message_bytes: int, tls: InternalTls | None, timeout_s: float = 60.0
+    ) -> None:
         self.address = address
+        self.timeout_s = timeout_s
         self.max_message_bytes = max_message_bytes
         self.channel = internal_tls.channel(
             tls,
@@ -62,6 +66,10 @@ class _Stream:
         self.held: pb.CoordinatorEnvelope | None = None  # the first of the next batch (did not fit)
         self.outbox: asyncio.Queue[pb.CoordinatorEnvelope | None] = asyncio.Queue()
         self.waiting: dict[int, asyncio.Future[ShardReply]] = {}
+        # (deadline, correlation id) in send order: one timeout for every call, so deadlines
+        # only grow and one timer for the oldest serves them all (no timer per call)
+        self.deadlines: collections.deque[tuple[float, int]] = collections.deque()
+        self.sweeper: asyncio.TimerHandle | None = None
         self.task = asyncio.create_task(self._run())
         self.broken = False
 
@@ -114,12 +122,36 @@ class _Stream:
             self.waiting.clear()
 
     def send(self, envelope: pb.CoordinatorEnvelope) -> asyncio.Future[ShardReply]:
-        fut: asyncio.Future[ShardReply] = asyncio.get_running_loop().create_future()
+        """The reply to ``envelope``, or REQUEST_TIMED_OUT after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ShardReply] = loop.create_future()
         self.waiting[envelope.correlation_id] = fut
+        self.deadlines.append((loop.time() + self.timeout_s, envelope.correlation_id))
+        if self.sweeper is None:
+            self.sweeper = loop.call_at(self.deadlines[0][0], self._sweep)
         self.outbox.put_nowait(envelope)
         return fut
 
+    def _sweep(self) -> None:
+        """Answer the calls whose deadline passed REQUEST_TIMED_OUT; wake again for the next."""
+        self.sweeper = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        while self.deadlines and self.deadlines[0][0] <= now:
+            _, correlation_id = self.deadlines.popleft()
+            fut = self.waiting.pop(correlation_id, None)
+            if fut is not None and not fut.done():
+                fut.set_result(
+                    failed(ErrorCode.request_timed_out, f"shard {self.address[0]}:{self.address[1]} did not answer")
+                )
+        while self.deadlines and self.deadlines[0][1] not in self.waiting:
+            self.deadlines.popleft()  # answered already
+        if self.deadlines:
+            self.sweeper = loop.call_at(self.deadlines[0][0], self._sweep)
+
     async def close(self) -> None:
+        if self.sweeper is not None:
+            self.sweeper.cancel()
         self.outbox.put_nowait(None)
         self.task.cancel()
         await self.channel.close()
@@ -160,12 +192,9 @@ class WorkerClient:
             if stream is not None:  # its channel would stay open (a failover retries every 0.25 s)
                 self._closing.add(task := asyncio.create_task(stream.close()))
                 task.add_done_callback(self._closing.discard)
-            stream = self._streams[key] = _Stream(address, self.max_message_bytes, self.tls)
+            stream = self._streams[key] = _Stream(address, self.max_message_bytes, self.tls, self.timeout_s)
         envelope.correlation_id = next(self._ids)
-        try:
-            return await asyncio.wait_for(stream.send(envelope), self.timeout_s)
-        except TimeoutError:
-            return failed(ErrorCode.request_timed_out, f"shard {address[0]}:{address[1]} did not answer")
+        return await stream.send(envelope)
 
     async def close(self) -> None:
         streams, self._streams = self._streams, {}
