@@ -31,7 +31,7 @@ shard taking over the partition knows every lock and every delivery count.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
@@ -258,7 +258,13 @@ def acknowledge(
     return SharePartition(start, partition.end_offset, deliveries, partition.state_epoch), ErrorCode.none
 
 
-def _release_where(partition: SharePartition, limits: DeliveryLimits, released: set[int]) -> SharePartition:
+def _release_where(
+    partition: SharePartition, limits: DeliveryLimits, held: Callable[[Delivery], bool]
+) -> SharePartition:
+    """Release the acquired records ``held`` picks (``partition`` itself if none)."""
+    released = [
+        offset for offset, d in partition.deliveries.items() if d.state is RecordState.ACQUIRED and held(d)
+    ]
     if not released:
         return partition
     deliveries = dict(partition.deliveries)
@@ -270,28 +276,12 @@ def _release_where(partition: SharePartition, limits: DeliveryLimits, released: 
 
 def expire_locks(partition: SharePartition, now_ms: int, limits: DeliveryLimits) -> SharePartition:
     """Release every record whose lock ran out by ``now_ms`` (``partition`` itself if none)."""
-    return _release_where(
-        partition,
-        limits,
-        {
-            offset
-            for offset, d in partition.deliveries.items()
-            if d.state is RecordState.ACQUIRED and d.lock_deadline_ms <= now_ms
-        },
-    )
+    return _release_where(partition, limits, lambda d: d.lock_deadline_ms <= now_ms)
 
 
 def release_member(partition: SharePartition, member_id: str, limits: DeliveryLimits) -> SharePartition:
     """Release what ``member_id`` holds: it left the group, or its share session closed."""
-    return _release_where(
-        partition,
-        limits,
-        {
-            offset
-            for offset, d in partition.deliveries.items()
-            if d.state is RecordState.ACQUIRED and d.member_id == member_id
-        },
-    )
+    return _release_where(partition, limits, lambda d: d.member_id == member_id)
 
 
 def to_record_value(partition: SharePartition) -> share_group_pb2.SharePartitionStateValue:
