@@ -71,3 +71,36 @@ def test_the_command_ends_with_one_line_on_a_bad_listener() -> None:
     assert done.stderr.strip().splitlines() == [
         "--extra-listeners: listener names must be unique: ['x', 'x']"
     ], done.stderr
+
+
+async def test_the_connection_limits_bound_the_process_not_each_listener() -> None:
+    """Kafka's max.connections is the broker's: with one connection allowed, a client holding
+    it on the bootstrap listener leaves none for the second listener."""
+    import asyncio  # noqa: PLC0415
+
+    from groupcoord.gateway.assembly import build_gateway  # noqa: PLC0415
+    from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits  # noqa: PLC0415
+
+    limits = ConnectionLimits(max_connections=1)
+    options = GatewayOptions(("127.0.0.1", 1), port=0, connection_limits=limits)  # no upstream needed
+    counter = ConnectionCounter(limits)
+    (second,) = parse_extra_listeners('[{"name": "second", "port": 0}]', options, {})
+    gateways = [
+        await build_gateway(options, connections=counter),
+        await build_gateway(second.options(options), connections=counter),
+    ]
+    try:
+        for gateway in gateways:
+            await gateway.start()
+        held = await asyncio.open_connection(*gateways[0].bootstrap_address)
+        await asyncio.sleep(0.2)
+        assert counter.total == 1
+        reader, writer = await asyncio.open_connection(*gateways[1].bootstrap_address)
+        assert await asyncio.wait_for(reader.read(1), 5) == b"", "closed: the process is at its limit"
+        writer.close()
+        held[1].close()
+        await asyncio.sleep(0.2)
+        assert counter.total == 0
+    finally:
+        for gateway in gateways:
+            await gateway.stop()

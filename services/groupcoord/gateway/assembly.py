@@ -52,7 +52,7 @@ from groupcoord.gateway.security import listener_security
 from groupcoord.gateway.security.group_authorization import GroupAuthorization
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.transport import connection_limits
-from groupcoord.gateway.transport.connection_limits import ConnectionLimits
+from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
 from groupcoord.gateway.transport.server import Gateway
 
 Address = tuple[str, int]
@@ -176,6 +176,7 @@ async def build_gateway(
     leadership: LeadershipTable | None = None,
     *,
     shards: WorkerClient | None = None,
+    connections: ConnectionCounter | None = None,
 ) -> Gateway:
     """A gateway in front of ``options.upstream`` (not yet listening: :meth:`Gateway.start`).
 
@@ -184,6 +185,8 @@ async def build_gateway(
     serves before it knows them, then kept fresh); without, it is a plain proxy. ``shards``:
     the connections to the shards, when several gateways of one process (one per listener:
     :mod:`.extra_listeners`) share them; the caller closes them. Else the gateway makes its own.
+    ``connections``: the count those gateways share, so the connection limits bound the
+    process as Kafka's bound the broker.
     """
     tls_context = options.listener_security.ssl_context()
     upstream = Upstream(
@@ -240,6 +243,7 @@ async def build_gateway(
         owned=owned,
         limits=options.connection_limits,
         internal_topics=InternalTopics((options.state_topic, options.metrics_topic)),
+        connections=connections,
     )
     files = listener_security.ListenerFiles(options.listener_security, tls_context, gateway.credentials)
     if files.watched:  # certificates and credentials reloaded when their files change

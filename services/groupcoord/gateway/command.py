@@ -22,6 +22,7 @@ from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_add
 from groupcoord.gateway.extra_listeners import ENV_EXTRA_LISTENERS, ExtraListenersError, parse_extra_listeners
 from groupcoord.gateway.groups.layout import LayoutFollower, ask_workers
 from groupcoord.gateway.groups.worker_client import WorkerClient
+from groupcoord.gateway.transport.connection_limits import ConnectionCounter
 from groupcoord.gateway.transport.server import Gateway
 
 HELP = "run the Kafka-protocol gateway in front of an upstream Kafka cluster"
@@ -111,11 +112,14 @@ async def serve(args: argparse.Namespace) -> None:
     table = follower.table if follower is not None else None
     # one set of shard connections for every listener's gateway
     shards = WorkerClient(tls=tls) if table is not None and extra else None
+    connections = ConnectionCounter(options.connection_limits)  # the process's, as a broker's
     gateways: list[Gateway] = []
     try:
-        gateways.append(await build_gateway(options, table, shards=shards))
+        gateways.append(await build_gateway(options, table, shards=shards, connections=connections))
         for listener in extra:
-            gateways.append(await build_gateway(listener.options(options), table, shards=shards))
+            gateways.append(
+                await build_gateway(listener.options(options), table, shards=shards, connections=connections)
+            )
         if args.metrics_port:
             from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 

@@ -75,6 +75,7 @@ class Gateway:
         owned: contextlib.AsyncExitStack | None = None,
         limits: ConnectionLimits | None = None,
         internal_topics: InternalTopics | None = None,
+        connections: ConnectionCounter | None = None,
     ) -> None:
         self.upstream = upstream
         self.group_handler = group_handler
@@ -87,7 +88,9 @@ class Gateway:
         self.sessions: set[ClientSession] = set()
         #: what one client connection may cost (Kafka's socket and connection configs)
         self.limits = limits or ConnectionLimits()
-        self.connections = ConnectionCounter(self.limits)
+        #: the connections counted against ``limits``: shared by every listener of a process
+        #: (Kafka's max.connections and max.connections.per.ip are the broker's, not a listener's)
+        self.connections = connections or ConnectionCounter(self.limits)
         self._owned = owned or contextlib.AsyncExitStack()
 
     @property
