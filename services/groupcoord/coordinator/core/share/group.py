@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.records.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.records.v1 import share_group_pb2 as pb
 
 # Special member epochs in ShareGroupHeartbeat.
@@ -52,9 +53,9 @@ class ShareGroupMember:
     assigned: Partitions = field(default_factory=dict)
 
 
-def _partitions_out(partitions: Partitions) -> list[pb.SharePartitions]:
+def _partitions_out(partitions: Partitions) -> list[consumer_pb.TopicPartitions]:
     return [
-        pb.SharePartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(partitions.items()) if ps
+        consumer_pb.TopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(partitions.items()) if ps
     ]
 
 
