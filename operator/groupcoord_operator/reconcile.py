@@ -207,16 +207,17 @@ def _reconcile(
     warnings = []
     if replication.clamped:
         warnings.append(("StateTopicReplicationClamped", replication.message))
-    beyond = [n for n in node_ids or () if n >= spec.listener.broker_ports]
-    if beyond:
-        warnings.append(
-            (
-                "TooFewBrokerPorts",
-                f"Kafka brokers with node ids {beyond} have no port among the gateway's "
-                f"{spec.listener.broker_ports} per-broker ports (gateway.listener.brokerPorts must exceed "
-                "the largest node id): clients reach them only at a gateway pod's own address",
+    for listener in spec.listeners:
+        beyond = [n for n in node_ids or () if n >= listener.broker_ports]
+        if beyond:
+            warnings.append(
+                (
+                    "TooFewBrokerPorts",
+                    f"Kafka brokers with node ids {beyond} have no port among listener {listener.name}'s "
+                    f"{listener.broker_ports} per-broker ports (its brokerPorts must exceed the largest node "
+                    "id): its clients reach them only at a gateway pod's own address",
+                )
             )
-        )
     warning = (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None
     gateway_pods = (
         kube.list(collection_path("Pod", namespace), build.selector(name, build.GATEWAY))
