@@ -59,7 +59,21 @@ NON_DEFAULT = {
         "threadsPerShard": 8,
         "standbysPerPartition": 2,
         "groupDefaults": {"migrationPolicy": "upgrade", "assignors": ["range"]},
-        "gateway": {"replicas": 3, "listener": {"type": "loadbalancer", "brokerPorts": 5}},
+        "gateway": {
+            "replicas": 3,
+            "listener": None,  # the chart's single default listener, replaced by the list
+            "listeners": [
+                {
+                    "name": "external",
+                    "type": "loadbalancer",
+                    "port": 9092,
+                    "brokerPorts": 5,
+                    "tls": {"secretName": "gateway-tls"},
+                    "authentication": {"mode": "credentials", "credentialsSecret": "gateway-users"},
+                },
+                {"name": "plain", "port": 9192},
+            ],
+        },
         "stateTopic": {"partitions": 48, "replicationFactor": 5, "minInsyncReplicas": 3},
         "logging": {"format": "json"},
         "template": {
@@ -307,9 +321,11 @@ def test_custom_values_reach_the_resource_and_rbac(chart):
     assert "kubectl apply --server-side" in notes
     assert "type loadbalancer" in notes and "load balancer is assigned" in notes
     assert "bootstrap.servers=" not in notes, "an external address is not known before install"
-    assert gc["spec"]["gateway"]["listener"] == {
-        "name": "plain", "type": "loadbalancer", "port": 9092, "brokerPorts": 5
-    }  # fmt: skip
+    assert "listener" not in gc["spec"]["gateway"]
+    assert [(entry["name"], entry["port"]) for entry in gc["spec"]["gateway"]["listeners"]] == [
+        ("external", 9092), ("plain", 9192)
+    ]  # fmt: skip
+    assert 'listener "external"' in notes, "the notes name the first listener"
     assert gc["spec"]["stateTopic"]["replicationFactor"] == 5
     assert gc["spec"]["template"]["shard"]["priorityClassName"] == "kafka-critical"
 
