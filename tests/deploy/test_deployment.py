@@ -350,7 +350,12 @@ async def run_committing_clients(
     async def consuming() -> bool:
         return "consuming" in (await asyncio.to_thread(docker.run, "logs", name, check=False)).stdout
 
-    await eventually(f"the committing clients {name}", consuming, 120)
+    try:
+        await eventually(f"the committing clients {name}", consuming, 120)
+    except AssertionError:
+        # what the applications saw (librdkafka logs its errors to stderr)
+        logs = await asyncio.to_thread(docker.run, "logs", "--tail", "60", name, check=False)
+        raise AssertionError(f"the committing clients {name} did not all consume in 120 s:\n{logs.stderr}") from None
 
 
 async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
