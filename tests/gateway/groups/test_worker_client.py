@@ -60,3 +60,35 @@ async def test_calls_to_a_silent_worker_time_out_each_at_its_own_deadline() -> N
     finally:
         await client.close()
         await server.stop(None)
+
+
+class EchoWorker(pb_grpc.CoordinatorServicer):
+    """Answers every envelope at once (an error reply: enough for the client's bookkeeping)."""
+
+    async def Batches(  # noqa: N802 - the gRPC method's name
+        self, request_iterator: AsyncIterator[pb.CoordinatorBatch], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.CoordinatorReplyBatch]:
+        async for batch in request_iterator:
+            replies = pb.CoordinatorReplyBatch()
+            for envelope in batch.envelopes:
+                replies.replies.add(correlation_id=envelope.correlation_id, error_code=15)
+            yield replies
+
+
+async def test_answered_calls_leave_nothing_behind_however_many() -> None:
+    """The deadlines of answered calls do not pile up for a whole timeout: at most those after
+    the oldest call still unanswered are kept."""
+    server = grpc.aio.server()
+    pb_grpc.add_CoordinatorServicer_to_server(EchoWorker(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = WorkerClient(timeout_s=60)
+    try:
+        for _ in range(2_000):
+            reply = await client.call(("127.0.0.1", port), fetch())
+            assert reply.error_code == 15
+        stream = next(iter(client._streams.values()))
+        assert not stream.waiting and len(stream.deadlines) <= 1, len(stream.deadlines)
+    finally:
+        await client.close()
+        await server.stop(None)

@@ -126,6 +126,8 @@ class _Stream:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[ShardReply] = loop.create_future()
         self.waiting[envelope.correlation_id] = fut
+        while self.deadlines and self.deadlines[0][1] not in self.waiting:
+            self.deadlines.popleft()  # answered: the deque holds what follows the oldest unanswered call
         self.deadlines.append((loop.time() + self.timeout_s, envelope.correlation_id))
         if self.sweeper is None:
             self.sweeper = loop.call_at(self.deadlines[0][0], self._sweep)
