@@ -126,13 +126,18 @@ class _Stream:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[ShardReply] = loop.create_future()
         self.waiting[envelope.correlation_id] = fut
-        while self.deadlines and self.deadlines[0][1] not in self.waiting:
-            self.deadlines.popleft()  # answered: the deque holds what follows the oldest unanswered call
+        self._drop_answered()
         self.deadlines.append((loop.time() + self.timeout_s, envelope.correlation_id))
         if self.sweeper is None:
             self.sweeper = loop.call_at(self.deadlines[0][0], self._sweep)
         self.outbox.put_nowait(envelope)
         return fut
+
+    def _drop_answered(self) -> None:
+        """Forget the deadlines of answered calls at the head: the deque then holds only what
+        follows the oldest unanswered call, and its head is the next deadline that matters."""
+        while self.deadlines and self.deadlines[0][1] not in self.waiting:
+            self.deadlines.popleft()
 
     def _sweep(self) -> None:
         """Answer the calls whose deadline passed REQUEST_TIMED_OUT; wake again for the next."""
@@ -146,8 +151,7 @@ class _Stream:
                 fut.set_result(
                     failed(ErrorCode.request_timed_out, f"shard {self.address[0]}:{self.address[1]} did not answer")
                 )
-        while self.deadlines and self.deadlines[0][1] not in self.waiting:
-            self.deadlines.popleft()  # answered already
+        self._drop_answered()
         if self.deadlines:
             self.sweeper = loop.call_at(self.deadlines[0][0], self._sweep)
 
