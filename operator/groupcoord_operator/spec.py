@@ -184,13 +184,7 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
             f"spec.stateTopic.minInsyncReplicas ({min_isr}) must not exceed replicationFactor ({factor})"
         )
     gateway = raw.get("gateway") or {}
-    listener = gateway.get("listener") or {}
-    if (
-        isinstance(listener, Mapping)
-        and listener.get("advertisedHost")
-        and listener.get("type") != "loadbalancer"
-    ):
-        problems.append("spec.gateway.listener.advertisedHost is only for type loadbalancer")
+    problems += _advertised_host_problem(gateway.get("listener") or {}, "spec.gateway.listener")
     if isinstance(gateway, Mapping) and isinstance(gateway.get("listeners"), list):
         problems += _listeners_messages(gateway)
     partitions = number(topic, "partitions")
@@ -207,8 +201,7 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
     ):
         problems.append("spec.kafka.tls: certSecret and keySecret must be given together")
     sasl = ((raw.get("gateway") or {}).get("security") or {}).get("sasl") or {}
-    if isinstance(sasl, Mapping) and sasl.get("mode") == "credentials" and not sasl.get("credentialsSecret"):
-        problems.append("spec.gateway.security.sasl: mode credentials needs credentialsSecret")
+    problems += _credentials_problem(sasl, "spec.gateway.security.sasl")
     authorization = raw.get("authorization") or {}
     if (
         isinstance(authorization, Mapping)
@@ -218,6 +211,21 @@ def _rule_messages(raw: Mapping[str, Any], current_partitions: int) -> list[str]
     ):
         problems.append("spec.authorization: aclSource file needs aclConfigMap")
     return problems
+
+
+def _advertised_host_problem(listener: Any, where: str) -> list[str]:
+    """A listener (``gateway.listener`` or an entry of ``gateway.listeners``) naming an
+    advertised host without being a load balancer."""
+    if isinstance(listener, Mapping) and listener.get("advertisedHost") and listener.get("type") != "loadbalancer":
+        return [f"{where}.advertisedHost is only for type loadbalancer"]
+    return []
+
+
+def _credentials_problem(sasl: Any, where: str) -> list[str]:
+    """Listener SASL in mode credentials without the Secret holding them."""
+    if isinstance(sasl, Mapping) and sasl.get("mode") == "credentials" and not sasl.get("credentialsSecret"):
+        return [f"{where}: mode credentials needs credentialsSecret"]
+    return []
 
 
 def _listeners_messages(gateway: Mapping[str, Any]) -> list[str]:
@@ -239,15 +247,8 @@ def _listeners_messages(gateway: Mapping[str, Any]) -> list[str]:
         where = f"spec.gateway.listeners[{entry.get('name')}]"
         if entry.get("name") in RESERVED_LISTENER_NAMES:
             problems.append(f"{where}: kafka, broker and metrics name the gateway's own ports")
-        if entry.get("advertisedHost") and entry.get("type", "internal") != "loadbalancer":
-            problems.append(f"{where}.advertisedHost is only for type loadbalancer")
-        sasl = entry.get("authentication") or {}
-        if (
-            isinstance(sasl, Mapping)
-            and sasl.get("mode") == "credentials"
-            and not sasl.get("credentialsSecret")
-        ):
-            problems.append(f"{where}.authentication: mode credentials needs credentialsSecret")
+        problems += _advertised_host_problem(entry, where)
+        problems += _credentials_problem(entry.get("authentication") or {}, f"{where}.authentication")
     spans = [
         (e.get("name"), e["port"], e["port"] + e.get("brokerPorts", 3))
         for e in entries
