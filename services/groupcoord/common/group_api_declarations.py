@@ -89,6 +89,7 @@ class GroupApi:
     operation: ShardOperation | None
     only_groups: bool = True
     last_version_naming_topics: int | None = None
+    advertised: bool = True
 
 
 DECLARATIONS: tuple[GroupApi, ...] = (
@@ -112,13 +113,22 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.OFFSET_DELETE, (0, 0), write("offset_delete")),
     GroupApi(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1), write("consumer_group_heartbeat")),  # KIP-848
     GroupApi(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1), read("consumer_group_describe")),  # KIP-848
+    # KIP-932 share groups: membership is served, delivery (ShareFetch 78, ShareAcknowledge 79)
+    # not yet, so the heartbeat is not advertised (see GroupApi.advertised)
+    GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1), write("share_group_heartbeat"), advertised=False),
+    GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1), read("share_group_describe")),
 )
 """Every group API served, in api-key order."""
 
 NOT_SERVED: frozenset[ApiKey] = frozenset(
     {
-        ApiKey.SHARE_GROUP_HEARTBEAT,
-        ApiKey.SHARE_GROUP_DESCRIBE,
+        # share-group delivery and offsets: they name our share groups, which the upstream's
+        # share coordinator (Kafka 4.2+) does not know
+        ApiKey.SHARE_FETCH,
+        ApiKey.SHARE_ACKNOWLEDGE,
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
         ApiKey.STREAMS_GROUP_HEARTBEAT,
         ApiKey.STREAMS_GROUP_DESCRIBE,
     }

@@ -8,7 +8,8 @@ than next to each model: a reader sees at once which ids are taken, and a collis
 failure at import, not a corrupted partition. Never reuse or renumber an id.
 
 Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
-40-59 the runtime (leadership/fencing markers). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
+40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932; 60, the
+share-partition delivery state, is reserved until a shard replays it). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
 never the product's: state machines outside it (the runtime's tests) register their own types
 there (``RecordTypeRegistry.register``, which refuses a lower id, so an outside registration can
 never take an id the product may give out later).
@@ -25,6 +26,7 @@ from groupcoord.records.v1 import classic_group_pb2 as classic
 from groupcoord.records.v1 import consumer_group_pb2 as consumer
 from groupcoord.records.v1 import offsets_pb2 as offsets
 from groupcoord.records.v1 import runtime_pb2 as runtime
+from groupcoord.records.v1 import share_group_pb2 as share
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,10 @@ STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(PENDING_TXN_OFFSET_TYPE_ID, offsets.PendingTxnOffsetKey, offsets.PendingTxnOffsetValue),
     RecordType(TXN_MARKER_TYPE_ID, offsets.TxnMarkerKey, offsets.TxnMarkerValue),
     RecordType(LEADER_EPOCH_TYPE_ID, runtime.LeaderEpochKey, runtime.LeaderEpochValue),
+    RecordType(61, share.ShareGroupMetadataKey, share.ShareGroupMetadataValue),
+    RecordType(62, share.ShareGroupMemberKey, share.ShareGroupMemberValue),
+    RecordType(63, share.ShareGroupTargetAssignmentMetadataKey, share.ShareGroupTargetAssignmentMetadataValue),
+    RecordType(64, share.ShareGroupTargetAssignmentMemberKey, share.ShareGroupTargetAssignmentMemberValue),
 )
 
 

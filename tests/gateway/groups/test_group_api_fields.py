@@ -24,6 +24,7 @@ from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
+from groupcoord.rpc.v1 import share_group_pb2 as sgh
 
 # api key -> (request message, response message) of the coordinator's contract.
 MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -40,6 +41,8 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     28: (op.TxnOffsetCommitRequest, op.TxnOffsetCommitResponse),
     68: (cgh.ConsumerGroupHeartbeatRequest, cgh.ConsumerGroupHeartbeatResponse),
     69: (cgh.ConsumerGroupDescribeRequest, cgh.ConsumerGroupDescribeResponse),
+    76: (sgh.ShareGroupHeartbeatRequest, sgh.ShareGroupHeartbeatResponse),
+    77: (sgh.ShareGroupDescribeRequest, sgh.ShareGroupDescribeResponse),
 }
 
 # (api key, "request"/"response", field path) -> the versions whose handler translates it by hand.

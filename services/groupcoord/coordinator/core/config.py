@@ -68,6 +68,12 @@ class GroupConfig:
     # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
     consumer_group_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
+    # --- share groups (KIP-932: group.share.*) ---
+    share_group_session_timeout_ms: int = 45_000
+    share_group_heartbeat_interval_ms: int = 5_000
+    # group.share.max.size: a join beyond it is answered GROUP_MAX_SIZE_REACHED.
+    share_group_max_size: int = 200
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:
         """Defaults overridden by the operator's group-config environment (``GROUPCOORD_GROUP_*``,

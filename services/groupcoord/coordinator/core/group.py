@@ -1,6 +1,6 @@
-"""What every group type (consumer/KIP-848 and classic) offers the offset and admin logic.
+"""What every group type (consumer/KIP-848, classic, share/KIP-932) offers the offset and admin logic.
 
-The same group id namespace holds both types; a group id names exactly one group. Offsets
+The same group id namespace holds every type; a group id names exactly one group. Offsets
 and admin APIs work on any group through this protocol, like Apache Kafka's ``Group``.
 """
 
@@ -16,6 +16,7 @@ from groupcoord.coordinator.core.topics_image import TopicsImage
 class GroupType(enum.Enum):
     CONSUMER = "consumer"
     CLASSIC = "classic"
+    SHARE = "share"
 
 
 class Group(Protocol):

@@ -1,6 +1,7 @@
 """Group administration: ListGroups v0-5, DescribeGroups v0-6, DeleteGroups.
 
-Works on every group type through the ``Group`` protocol (core/group.py). Classic groups are
+Works on every group type through the ``Group`` protocol (core/group.py); a share group is
+listed (protocol type "share") but DescribeGroups does not describe it, as Kafka. Classic groups are
 described as Kafka's ``GroupMetadataManager.describeGroups`` does; a consumer (KIP-848) group
 as Kafka's ``ConsumerGroup.asDescribedGroup``: protocol type "consumer", the default assignor
 as protocol data, each member's subscription and assignment in the embedded consumer protocol
@@ -21,7 +22,7 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupState
 from groupcoord.coordinator.core.consumer.group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
@@ -37,7 +38,7 @@ _GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 def _protocol_type(group: Group) -> str:
     if isinstance(group, ClassicGroup):
         return group.protocol_type
-    return "consumer"
+    return "share" if group.group_type is GroupType.SHARE else "consumer"
 
 
 class GroupAdmin(ActsOnState):
@@ -92,11 +93,15 @@ class GroupAdmin(ActsOnState):
                 group is not None and hasattr(group, "members") and hasattr(group, "member_subscribed_names")
             ):
                 described = self._describe_consumer(group)
-            if described is None:
+            if described is None:  # none, or a share group: Kafka describes only classic ones
                 described = pb.DescribedGroup(group_id=group_id, group_state=ClassicGroupState.DEAD.value)
                 if request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
                     described.error_code = ErrorCode.group_id_not_found.value
-                    described.error_message = f"Group {group_id} not found."
+                    described.error_message = (
+                        f"Group {group_id} not found."
+                        if group is None
+                        else f"Group {group_id} is not a classic group."
+                    )
             described.authorized_operations = (
                 _GROUP_OPERATIONS if request.include_authorized_operations else _AUTHORIZED_OPERATIONS_OMITTED
             )

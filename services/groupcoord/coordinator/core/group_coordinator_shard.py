@@ -1,8 +1,9 @@
 """The group coordinator's state machine for one state-topic partition (Kafka's GroupCoordinatorShard).
 
 Its state is one :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState`
-(``data``): every group hashed to the partition — classic and consumer (KIP-848) groups share
-one ``groups`` map, since a group id names exactly one group — their committed and pending
+(``data``): every group hashed to the partition — classic, consumer (KIP-848) and share
+(KIP-932) groups share one ``groups`` map, since a group id names exactly one group — their
+committed and pending
 offsets, group configs and the topics image. The managers acting on it are wiring built once by
 the constructor; ``restore(data)`` is the runtime's revert and copies data only. One
 method per coordinator API, named like the ``Coordinator`` service's oneof fields
@@ -21,7 +22,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from groupcoord.common.errors import ErrorCode
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic import join as classic_join
 from groupcoord.coordinator.core.classic import membership as classic_membership
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
@@ -49,14 +50,20 @@ from groupcoord.coordinator.core.offsets import (
     replay_offset,
     replay_pending,
 )
+from groupcoord.coordinator.core.share import group as share_group
+from groupcoord.coordinator.core.share import heartbeat as share_heartbeat
+from groupcoord.coordinator.core.share.describe import describe_share_groups
+from groupcoord.coordinator.core.share.group import ShareGroup
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
 from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
+from groupcoord.records.v1 import share_group_pb2 as share_rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
 from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
+from groupcoord.rpc.v1 import share_group_pb2 as share_pb
 
 
 class GroupCoordinatorShard(ActsOnState):
@@ -104,6 +111,11 @@ class GroupCoordinatorShard(ActsOnState):
         )
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
+        self.share_config = share_heartbeat.ShareGroupConfig(
+            session_timeout_ms=self.config.share_group_session_timeout_ms,
+            heartbeat_interval_ms=self.config.share_group_heartbeat_interval_ms,
+            max_size=self.config.share_group_max_size,
+        )
         self._replay = self._replay_switch()
 
     def restore(self, data: GroupCoordinatorState) -> None:
@@ -135,6 +147,13 @@ class GroupCoordinatorShard(ActsOnState):
         switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data)
         switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data)
         switch[offsets_rpb.GroupConfigKey] = partial(replay_group_config, data)
+        for key_type in (
+            share_rpb.ShareGroupMetadataKey,
+            share_rpb.ShareGroupMemberKey,
+            share_rpb.ShareGroupTargetAssignmentMetadataKey,
+            share_rpb.ShareGroupTargetAssignmentMemberKey,
+        ):
+            switch[key_type] = lambda key, value: share_group.replay(data.groups, key, value)
         return switch
 
     def replay(self, record: CoordinatorRecord) -> None:
@@ -148,6 +167,9 @@ class GroupCoordinatorShard(ActsOnState):
         timers = [self.offset_manager.expiry_timer(now_ms)]
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
+        timers += share_heartbeat.timers_after_load(
+            self.groups, now_ms, self.share_config, self._share_session_expired
+        )
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
         return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
@@ -184,6 +206,40 @@ class GroupCoordinatorShard(ActsOnState):
         records = self.offset_manager.delete_topics_records(deleted) if deleted else []
         consumer = consumer_metadata.on_metadata_update(self.groups, image, now_ms)
         return CoordinatorResult(records=records + consumer.records)
+
+    # --- KIP-932 share groups ----------------------------------------------------------------
+    def share_group_heartbeat(
+        self, request: share_pb.ShareGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[share_pb.ShareGroupHeartbeatResponse]:
+        group = self.groups.get(request.group_id)
+        if group is not None and not isinstance(group, ShareGroup):
+            # no conversion between share groups and the others exists, even of an empty group
+            raise CoordinatorError(
+                ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group."
+            )
+        result = share_heartbeat.heartbeat(
+            group,
+            share_heartbeat.from_request(request),
+            now_ms,
+            self.share_config,
+            self.image,
+            self._share_session_expired,
+        )
+        return CoordinatorResult(
+            records=result.records,
+            response=share_heartbeat.to_response(result.response),
+            timers=result.timers,
+        )
+
+    def _share_session_expired(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:
+        """A share member's session timer: run on the state as it is when it fires."""
+        group = self.groups.get(group_id)
+        return share_heartbeat.session_expired(group if isinstance(group, ShareGroup) else None, member_id)
+
+    def share_group_describe(
+        self, request: share_pb.ShareGroupDescribeRequest, now_ms: int = 0
+    ) -> CoordinatorResult[share_pb.ShareGroupDescribeResponse]:
+        return CoordinatorResult(response=describe_share_groups(request, self.groups, self.image))
 
     # --- classic group protocol -------------------------------------------------------------
     # A classic request to a consumer group comes from a classic member inside it (online
@@ -280,6 +336,8 @@ class GroupCoordinatorShard(ActsOnState):
         consumer: dict[str, int] = {}
         classic: dict[str, int] = {}
         for group in self.groups.values():
+            if group.group_type is GroupType.SHARE:  # their metrics come with share delivery
+                continue
             state = re.sub(r"(?<!^)(?=[A-Z])", "_", group.state_name()).lower()
             counts = consumer if group.group_type is GroupType.CONSUMER else classic
             counts[state] = counts.get(state, 0) + 1
@@ -287,8 +345,10 @@ class GroupCoordinatorShard(ActsOnState):
 
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by protocol (the control plane's partition status)."""
-        consumer, classic = self.group_state_counts()
-        return {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
+        counts = {kind.value: 0 for kind in (GroupType.CONSUMER, GroupType.CLASSIC)}
+        for group in self.groups.values():
+            counts[group.group_type.value] = counts.get(group.group_type.value, 0) + 1
+        return counts
 
     def list_groups(
         self, request: admin_pb.ListGroupsRequest, now_ms: int

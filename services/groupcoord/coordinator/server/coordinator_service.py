@@ -95,6 +95,8 @@ OPERATIONS: dict[str, Operation] = dict(
             ApiKey.CONSUMER_GROUP_DESCRIBE: ShardHandler(
                 lambda s, r, now, _: s.consumer_group_describe(r, now)
             ),
+            ApiKey.SHARE_GROUP_HEARTBEAT: ShardHandler(lambda s, r, now, _: s.share_group_heartbeat(r, now)),
+            ApiKey.SHARE_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.share_group_describe(r, now)),
         },
         SHARD_APIS,
     )

@@ -38,6 +38,7 @@ from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
+from groupcoord.rpc.v1 import share_group_pb2 as sgh
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
 Address = tuple[str, int]
@@ -517,6 +518,36 @@ class GroupApis:
         )
         return self.response(ctx, cgh.ConsumerGroupDescribeResponse(groups=groups))
 
+    # --- KIP-932 share groups --------------------------------------------------------------
+
+    async def share_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
+        msg = to_proto(req, sgh.ShareGroupHeartbeatRequest(api_version=ctx.version))
+        msg.client_id = ctx.header.client_id or ""
+        msg.client_host = ctx.member_host
+        reply = await self.call(req.group_id, Envelope(share_group_heartbeat=msg))
+        resp = reply.response or sgh.ShareGroupHeartbeatResponse(
+            error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1
+        )
+        return self.response(ctx, resp)
+
+    async def share_group_describe(self, ctx: CallContext, req: Any) -> Any:
+        msg = to_proto(req, sgh.ShareGroupDescribeRequest(api_version=ctx.version))
+        groups = await self.per_group(
+            list(msg.group_ids),
+            lambda ids: Envelope(
+                share_group_describe=sgh.ShareGroupDescribeRequest(
+                    api_version=msg.api_version,
+                    group_ids=ids,
+                    include_authorized_operations=msg.include_authorized_operations,
+                )
+            ),
+            lambda resp: ((g.group_id, g) for g in resp.groups),
+            lambda gid, reply: sgh.ShareGroupDescribeGroup(
+                group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
+            ),
+        )
+        return self.response(ctx, sgh.ShareGroupDescribeResponse(groups=groups))
+
     # --- admin --------------------------------------------------------------------------
 
     async def list_groups(self, ctx: CallContext, req: Any) -> Any:
@@ -748,7 +779,7 @@ def _in_request_order(
 
 
 GROUP_APIS: dict[int, ServedApi] = {
-    int(api.key): ServedApi(api.versions, adapter)
+    int(api.key): ServedApi(api.versions, adapter, api.advertised)
     for api, adapter in registered(
         "gateway adapter",
         {
@@ -769,6 +800,8 @@ GROUP_APIS: dict[int, ServedApi] = {
             ApiKey.OFFSET_DELETE: GroupApis.offset_delete,
             ApiKey.CONSUMER_GROUP_HEARTBEAT: GroupApis.consumer_group_heartbeat,
             ApiKey.CONSUMER_GROUP_DESCRIBE: GroupApis.consumer_group_describe,
+            ApiKey.SHARE_GROUP_HEARTBEAT: GroupApis.share_group_heartbeat,
+            ApiKey.SHARE_GROUP_DESCRIBE: GroupApis.share_group_describe,
         },
     )
 }

@@ -11,14 +11,15 @@ LeaveGroup
 ConsumerGroupHeartbeat                 READ                       DESCRIBE on subscribed names;
                                                                   a regex never resolves to a
                                                                   topic it may not DESCRIBE
+ShareGroupHeartbeat                    READ                       DESCRIBE on subscribed names
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
 OffsetFetch                            DESCRIBE                   DESCRIBE (failed per partition,
                                                                   or left out of "all topics")
 DescribeGroups                         DESCRIBE, per group        -
-ConsumerGroupDescribe                  DESCRIBE, per group        DESCRIBE on every assigned
-                                                                  topic, else the group is
+ConsumerGroupDescribe,                 DESCRIBE, per group        DESCRIBE on every assigned
+ShareGroupDescribe                                                topic, else the group is
                                                                   TOPIC_AUTHORIZATION_FAILED
 ListGroups                             DESCRIBE on CLUSTER,       -
                                        else filtered per group
@@ -62,6 +63,7 @@ from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
+from groupcoord.rpc.v1 import share_group_pb2 as sgh
 
 log = logging.getLogger(__name__)
 _RE2_OPTIONS = re2.Options()
@@ -217,23 +219,28 @@ def _whole_group(operation: Operation, refusal: Callable[[Any], Message]) -> Cal
     return hook
 
 
-def _consumer_group_heartbeat(
-    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
-) -> Verdict:
-    if not auth.group(caller, Operation.READ, req.group_id):
-        # ConsumerGroupHeartbeatRequest.getErrorResponse sets the error code only (epoch 0)
-        return Verdict(None, cgh.ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED.value))
-    names = getattr(req, "subscribed_topic_names", None) or ()
-    refused = [n for n in names if not auth.topic(caller, Operation.DESCRIBE, n)]
-    if refused:
-        return Verdict(
-            None,
-            cgh.ConsumerGroupHeartbeatResponse(
-                error_code=TOPIC_DENIED.value,
-                error_message=f"The group has subscribed to topics that are not authorized: {sorted(refused)}",
-            ),
-        )
-    return Verdict(req)
+def _modern_heartbeat(response_type: type[Message]) -> Hook:
+    """ConsumerGroupHeartbeat and ShareGroupHeartbeat: READ on the group, DESCRIBE on every
+    subscribed topic name (``KafkaApis.handleConsumerGroupHeartbeat`` /
+    ``handleShareGroupHeartbeat``)."""
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        if not auth.group(caller, Operation.READ, req.group_id):
+            # the request's getErrorResponse sets the error code only (epoch 0)
+            return Verdict(None, response_type(error_code=GROUP_DENIED.value))
+        names = getattr(req, "subscribed_topic_names", None) or ()
+        refused = [n for n in names if not auth.topic(caller, Operation.DESCRIBE, n)]
+        if refused:
+            return Verdict(
+                None,
+                response_type(
+                    error_code=TOPIC_DENIED.value,
+                    error_message=f"The group has subscribed to topics that are not authorized: {sorted(refused)}",
+                ),
+            )
+        return Verdict(req)
+
+    return hook
 
 
 def _commit(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
@@ -538,46 +545,42 @@ def _per_group_read(
     return hook
 
 
-_describe_consumer_groups = _per_group_read(
-    "group_ids",
-    "groups",
-    lambda g: cgh.ConsumerGroupDescribeGroup(
-        group_id=g,
-        error_code=GROUP_DENIED.value,
-        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
-    ),
-)
+def _modern_describe(group_denied: Callable[[str], Message]) -> Hook:
+    """ConsumerGroupDescribe and ShareGroupDescribe: DESCRIBE on each group, then on every
+    topic of its members' assignments (and target assignments) (KAFKA-18813,
+    ``KafkaApis.handleConsumerGroupDescribe`` / ``handleShareGroupDescribe``): a group naming a
+    topic the caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with Kafka's
+    message and no members, so neither topic names nor partition ownership leak."""
+    per_group = _per_group_read("group_ids", "groups", group_denied)
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        verdict = per_group(auth, caller, version, rt, req)
+        if verdict.request is None:
+            return verdict
+        served = verdict.finish
+
+        def finish(resp: Any) -> Any:
+            resp = served(resp) if served is not None else resp
+            return dataclasses.replace(
+                resp, groups=tuple(_hide_undescribable(auth, caller, g) for g in resp.groups)
+            )
+
+        return Verdict(verdict.request, finish=finish)
+
+    return hook
+
+
 UNDESCRIBABLE_TOPICS_MESSAGE = (
     "The group has described topic(s) that the client is not authorized to describe."
 )
-
-
-def _consumer_group_describe(
-    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
-) -> Verdict:
-    """DESCRIBE on each group, then on every topic of its members' assignments and target
-    assignments (KAFKA-18813, ``KafkaApis.handleConsumerGroupDescribe``): a group naming a topic
-    the caller may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED with Kafka's message and
-    no members, so neither topic names nor partition ownership leak."""
-    verdict = _describe_consumer_groups(auth, caller, version, rt, req)
-    if verdict.request is None:
-        return verdict
-    served = verdict.finish
-
-    def finish(resp: Any) -> Any:
-        resp = served(resp) if served is not None else resp
-        return dataclasses.replace(
-            resp, groups=tuple(_hide_undescribable(auth, caller, g) for g in resp.groups)
-        )
-
-    return Verdict(verdict.request, finish=finish)
 
 
 def _hide_undescribable(auth: GroupAuthorization, caller: Caller, group: Any) -> Any:
     names = {
         tp.topic_name
         for member in group.members
-        for assignment in (member.assignment, member.target_assignment)
+        for assignment in (member.assignment, getattr(member, "target_assignment", None))
+        if assignment is not None  # share members have no target assignment
         for tp in assignment.topic_partitions
     }
     if all(auth.topic(caller, Operation.DESCRIBE, name) for name in sorted(names)):
@@ -786,8 +789,18 @@ HOOKS: dict[int, Hook] = {
             ApiKey.DELETE_GROUPS: _delete_groups,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _group_configs(Operation.ALTER_CONFIGS, "responses"),
             ApiKey.OFFSET_DELETE: _offset_delete,
-            ApiKey.CONSUMER_GROUP_HEARTBEAT: _consumer_group_heartbeat,
-            ApiKey.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe,
+            ApiKey.CONSUMER_GROUP_HEARTBEAT: _modern_heartbeat(cgh.ConsumerGroupHeartbeatResponse),
+            ApiKey.CONSUMER_GROUP_DESCRIBE: _modern_describe(
+                lambda g: cgh.ConsumerGroupDescribeGroup(
+                    group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+                )
+            ),
+            ApiKey.SHARE_GROUP_HEARTBEAT: _modern_heartbeat(sgh.ShareGroupHeartbeatResponse),
+            ApiKey.SHARE_GROUP_DESCRIBE: _modern_describe(
+                lambda g: sgh.ShareGroupDescribeGroup(
+                    group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED
+                )
+            ),
         },
     )
 }

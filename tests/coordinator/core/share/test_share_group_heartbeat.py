@@ -101,7 +101,7 @@ def test_a_member_leaving_or_timing_out_goes_and_the_epoch_moves() -> None:
 
 def test_epochs_unknown_members_and_bad_requests_get_kafkas_errors() -> None:
     p = Partition()
-    assert p.beat("a", 5, ["orders"])[0].error_code is ErrorCode.unknown_member_id
+    assert p.beat("a", 5, ["orders"])[0].error_code is ErrorCode.group_id_not_found
     p.beat("a", 0, ["orders"])
     p.beat("b", 0, ["orders"])
     a, _ = p.beat("a", 1)  # a moves to epoch 2; the answer is lost, a sends 1 again

@@ -31,6 +31,7 @@ from groupcoord.coordinator.core.classic.responses import (
 from groupcoord.coordinator.core.classic.timers import pending_member_key
 from groupcoord.coordinator.core.classic.waiters import WaitKey
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.group import GroupType
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 State = ClassicGroupState
@@ -71,6 +72,10 @@ def join_group(
     unknown = member_id == ""
     existing = ctx.groups.get(gid)
     replaced: list[CoordinatorRecord] = []
+    if existing is not None and existing.group_type is GroupType.SHARE:
+        # Kafka's getOrMaybeCreateClassicGroup refuses a group of another type, and the join
+        # answers UNKNOWN_MEMBER_ID; only a consumer group converts (share groups never do)
+        return CoordinatorResult(response=error_join(ErrorCode.unknown_member_id, member_id))
     if existing is not None and not isinstance(existing, ClassicGroup):
         if not existing.is_empty():
             if ctx.join_other_group is not None:

@@ -44,6 +44,7 @@ from groupcoord.coordinator.core.consumer.membership import (
 from groupcoord.coordinator.core.consumer.regex_subscriptions import compile_regex
 from groupcoord.coordinator.core.consumer.timers import member_timer_cancels
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
+from groupcoord.coordinator.core.group import GroupType
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
@@ -129,7 +130,7 @@ def _group_for(
                 if replay is not None:
                     replay(group, record.key, record.value)
             return group, list(records), False, finish
-    if existing is None or existing.is_empty():
+    if existing is None or (existing.is_empty() and existing.group_type is GroupType.CLASSIC):
         if r.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
             raise CoordinatorError(ErrorCode.group_id_not_found, f"Group {r.group_id} not found.")
         # An empty classic group becomes a consumer group (its offsets stay).

@@ -12,6 +12,11 @@ Like a KIP-848 consumer group (``consumer/group.py``), with what share groups le
 
 State changes only by replaying records (``proto/groupcoord/records/v1/share_group.proto``).
 Members are immutable values: a change replaces the member.
+
+A share group is a :class:`~groupcoord.coordinator.core.group.Group` like the others, so
+ListGroups, DeleteGroups and the offset APIs reach it, but it commits no offsets: OffsetCommit,
+OffsetFetch and OffsetDelete on it are GROUP_ID_NOT_FOUND, "Group x is not a consumer group.",
+as Kafka's ``ShareGroup`` answers (its delivery progress is the share-partitions' state).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.core.group import GroupType
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.records.v1 import share_group_pb2 as pb
 
@@ -55,7 +63,9 @@ class ShareGroupMember:
 
 def _partitions_out(partitions: Partitions) -> list[consumer_pb.TopicPartitions]:
     return [
-        consumer_pb.TopicPartitions(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(partitions.items()) if ps
+        consumer_pb.TopicPartitions(topic_id=t, partitions=sorted(ps))
+        for t, ps in sorted(partitions.items())
+        if ps
     ]
 
 
@@ -77,6 +87,51 @@ class ShareGroup:
 
     def copy(self) -> ShareGroup:
         return replace(self, members=dict(self.members), target=dict(self.target))
+
+    # --- the Group protocol (core/group.py) --------------------------------------------------
+    @property
+    def group_type(self) -> GroupType:
+        return GroupType.SHARE
+
+    def state_name(self) -> str:
+        return self.state().value
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def _not_a_consumer_group(self) -> CoordinatorError:
+        return CoordinatorError(
+            ErrorCode.group_id_not_found, f"Group {self.group_id} is not a consumer group."
+        )
+
+    def validate_offset_commit(
+        self,
+        member_id: str,
+        group_instance_id: str | None,
+        generation_or_member_epoch: int,
+        api_version: int,
+        topic: str,
+        partition: int,
+        image: TopicsImage,
+        transactional: bool = False,
+    ) -> None:
+        raise self._not_a_consumer_group()
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        raise self._not_a_consumer_group()
+
+    def validate_offset_delete(self) -> None:
+        raise self._not_a_consumer_group()
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise CoordinatorError(ErrorCode.non_empty_group)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        return any(topic in m.subscribed_topic_names for m in self.members.values())
+
+    def offset_expiration_base_ms(self, commit_timestamp_ms: int) -> int | None:
+        return None  # a share group has no committed offsets to expire
 
     def subscribed_topic_names(self, members: Mapping[str, ShareGroupMember] | None = None) -> set[str]:
         return {
@@ -129,22 +184,28 @@ class ShareGroup:
         ]
 
     def tombstone_records(self) -> list[CoordinatorRecord]:
-        """Deleting the group (it must be empty): the target metadata, then the group."""
+        """Deleting the group: its members' records (none once empty, as DeleteGroups requires),
+        the target metadata, then the group (Kafka's ``createGroupTombstoneRecords`` order)."""
+        members = [r for member_id in sorted(self.members) for r in self.member_tombstones(member_id)]
         return [
+            *members,
             CoordinatorRecord(pb.ShareGroupTargetAssignmentMetadataKey(group_id=self.group_id), None),
             CoordinatorRecord(pb.ShareGroupMetadataKey(group_id=self.group_id), None),
         ]
 
 
-def replay(groups: dict[str, ShareGroup], key: Any, value: Any) -> None:
-    """Apply one share-group record to ``groups`` (group id -> group): the only way their
-    state changes, live and after a takeover alike."""
+def replay(groups: dict[str, Any], key: Any, value: Any) -> None:
+    """Apply one share-group record to ``groups`` (group id -> group of any type): the only way
+    share groups change, live and after a takeover alike. A share group never replaces a group
+    of another type (no conversion exists): such a record is a corrupted log, and raises."""
     group_id = key.group_id
     group = groups.get(group_id)
-    if value is None and group is None:
+    if value is None and not isinstance(group, ShareGroup):
         return  # a tombstone of a group already gone
     if group is None:
         group = groups[group_id] = ShareGroup(group_id)
+    elif not isinstance(group, ShareGroup):
+        raise ValueError(f"share group record for the {type(group).__name__} {group_id}")
     if isinstance(key, pb.ShareGroupMetadataKey):
         if value is None:
             del groups[group_id]

@@ -4,8 +4,8 @@ Kafka's ``GroupMetadataManager.shareGroupHeartbeat`` in our habits: one function
 the group and returns records, a response and timer intents, never changing anything
 itself. The member ids are the client's (ShareGroupHeartbeat v1: a UUID the consumer makes).
 
-- Epoch 0 joins (or rejoins under the same id), -1 leaves, anything else must be the member's
-  epoch — or the one before it, when the response that moved it on was lost (the member is
+- Epoch 0 joins (or rejoins under the same id, creating the group if need be), -1 leaves,
+  anything else must be the member's epoch — or the one before it, when the response that moved it on was lost (the member is
   then told its assignment again) — else FENCED_MEMBER_EPOCH; a member the group does not
   know is UNKNOWN_MEMBER_ID.
 - A change the assignor would see bumps the group epoch; the next heartbeat of any member
@@ -41,6 +41,7 @@ from groupcoord.coordinator.core.share.group import (
     ShareGroupMember,
 )
 from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.rpc.v1 import share_group_pb2 as rpc
 
 ASSIGNOR = SimpleAssignor()
 
@@ -147,11 +148,8 @@ def heartbeat(
         return _error(ErrorCode.invalid_request, problem, request.member_id)
     member_id, epoch = request.member_id, request.member_epoch
     if group is None:
-        if epoch != JOIN_GROUP_MEMBER_EPOCH:
-            return _error(
-                ErrorCode.unknown_member_id,
-                f"Member {member_id} is not a member of group {request.group_id}.",
-            )
+        if epoch != JOIN_GROUP_MEMBER_EPOCH:  # Kafka's getOrMaybeCreateShareGroup
+            return _error(ErrorCode.group_id_not_found, f"Share group {request.group_id} not found.")
         group = ShareGroup(request.group_id)
     member = group.members.get(member_id)
     if epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -253,3 +251,60 @@ def session_expired(group: ShareGroup | None, member_id: str) -> CoordinatorResu
     if group is None or member_id not in group.members:
         return CoordinatorResult()
     return CoordinatorResult(records=_removal(group, member_id))
+
+
+def timers_after_load(
+    groups: Mapping[str, object],
+    now_ms: int,
+    config: ShareGroupConfig,
+    expire: Callable[[str, str, int], CoordinatorResult],
+) -> list[TimerIntent]:
+    """After a takeover every share-group member gets a fresh session, as in Kafka (a session
+    timer is not state: the new leader cannot know how long the old one had left)."""
+    return [
+        deadline_timer(
+            session_timer_key(group.group_id, member_id),
+            config.session_timeout_ms,
+            now_ms,
+            expire,
+            group.group_id,
+            member_id,
+        )
+        for group in groups.values()
+        if isinstance(group, ShareGroup)
+        for member_id in group.members
+    ]
+
+
+# --- the Coordinator service's messages (proto/groupcoord/rpc/v1/share_group.proto) --------------
+
+
+def from_request(request: rpc.ShareGroupHeartbeatRequest) -> ShareHeartbeat:
+    return ShareHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        rack_id=request.rack_id if request.HasField("rack_id") else None,
+        subscribed_topic_names=list(request.subscribed_topic_names.names)
+        if request.HasField("subscribed_topic_names")
+        else None,
+        client_id=request.client_id,
+        client_host=request.client_host,
+    )
+
+
+def to_response(response: ShareHeartbeatResponse) -> rpc.ShareGroupHeartbeatResponse:
+    out = rpc.ShareGroupHeartbeatResponse(
+        error_code=response.error_code.value,
+        member_epoch=response.member_epoch,
+        heartbeat_interval_ms=response.heartbeat_interval_ms,
+    )
+    if response.error_message is not None:
+        out.error_message = response.error_message
+    if response.member_id is not None:
+        out.member_id = response.member_id
+    if response.assignment is not None:
+        out.assignment.SetInParent()  # present even when empty: "no partitions" is news too
+        for topic_id, partitions in response.assignment.items():
+            out.assignment.topic_partitions.add(topic_id=topic_id, partitions=partitions)
+    return out

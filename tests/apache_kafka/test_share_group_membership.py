@@ -1,0 +1,197 @@
+"""Share-group membership side by side: the same raw requests (kio) to Kafka 4.4's own share
+groups and to groupcoord in front of the same Kafka, and the same answers.
+
+Two share consumers join a share group on a 2-partition topic and settle on the simple
+assignor's assignment; the group is described (ShareGroupDescribe), listed (ListGroups v5 with
+the "share" type), left and deleted. On the way, every kind of wrong request a client or tool
+can send about it is asked of both sides: an unknown group or member, a fenced epoch, an empty
+member id, a share member on a consumer group's id and the other protocols on the share group's
+id (ConsumerGroupHeartbeat, JoinGroup, OffsetFetch, DescribeGroups v5 and v6,
+ShareGroupDescribe of a consumer group). Member ids, hosts and epochs differ by nature and are
+left out; everything else must be equal.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as DescribeGroupsV5
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as DescribeGroupsV6
+from kio.schema.join_group.v9.request import JoinGroupRequest, JoinGroupRequestProtocol
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest, OffsetFetchRequestGroup
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i32, i32Timedelta
+
+from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.testing import BackgroundCluster
+from groupcoord.testing.apache_kafka import ApacheKafka
+
+PARTITIONS = 2
+
+
+def ask(cluster: BackgroundCluster, address: tuple[str, int], body: Any) -> Any:
+    return cluster.run(exchange(address, body, "share-membership", 15))
+
+
+def seconds(s: int) -> i32Timedelta:
+    return i32Timedelta.parse(datetime.timedelta(seconds=s))
+
+
+def sequence(cluster: BackgroundCluster, address: tuple[str, int], topic: str) -> dict[str, Any]:
+    suffix = uuid.uuid4().hex[:6]
+    group, consumer_group = f"share-{suffix}", f"kip848-{suffix}"
+    out: dict[str, Any] = {}
+
+    def beat(member: str, epoch: int, topics: tuple[str, ...] | None = None, group_id: str = group) -> Any:
+        return ask(
+            cluster,
+            address,
+            ShareGroupHeartbeatRequest(
+                group_id=group_id, member_id=member, member_epoch=i32(epoch), subscribed_topic_names=topics
+            ),
+        )
+
+    def error(response: Any) -> tuple[str, str | None]:
+        return response.error_code.name, response.error_message
+
+    def partitions(response: Any) -> list[int] | None:
+        if response.assignment is None:
+            return None
+        return sorted(p for t in response.assignment.topic_partitions for p in t.partitions)
+
+    a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    joined = beat(a, 0, (topic,))
+    out["a joins"] = (error(joined), partitions(joined))
+    epochs = {a: int(joined.member_epoch)}
+    joined = beat(b, 0, (topic,))
+    out["b joins"] = error(joined)
+    epochs[b] = int(joined.member_epoch)
+    told: dict[str, list[int] | None] = {a: out["a joins"][1], b: partitions(joined)}
+    for _ in range(4):  # each member moves to the latest target at its own heartbeats
+        for member in (a, b):
+            response = beat(member, epochs[member])
+            assert response.error_code.value == 0, response
+            epochs[member] = int(response.member_epoch)
+            if response.assignment is not None:
+                told[member] = partitions(response)
+    out["settled"] = sorted(len(told[m] or []) for m in (a, b)), sorted(set(told[a] or []) | set(told[b] or []))
+
+    def describe(group_id: str = group) -> Any:
+        [described] = ask(
+            cluster, address, ShareGroupDescribeRequest(group_ids=(group_id,), include_authorized_operations=False)
+        ).groups
+        return described
+
+    described = describe()
+    out["describe"] = (
+        error(described),
+        described.group_state,
+        described.assignor_name,
+        described.group_epoch == described.assignment_epoch,
+        sorted((list(m.subscribed_topic_names), m.client_id) for m in described.members),
+        sorted(sorted(p for t in m.assignment.topic_partitions for p in t.partitions) for m in described.members),
+        sorted({t.topic_name for m in described.members for t in m.assignment.topic_partitions}),
+    )
+    listed = ask(cluster, address, ListGroupsRequest(states_filter=(), types_filter=("share",))).groups
+    out["list share groups"] = [
+        (g.protocol_type, g.group_state, g.group_type) for g in listed if g.group_id == group
+    ]
+
+    out["unknown group"] = error(beat(a, 3, group_id=f"{group}-none"))
+    out["unknown member"] = error(beat(uuid.uuid4().hex[:22], 3))
+    fenced = beat(a, epochs[a] + 7)
+    out["fenced epoch"] = fenced.error_code.name, int(fenced.member_epoch)
+    out["empty member id"] = error(beat("", 0, (topic,)))
+    out["join without topics"] = error(beat(uuid.uuid4().hex[:22], 0))
+
+    kip848 = ask(
+        cluster,
+        address,
+        ConsumerGroupHeartbeatRequest(
+            group_id=consumer_group,
+            member_id=uuid.uuid4().hex[:22],
+            member_epoch=i32(0),
+            rebalance_timeout=seconds(30),
+            subscribed_topic_names=(topic,),
+            server_assignor=None,
+            topic_partitions=(),
+        ),
+    )
+    out["consumer group joins"] = kip848.error_code.name
+    out["share member on a consumer group"] = error(beat(uuid.uuid4().hex[:22], 0, (topic,), consumer_group))
+    out["share describe of a consumer group"] = error(describe(consumer_group))
+    out["consumer member on the share group"] = error(
+        ask(
+            cluster,
+            address,
+            ConsumerGroupHeartbeatRequest(
+                group_id=group,
+                member_id=uuid.uuid4().hex[:22],
+                member_epoch=i32(0),
+                rebalance_timeout=seconds(30),
+                subscribed_topic_names=(topic,),
+                server_assignor=None,
+                topic_partitions=(),
+            ),
+        )
+    )
+    out["classic join on the share group"] = ask(
+        cluster,
+        address,
+        JoinGroupRequest(
+            group_id=group,
+            session_timeout=seconds(10),
+            rebalance_timeout=seconds(10),
+            member_id="",
+            protocol_type="consumer",
+            protocols=(JoinGroupRequestProtocol(name="range", metadata=b""),),
+        ),
+    ).error_code.name
+    [fetched] = ask(
+        cluster, address, OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=None),))
+    ).groups
+    out["offset fetch of the share group"] = fetched.error_code.name
+    for name, request in (
+        ("v5", DescribeGroupsV5(groups=(group,), include_authorized_operations=False)),
+        ("v6", DescribeGroupsV6(groups=(group,), include_authorized_operations=False)),
+    ):
+        [classic] = ask(cluster, address, request).groups
+        out[f"describe groups {name}"] = (
+            classic.error_code.name,
+            getattr(classic, "error_message", None),
+            classic.group_state,
+            classic.protocol_type,
+        )
+
+    out["delete while members remain"] = ask(
+        cluster, address, DeleteGroupsRequest(groups_names=(group,))
+    ).results[0].error_code.name
+    for member in (a, b):
+        left = beat(member, -1)
+        out[f"leaves {'a' if member == a else 'b'}"] = error(left), int(left.member_epoch)
+    out["describe after leaving"] = describe().group_state
+    out["delete"] = ask(cluster, address, DeleteGroupsRequest(groups_names=(group,))).results[0].error_code.name
+    out["describe after delete"] = error(describe())[0]
+    return out
+
+
+def test_share_group_membership_is_answered_as_kafka_answers(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    topic = f"share-in-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+    theirs = sequence(kafka_cluster, (kafka.host, kafka.port), topic)
+    ours = sequence(kafka_cluster, kafka_cluster.gateway.bootstrap_address, topic)
+    print("Kafka 4.4:", json.dumps(theirs, indent=1, default=str))
+    print("groupcoord:", json.dumps(ours, indent=1, default=str))
+    assert theirs["settled"] == ([1, 1], [0, 1]), "each of 2 members reads one of 2 partitions"
+    assert ours == theirs
