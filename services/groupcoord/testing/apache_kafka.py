@@ -199,6 +199,10 @@ class ApacheKafka:
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": min_isr,
             "transaction.state.log.num.partitions": 4,
+            # Kafka 4.2+'s share coordinator (KIP-932): its state topic must fit the cluster
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min_isr,
+            "share.coordinator.state.topic.num.partitions": 4,
             "group.initial.rebalance.delay.ms": 0,
             # small enough that the transaction tests see timeouts and cleanups within a test
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 2000,

@@ -525,8 +525,8 @@ class GroupApis:
         msg.client_id = ctx.header.client_id or ""
         msg.client_host = ctx.member_host
         reply = await self.call(req.group_id, Envelope(share_group_heartbeat=msg))
-        resp = reply.response or sgh.ShareGroupHeartbeatResponse(
-            error_code=reply.error_code, error_message=reply.error_message or None, member_epoch=-1
+        resp = reply.response or sgh.ShareGroupHeartbeatResponse(  # Kafka's: epoch 0
+            error_code=reply.error_code, error_message=reply.error_message or None
         )
         return self.response(ctx, resp)
 

@@ -158,7 +158,7 @@ def test_a_group_id_names_one_group_whatever_its_type() -> None:
         not_found,
         "Group g is not a consumer group.",
     )
-    # a classic member: Kafka's classic join refuses another type with UNKNOWN_MEMBER_ID
+    # a classic member: Kafka 4.4 answers INCONSISTENT_GROUP_PROTOCOL
     token, _ = ctx.call(
         "join_group",
         classic_pb.JoinGroupRequest(
@@ -171,15 +171,31 @@ def test_a_group_id_names_one_group_whatever_its_type() -> None:
             protocols=[classic_pb.JoinGroupProtocol(name="range")],
         ),
     )
-    assert ctx.answer(token).error_code == ErrorCode.unknown_member_id.value
-    # offsets: a share group commits none
+    assert ctx.answer(token).error_code == ErrorCode.inconsistent_group_protocol.value
+    # offsets: a share group commits none, and a fetch finds none (no error, as Kafka 4.4)
     token, _ = ctx.call(
         "offset_fetch",
         offsets_pb.OffsetFetchRequest(
-            api_version=8, groups=[offsets_pb.OffsetFetchRequestGroup(group_id="g")]
+            api_version=8, groups=[offsets_pb.OffsetFetchRequestGroup(group_id="g", all_topics=True)]
         ),
     )
-    assert ctx.answer(token).groups[0].error_code == not_found
+    fetched = ctx.answer(token).groups[0]
+    assert (fetched.error_code, list(fetched.topics)) == (0, [])
+    token, _ = ctx.call(
+        "offset_commit",
+        offsets_pb.OffsetCommitRequest(
+            api_version=9,
+            group_id="g",
+            generation_id_or_member_epoch=-1,
+            topics=[
+                offsets_pb.OffsetCommitRequestTopic(
+                    name="orders", partitions=[offsets_pb.OffsetCommitRequestPartition(partition_index=0)]
+                )
+            ],
+        ),
+    )
+    [committed] = ctx.answer(token).topics[0].partitions
+    assert committed.error_code == not_found
     # DescribeGroups describes classic groups only: Dead, and at v6 Kafka's error
     token, _ = ctx.call("describe_groups", admin_pb.DescribeGroupsRequest(api_version=6, groups=["g"]))
     [described] = ctx.answer(token).groups

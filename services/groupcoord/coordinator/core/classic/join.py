@@ -73,9 +73,8 @@ def join_group(
     existing = ctx.groups.get(gid)
     replaced: list[CoordinatorRecord] = []
     if existing is not None and existing.group_type is GroupType.SHARE:
-        # Kafka's getOrMaybeCreateClassicGroup refuses a group of another type, and the join
-        # answers UNKNOWN_MEMBER_ID; only a consumer group converts (share groups never do)
-        return CoordinatorResult(response=error_join(ErrorCode.unknown_member_id, member_id))
+        # no conversion exists, even of an empty share group (Kafka 4.4 answers this)
+        return CoordinatorResult(response=error_join(ErrorCode.inconsistent_group_protocol, member_id))
     if existing is not None and not isinstance(existing, ClassicGroup):
         if not existing.is_empty():
             if ctx.join_other_group is not None:

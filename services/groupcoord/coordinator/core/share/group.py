@@ -14,9 +14,10 @@ State changes only by replaying records (``proto/groupcoord/records/v1/share_gro
 Members are immutable values: a change replaces the member.
 
 A share group is a :class:`~groupcoord.coordinator.core.group.Group` like the others, so
-ListGroups, DeleteGroups and the offset APIs reach it, but it commits no offsets: OffsetCommit,
-OffsetFetch and OffsetDelete on it are GROUP_ID_NOT_FOUND, "Group x is not a consumer group.",
-as Kafka's ``ShareGroup`` answers (its delivery progress is the share-partitions' state).
+ListGroups, DeleteGroups and the offset APIs reach it, but it commits no offsets: OffsetCommit
+and OffsetDelete on it are GROUP_ID_NOT_FOUND, "Group x is not a consumer group.", as Kafka's
+``ShareGroup`` answers, and OffsetFetch finds nothing (its delivery progress is the
+share-partitions' state).
 """
 
 from __future__ import annotations
@@ -118,7 +119,8 @@ class ShareGroup:
         raise self._not_a_consumer_group()
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
-        raise self._not_a_consumer_group()
+        """Nothing to refuse: Kafka's offset fetch takes a group that is not a consumer group
+        for one without offsets (no error, no topics), and a share group has none."""
 
     def validate_offset_delete(self) -> None:
         raise self._not_a_consumer_group()

@@ -82,18 +82,18 @@ def session_timer_key(group_id: str, member_id: str) -> str:
     return f"share-session:{group_id}:{member_id}"
 
 
-def _error(code: ErrorCode, message: str | None = None, member_id: str | None = None) -> CoordinatorResult:
-    return CoordinatorResult(
-        response=ShareHeartbeatResponse(code, message, member_id, LEAVE_GROUP_MEMBER_EPOCH)
-    )
+def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult:
+    """An error answer as Kafka's: code and message, member id unset, epoch 0."""
+    return CoordinatorResult(response=ShareHeartbeatResponse(code, message))
 
 
 def _validate(request: ShareHeartbeat) -> str | None:
-    """Kafka's ``throwIfShareGroupHeartbeatRequestIsInvalid``: the INVALID_REQUEST message."""
+    """Kafka's ``throwIfShareGroupHeartbeatRequestIsInvalid``: the INVALID_REQUEST message ("":
+    none; Kafka 4.4 answers an empty member id without one)."""
     if not request.group_id:
         return "GroupId can't be empty."
     if not request.member_id.strip():
-        return "MemberId can't be empty."
+        return ""
     if request.member_epoch < LEAVE_GROUP_MEMBER_EPOCH:
         return f"MemberEpoch is {request.member_epoch}, but must be greater than or equal to -1."
     if request.member_epoch == JOIN_GROUP_MEMBER_EPOCH and not request.subscribed_topic_names:
@@ -145,7 +145,7 @@ def heartbeat(
     shard's :func:`session_expired` over its current state)."""
     problem = _validate(request)
     if problem is not None:
-        return _error(ErrorCode.invalid_request, problem, request.member_id)
+        return _error(ErrorCode.invalid_request, problem or None)
     member_id, epoch = request.member_id, request.member_epoch
     if group is None:
         if epoch != JOIN_GROUP_MEMBER_EPOCH:  # Kafka's getOrMaybeCreateShareGroup
@@ -171,7 +171,6 @@ def heartbeat(
             return _error(
                 ErrorCode.group_max_size_reached,
                 f"The share group has reached its maximum capacity of {config.max_size} members.",
-                member_id,
             )
         member = ShareGroupMember(member_id)
     elif epoch not in (JOIN_GROUP_MEMBER_EPOCH, member.member_epoch, member.previous_member_epoch):
@@ -179,7 +178,6 @@ def heartbeat(
             ErrorCode.fenced_member_epoch,
             f"The share group member has a member epoch ({epoch}) different from the one the coordinator "
             f"holds ({member.member_epoch}).",
-            member_id,
         )
 
     records: list[CoordinatorRecord] = []
