@@ -1,22 +1,29 @@
 """Share-group membership side by side: the same raw requests (kio) to Kafka 4.4's own share
 groups and to groupcoord in front of the same Kafka, and the same answers.
 
+The same sequence through groupcoord in front of Kafka 3.9, which has no share groups of its
+own, gets the same answers too.
+
 Two share consumers join a share group on a 2-partition topic and settle on the simple
 assignor's assignment; the group is described (ShareGroupDescribe), listed (ListGroups v5 with
 the "share" type), left and deleted. On the way, every kind of wrong request a client or tool
 can send about it is asked of both sides: an unknown group or member, a fenced epoch, an empty
 member id, a share member on a consumer group's id and the other protocols on the share group's
 id (ConsumerGroupHeartbeat, JoinGroup, OffsetFetch, DescribeGroups v5 and v6,
-ShareGroupDescribe of a consumer group). Member ids, hosts and epochs differ by nature and are
-left out; everything else must be equal.
+ShareGroupDescribe of a consumer group). Kafka's own ``kafka-share-groups.sh``
+(ShareGroupCommand: --list, --describe --members, --describe --state) reads the live group.
+Member ids, coordinator addresses and epochs differ by nature and are left out; everything else
+must be equal.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -36,6 +43,10 @@ from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.testing import BackgroundCluster
 from groupcoord.testing.apache_kafka import ApacheKafka
 
+from .conftest import run_tool
+
+SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+
 PARTITIONS = 2
 RETRIABLE = {"not_coordinator", "coordinator_not_available", "coordinator_load_in_progress"}
 
@@ -48,7 +59,9 @@ def seconds(s: int) -> i32Timedelta:
     return i32Timedelta.parse(datetime.timedelta(seconds=s))
 
 
-def sequence(cluster: BackgroundCluster, address: tuple[str, int], topic: str) -> dict[str, Any]:
+def sequence(
+    cluster: BackgroundCluster, address: tuple[str, int], bootstrap: str, topic: str
+) -> dict[str, Any]:
     suffix = uuid.uuid4().hex[:6]
     group, consumer_group = f"share-{suffix}", f"kip848-{suffix}"
     out: dict[str, Any] = {}
@@ -138,6 +151,26 @@ def sequence(cluster: BackgroundCluster, address: tuple[str, int], topic: str) -
         (g.protocol_type, g.group_state, g.group_type) for g in listed if g.group_id == group
     ]
 
+    # kafka-share-groups.sh (ShareGroupCommand) on the live group
+    for args in (
+        ["--list"],
+        ["--describe", "--group", group, "--members"],
+        ["--describe", "--group", group, "--state"],
+    ):
+        done = run_tool(SHARE_GROUP_COMMAND, "--bootstrap-server", bootstrap, *args, timeout=60)
+        lines = [scrub(line) or "" for line in done.stdout.splitlines() if line.strip()]
+        if args == ["--list"]:
+            lines = [line for line in lines if line == "<group>"]
+        # The coordinator's address differs by nature, and which member reads which partition
+        # is the assignor's choice (Kafka's hashes member ids): rows without member ids, sorted.
+        lines = [re.sub(r"\S+:\d+\s+\(\d+\)", "<coordinator>", line) for line in lines]
+        lines = lines[:1] + sorted(re.sub(r"<[ab]>", "<member>", line) for line in lines[1:])
+        out[f"kafka-share-groups {' '.join(a for a in args if a != group)}"] = (
+            done.returncode,
+            [" ".join(line.split()) for line in lines],
+            [line for line in done.stderr.splitlines() if "Exception" in line or "Error" in line],
+        )
+
     out["unknown group"] = error(beat(a, 3, group_id=f"{group}-none"))
     out["unknown member"] = error(beat(stranger, 3))
     fenced = beat(a, epochs[a] + 7)
@@ -226,9 +259,30 @@ def test_share_group_membership_is_answered_as_kafka_answers(
     topic = f"share-in-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-    theirs = sequence(kafka_cluster, (kafka.host, kafka.port), topic)
-    ours = sequence(kafka_cluster, kafka_cluster.gateway.bootstrap_address, topic)
+    theirs = sequence(kafka_cluster, (kafka.host, kafka.port), kafka.bootstrap, topic)
+    ours = sequence(kafka_cluster, kafka_cluster.gateway.bootstrap_address, kafka_cluster.bootstrap, topic)
     print("Kafka 4.4:", json.dumps(theirs, indent=1, default=str))
     print("groupcoord:", json.dumps(ours, indent=1, default=str))
     assert theirs["settled"] == ([1, 1], [0, 1]), "each of 2 members reads one of 2 partitions"
+    assert ours == theirs
+
+
+def test_share_groups_in_front_of_kafka_3_9(kafka: ApacheKafka, tmp_path: Path) -> None:
+    """The reason groupcoord exists: Kafka 3.9 has no share groups, yet through the gateway in
+    front of it the same requests and Kafka's own tool get Kafka 4.4's answers."""
+    from real_parts import start_apache_kafka  # noqa: PLC0415
+
+    old = start_apache_kafka("kafka-3.9", tmp_path / "kafka-3.9")
+    try:
+        with BackgroundCluster((old.host, old.port)) as cluster:
+            topic = f"share-in-{uuid.uuid4().hex[:6]}"
+            for k in (kafka, old):
+                admin = AdminClient({"bootstrap.servers": k.bootstrap})
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+            theirs = sequence(cluster, (kafka.host, kafka.port), kafka.bootstrap, topic)
+            ours = sequence(cluster, cluster.gateway.bootstrap_address, cluster.bootstrap, topic)
+    finally:
+        old.stop()
+    print("Kafka 4.4:", json.dumps(theirs, indent=1, default=str))
+    print("groupcoord in front of Kafka 3.9:", json.dumps(ours, indent=1, default=str))
     assert ours == theirs
