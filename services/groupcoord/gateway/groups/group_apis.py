@@ -501,22 +501,34 @@ class GroupApis:
         return self.response(ctx, resp)
 
     async def consumer_group_describe(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, cgh.ConsumerGroupDescribeRequest(api_version=ctx.version))
+        return await self._describe_modern_groups(
+            ctx, req, "consumer_group_describe", cgh.ConsumerGroupDescribeResponse, cgh.ConsumerGroupDescribeGroup
+        )
+
+    async def _describe_modern_groups(
+        self, ctx: CallContext, req: Any, operation: str, response_type: Any, group_type: Any
+    ) -> Any:
+        """ConsumerGroupDescribe and ShareGroupDescribe: the group ids split by partition, each
+        part one ``operation`` envelope of the same request type, merged in request order."""
+        request_type = type(getattr(Envelope(), operation))
+        msg = to_proto(req, request_type(api_version=ctx.version))
         groups = await self.per_group(
             list(msg.group_ids),
             lambda ids: Envelope(
-                consumer_group_describe=cgh.ConsumerGroupDescribeRequest(
-                    api_version=msg.api_version,
-                    group_ids=ids,
-                    include_authorized_operations=msg.include_authorized_operations,
-                )
+                **{
+                    operation: request_type(
+                        api_version=msg.api_version,
+                        group_ids=ids,
+                        include_authorized_operations=msg.include_authorized_operations,
+                    )
+                }
             ),
             lambda resp: ((g.group_id, g) for g in resp.groups),
-            lambda gid, reply: cgh.ConsumerGroupDescribeGroup(
+            lambda gid, reply: group_type(
                 group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
             ),
         )
-        return self.response(ctx, cgh.ConsumerGroupDescribeResponse(groups=groups))
+        return self.response(ctx, response_type(groups=groups))
 
     # --- KIP-932 share groups --------------------------------------------------------------
 
@@ -531,22 +543,9 @@ class GroupApis:
         return self.response(ctx, resp)
 
     async def share_group_describe(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, sgh.ShareGroupDescribeRequest(api_version=ctx.version))
-        groups = await self.per_group(
-            list(msg.group_ids),
-            lambda ids: Envelope(
-                share_group_describe=sgh.ShareGroupDescribeRequest(
-                    api_version=msg.api_version,
-                    group_ids=ids,
-                    include_authorized_operations=msg.include_authorized_operations,
-                )
-            ),
-            lambda resp: ((g.group_id, g) for g in resp.groups),
-            lambda gid, reply: sgh.ShareGroupDescribeGroup(
-                group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
-            ),
+        return await self._describe_modern_groups(
+            ctx, req, "share_group_describe", sgh.ShareGroupDescribeResponse, sgh.ShareGroupDescribeGroup
         )
-        return self.response(ctx, sgh.ShareGroupDescribeResponse(groups=groups))
 
     # --- admin --------------------------------------------------------------------------
 
