@@ -132,10 +132,10 @@ CASES = [
          _partition_errors, None, Operation.READ, TOPIC_DENIED, with_offsets=True),
     Case("FindCoordinator", 10, 4, lambda g, t: {"key_type": 0, "coordinator_keys": [g]},
          lambda r: [int(c.error_code) for c in r.coordinators], Operation.DESCRIBE),
-    Case("DescribeConfigs", 32, 4, lambda g, t: {"resources": [{"resource_type": 16, "resource_name": g,
+    Case("DescribeConfigs", 32, 4, lambda g, t: {"resources": [{"resource_type": 32, "resource_name": g,
          "configuration_keys": None}], "include_synonyms": False, "include_documentation": False},
          lambda r: [int(x.error_code) for x in r.results], Operation.DESCRIBE_CONFIGS),
-    Case("IncrementalAlterConfigs", 44, 1, lambda g, t: {"resources": [{"resource_type": 16, "resource_name": g,
+    Case("IncrementalAlterConfigs", 44, 1, lambda g, t: {"resources": [{"resource_type": 32, "resource_name": g,
          "configs": [{"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "45000"}]}],
          "validate_only": True}, lambda r: [int(x.error_code) for x in r.responses], Operation.ALTER_CONFIGS),
 ]

@@ -49,7 +49,7 @@ T = TypeVar("T")
 
 # Where a request of a group API may also name what is not a group, the part that is a group:
 GROUP_KEY = 0  # FindCoordinator's key type of groups (1: transactions, the upstream's)
-GROUP_RESOURCE = 16  # ConfigResource.Type.GROUP in DescribeConfigs / IncrementalAlterConfigs
+GROUP_RESOURCE = 32  # ConfigResource.Type.GROUP in DescribeConfigs / IncrementalAlterConfigs (16 is CLIENT_METRICS)
 
 
 @dataclass(frozen=True, slots=True)

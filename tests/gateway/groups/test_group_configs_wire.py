@@ -1,4 +1,4 @@
-"""DescribeConfigs / IncrementalAlterConfigs for GROUP resources (type 16) on the wire: group
+"""DescribeConfigs / IncrementalAlterConfigs for GROUP resources (type 32) on the wire: group
 resources go to our coordinator, the others (here a TOPIC) to the upstream cluster, and the
 answers come back in request order."""
 
@@ -24,7 +24,7 @@ from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
-GROUP, TOPIC = 16, 2
+GROUP, TOPIC, CLIENT_METRICS = 32, 2, 16
 
 
 def call(bootstrap: str, body, correlation_id: int = 7):  # noqa: ANN001, ANN201
@@ -123,3 +123,24 @@ def test_group_configs_are_ours_and_topic_configs_the_upstreams(cluster: Backgro
         ),
     )
     assert refused.responses[0].error_code == ErrorCode.invalid_config
+
+    # librdkafka's AdminClient sends GROUP as Kafka's ConfigResource.Type.GROUP (32): it reaches
+    # our coordinator (the upstream, tansu, keeps no group configs at all)
+    from confluent_kafka.admin import ConfigResource, ResourceType  # noqa: PLC0415
+
+    resource = ConfigResource(ResourceType.GROUP, group)
+    seen = admin.describe_configs([resource])[resource].result(15)
+    assert seen["consumer.session.timeout.ms"].value == "50000"
+
+    # CLIENT_METRICS (16) is not a group resource: the upstream's, never answered as a group
+    metrics = call(
+        cluster.bootstrap,
+        DescribeConfigsRequest(
+            resources=(
+                DescribeConfigsResource(
+                    resource_type=i8(CLIENT_METRICS), resource_name=group, configuration_keys=None
+                ),
+            ),
+        ),
+    )
+    assert "consumer.session.timeout.ms" not in {c.name for c in metrics.results[0].configs}

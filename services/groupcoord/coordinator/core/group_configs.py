@@ -1,4 +1,4 @@
-"""Dynamic group configs: DescribeConfigs / IncrementalAlterConfigs for resource type GROUP (16).
+"""Dynamic group configs: DescribeConfigs / IncrementalAlterConfigs for resource type GROUP (32).
 
 Kafka's ``GroupConfig``: per-group overrides of consumer-group settings, validated against the
 coordinator's broker-level bounds (``group.consumer.min/max.*``), with the session timeout
