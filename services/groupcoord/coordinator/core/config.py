@@ -68,11 +68,27 @@ class GroupConfig:
     # group.consumer.migration.policy: bidirectional | upgrade | downgrade | disabled.
     consumer_group_migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
-    # --- share groups (KIP-932: group.share.*) ---
+    # --- share groups (KIP-932: group.share.*), Kafka 4.4's defaults and bounds ---
     share_group_session_timeout_ms: int = 45_000
+    share_group_min_session_timeout_ms: int = 45_000
+    share_group_max_session_timeout_ms: int = 60_000
     share_group_heartbeat_interval_ms: int = 5_000
+    share_group_min_heartbeat_interval_ms: int = 5_000
+    share_group_max_heartbeat_interval_ms: int = 15_000
     # group.share.max.size: a join beyond it is answered GROUP_MAX_SIZE_REACHED.
     share_group_max_size: int = 200
+    # How long a member holds an acquired record before it is delivered again.
+    share_group_record_lock_duration_ms: int = 30_000
+    share_group_min_record_lock_duration_ms: int = 15_000
+    share_group_max_record_lock_duration_ms: int = 60_000
+    # Deliveries of a record before it is archived.
+    share_group_delivery_count_limit: int = 5
+    share_group_min_delivery_count_limit: int = 2
+    share_group_max_delivery_count_limit: int = 10
+    # In-flight records per share-partition.
+    share_group_partition_max_record_locks: int = 2_000
+    share_group_min_partition_max_record_locks: int = 100
+    share_group_max_partition_max_record_locks: int = 4_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:

@@ -1,13 +1,17 @@
 """Dynamic group configs: DescribeConfigs / IncrementalAlterConfigs for resource type GROUP (32).
 
-Kafka's ``GroupConfig``: per-group overrides of consumer-group settings, validated against the
-coordinator's broker-level bounds (``group.consumer.min/max.*``), with the session timeout
-required to exceed the heartbeat interval. Configs exist independently of the group (they may
+Kafka's ``GroupConfig``: per-group overrides of consumer-group and share-group settings (INT,
+STRING and BOOLEAN values), validated as Kafka validates them — ConfigDef's own checks, then the
+coordinator's broker-level bounds (``group.consumer.min/max.*``, ``group.share.min/max.*``),
+each session timeout required to exceed its heartbeat interval — with Kafka's messages. The
+share-group delivery settings (lock duration, delivery count limit, in-flight records, offset
+reset, isolation level, lock renewal) are kept for share-partition delivery. Configs exist independently of the group (they may
 be set before it has members) and are kept as one record per group (type 26).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,18 +25,79 @@ from groupcoord.rpc.v1 import group_admin_pb2 as pb
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 CONSUMER_ASSIGNMENT_INTERVAL_MS = "consumer.assignment.interval.ms"
+SHARE_SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+SHARE_HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+SHARE_RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+SHARE_DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
+SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+
+ConfigValue = int | str | bool
+"""A group config's value: INT, STRING or BOOLEAN, as Kafka's ConfigDef types them."""
 
 _OP_SET, _OP_DELETE = 0, 1
 _SOURCE_GROUP_CONFIG, _SOURCE_DEFAULT_CONFIG = 8, 5
-_TYPE_INT = 3
+_TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT = 1, 2, 3
+# share.auto.offset.reset: earliest, latest, or by_duration:<non-negative ISO-8601 duration>
+# (java.time.Duration's PnDTnHnMn.nS, at least one part)
+_BY_DURATION = re.compile(r"by_duration:P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?")
+
+
+class InvalidConfig(ValueError):
+    """A value Kafka's GroupConfig refuses (INVALID_CONFIG), with Kafka's message."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Key:
+    """One group config as Kafka's ``GroupConfig`` defines it: its type (ConfigDef's INT,
+    STRING or BOOLEAN), its default (the broker-level setting), and its validation: ConfigDef's
+    own (``at_least``, ``choices``, ``pattern``) first, then the broker-level range."""
+
     name: str
-    default: Callable[[GroupConfig], int]
-    bounds: Callable[[GroupConfig], tuple[int, int]]
+    config_type: int
+    default: Callable[[GroupConfig], ConfigValue]
     doc: str
+    bounds: Callable[[GroupConfig], tuple[int, int]] | None = None
+    at_least: int | None = None
+    choices: tuple[str, ...] = ()
+    pattern: re.Pattern[str] | None = None
+    pattern_message: str = ""
+
+    def parse(self, raw: str) -> ConfigValue:
+        """The value of ``raw``, or :class:`InvalidConfig` with Kafka's message."""
+        invalid = f"Invalid value {raw} for configuration {self.name}: "
+        if self.config_type == _TYPE_BOOLEAN:
+            if raw.strip().lower() not in ("true", "false"):
+                raise InvalidConfig(invalid + "Expected value to be either true or false")
+            return raw.strip().lower() == "true"
+        if self.config_type == _TYPE_STRING:
+            if raw in self.choices or (self.pattern is not None and self.pattern.fullmatch(raw)):
+                return raw
+            if self.pattern is not None:
+                raise InvalidConfig(invalid + self.pattern_message.replace("{value}", raw))
+            if self.choices:
+                raise InvalidConfig(invalid + f"String must be one of: {', '.join(self.choices)}")
+            return raw
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise InvalidConfig(invalid + "Not a number of type INT") from None
+        if self.at_least is not None and value < self.at_least:
+            raise InvalidConfig(invalid + f"Value must be at least {self.at_least}")
+        return value
+
+    def check_bounds(self, value: ConfigValue, config: GroupConfig) -> None:
+        if self.bounds is not None and isinstance(value, int):
+            low, high = self.bounds(config)
+            if not low <= value <= high:
+                raise InvalidConfig(f"{self.name} must be in the range {low} to {high} inclusive.")
+
+
+def _text(value: ConfigValue) -> str:
+    """A value as DescribeConfigs and the record carry it (booleans as Java prints them)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 _KEYS: dict[str, _Key] = {
@@ -40,30 +105,99 @@ _KEYS: dict[str, _Key] = {
     for k in (
         _Key(
             CONSUMER_SESSION_TIMEOUT_MS,
+            _TYPE_INT,
             lambda c: c.consumer_group_session_timeout_ms,
-            lambda c: (c.consumer_group_min_session_timeout_ms, c.consumer_group_max_session_timeout_ms),
             "The timeout to detect client failures when using the consumer group protocol.",
+            lambda c: (c.consumer_group_min_session_timeout_ms, c.consumer_group_max_session_timeout_ms),
         ),
         _Key(
             CONSUMER_HEARTBEAT_INTERVAL_MS,
+            _TYPE_INT,
             lambda c: c.consumer_group_heartbeat_interval_ms,
-            lambda c: (
-                c.consumer_group_min_heartbeat_interval_ms,
-                c.consumer_group_max_heartbeat_interval_ms,
-            ),
             "The heartbeat interval given to the members of a consumer group.",
+            lambda c: (c.consumer_group_min_heartbeat_interval_ms, c.consumer_group_max_heartbeat_interval_ms),
         ),
         _Key(
             CONSUMER_ASSIGNMENT_INTERVAL_MS,
+            _TYPE_INT,
             lambda c: c.consumer_group_assignment_interval_ms,
-            lambda c: (
-                c.consumer_group_min_assignment_interval_ms,
-                c.consumer_group_max_assignment_interval_ms,
-            ),
             "How long a consumer group collects changes before computing a new target assignment.",
+            lambda c: (c.consumer_group_min_assignment_interval_ms, c.consumer_group_max_assignment_interval_ms),
+            at_least=0,
+        ),
+        _Key(
+            SHARE_SESSION_TIMEOUT_MS,
+            _TYPE_INT,
+            lambda c: c.share_group_session_timeout_ms,
+            "The timeout to detect client failures when using the share group protocol.",
+            lambda c: (c.share_group_min_session_timeout_ms, c.share_group_max_session_timeout_ms),
+        ),
+        _Key(
+            SHARE_HEARTBEAT_INTERVAL_MS,
+            _TYPE_INT,
+            lambda c: c.share_group_heartbeat_interval_ms,
+            "The heartbeat interval given to the members of a share group.",
+            lambda c: (c.share_group_min_heartbeat_interval_ms, c.share_group_max_heartbeat_interval_ms),
+        ),
+        _Key(
+            SHARE_RECORD_LOCK_DURATION_MS,
+            _TYPE_INT,
+            lambda c: c.share_group_record_lock_duration_ms,
+            "How long a share group member holds a record it acquired before it is delivered again.",
+            lambda c: (c.share_group_min_record_lock_duration_ms, c.share_group_max_record_lock_duration_ms),
+        ),
+        _Key(
+            SHARE_DELIVERY_COUNT_LIMIT,
+            _TYPE_INT,
+            lambda c: c.share_group_delivery_count_limit,
+            "How many times a record is delivered to a share group before it is archived.",
+            lambda c: (c.share_group_min_delivery_count_limit, c.share_group_max_delivery_count_limit),
+            at_least=2,
+        ),
+        _Key(
+            SHARE_PARTITION_MAX_RECORD_LOCKS,
+            _TYPE_INT,
+            lambda c: c.share_group_partition_max_record_locks,
+            "How many records of one share-partition may be in flight at once.",
+            lambda c: (
+                c.share_group_min_partition_max_record_locks,
+                c.share_group_max_partition_max_record_locks,
+            ),
+            at_least=100,
+        ),
+        _Key(
+            SHARE_AUTO_OFFSET_RESET,
+            _TYPE_STRING,
+            lambda c: "latest",
+            "Where a share-partition starts: earliest, latest, or by_duration:<ISO-8601 duration> "
+            "before now.",
+            choices=("earliest", "latest"),
+            pattern=_BY_DURATION,
+            pattern_message=(
+                "Invalid value `{value}` for configuration share.auto.offset.reset. The value must be "
+                "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+            ),
+        ),
+        _Key(
+            SHARE_ISOLATION_LEVEL,
+            _TYPE_STRING,
+            lambda c: "read_uncommitted",
+            "Whether a share group delivers only committed transactional records (read_committed).",
+            choices=("read_committed", "read_uncommitted"),
+        ),
+        _Key(
+            SHARE_RENEW_ACKNOWLEDGE_ENABLE,
+            _TYPE_BOOLEAN,
+            lambda c: True,
+            "Whether share group members may renew the lock of a record they hold (KIP-1222).",
         ),
     )
 }
+# Each pair's session timeout must exceed its heartbeat interval (Kafka's GroupConfig).
+_SESSION_OVER_HEARTBEAT = (
+    (CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
+    (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS),
+)
 
 
 def replay_group_config(
@@ -72,7 +206,9 @@ def replay_group_config(
     if value is None:
         data.group_configs.pop(key.group_id, None)
     else:
-        data.group_configs[key.group_id] = {k: int(v) for k, v in value.configs.items()}
+        data.group_configs[key.group_id] = {
+            k: _KEYS[k].parse(v) if k in _KEYS else v for k, v in value.configs.items()
+        }
 
 
 class GroupConfigManager(ActsOnState):
@@ -83,18 +219,23 @@ class GroupConfigManager(ActsOnState):
         self.data = data
         self.config = config
 
-    def value(self, group_id: str, name: str) -> int:
+    def value(self, group_id: str, name: str) -> ConfigValue:
         """The effective value of a config for a group (its override, else the default)."""
         return self.data.group_configs.get(group_id, {}).get(name, _KEYS[name].default(self.config))
 
+    def int_value(self, group_id: str, name: str) -> int:
+        value = self.value(group_id, name)
+        assert isinstance(value, int), name
+        return value
+
     def session_timeout_ms(self, group_id: str) -> int:
-        return self.value(group_id, CONSUMER_SESSION_TIMEOUT_MS)
+        return self.int_value(group_id, CONSUMER_SESSION_TIMEOUT_MS)
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self.value(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS)
+        return self.int_value(group_id, CONSUMER_HEARTBEAT_INTERVAL_MS)
 
     def assignment_interval_ms(self, group_id: str) -> int:
-        return self.value(group_id, CONSUMER_ASSIGNMENT_INTERVAL_MS)
+        return self.int_value(group_id, CONSUMER_ASSIGNMENT_INTERVAL_MS)
 
     def describe_group_configs(
         self, request: pb.DescribeGroupConfigsRequest, now_ms: int
@@ -111,11 +252,11 @@ class GroupConfigManager(ActsOnState):
                 continue  # Kafka leaves unknown names out of the answer
             entry = response.configs.add(
                 name=name,
-                value=str(overrides.get(name, key.default(self.config))),
+                value=_text(overrides.get(name, key.default(self.config))),
                 read_only=False,
                 config_source=_SOURCE_GROUP_CONFIG if name in overrides else _SOURCE_DEFAULT_CONFIG,
                 is_sensitive=False,
-                config_type=_TYPE_INT,
+                config_type=key.config_type,
             )
             if request.include_documentation:
                 entry.documentation = key.doc
@@ -131,34 +272,26 @@ class GroupConfigManager(ActsOnState):
             return CoordinatorResult(response=response)
         new = dict(self.data.group_configs.get(request.group_id, {}))
         error = None
-        for change in request.configs:
-            key = _KEYS.get(change.name)
-            if key is None:
-                error = f"Unknown group config name: {change.name}"
-                break
-            if change.config_operation == _OP_DELETE:
-                new.pop(change.name, None)
-            elif change.config_operation == _OP_SET:
-                try:
-                    value = int(change.value)
-                except ValueError:
-                    error = f"Invalid value {change.value!r} for {change.name}: not an integer"
-                    break
-                low, high = key.bounds(self.config)
-                if not low <= value <= high:
-                    error = f"{change.name} must be in the range {low} to {high} inclusive."
-                    break
-                new[change.name] = value
-            else:
-                error = f"{change.name}: only SET and DELETE apply to integer configs"
-                break
-        if error is None:
-            session = new.get(CONSUMER_SESSION_TIMEOUT_MS, self.config.consumer_group_session_timeout_ms)
-            heartbeat = new.get(
-                CONSUMER_HEARTBEAT_INTERVAL_MS, self.config.consumer_group_heartbeat_interval_ms
-            )
-            if session <= heartbeat:
-                error = f"{CONSUMER_SESSION_TIMEOUT_MS} must be greater than {CONSUMER_HEARTBEAT_INTERVAL_MS}"
+        try:
+            for change in request.configs:
+                key = _KEYS.get(change.name)
+                if key is None:
+                    raise InvalidConfig(f"Unknown group config name: {change.name}")
+                if change.config_operation == _OP_DELETE:
+                    new.pop(change.name, None)
+                elif change.config_operation == _OP_SET:
+                    value = key.parse(change.value)
+                    key.check_bounds(value, self.config)
+                    new[change.name] = value
+                else:
+                    raise InvalidConfig(f"{change.name}: only SET and DELETE apply to group configs")
+            for session_name, heartbeat_name in _SESSION_OVER_HEARTBEAT:
+                session = new.get(session_name, _KEYS[session_name].default(self.config))
+                heartbeat = new.get(heartbeat_name, _KEYS[heartbeat_name].default(self.config))
+                if session <= heartbeat:  # type: ignore[operator]
+                    raise InvalidConfig(f"{session_name} must be greater than {heartbeat_name}")
+        except InvalidConfig as e:
+            error = str(e)
         if error is not None:
             response.error_code = ErrorCode.invalid_config.value
             response.error_message = error
@@ -166,5 +299,5 @@ class GroupConfigManager(ActsOnState):
         if request.validate_only or new == self.data.group_configs.get(request.group_id, {}):
             return CoordinatorResult(response=response)
         key_msg = rpb.GroupConfigKey(group_id=request.group_id)
-        value = rpb.GroupConfigValue(configs={k: str(v) for k, v in new.items()}) if new else None
+        value = rpb.GroupConfigValue(configs={k: _text(v) for k, v in new.items()}) if new else None
         return CoordinatorResult(records=[CoordinatorRecord(key_msg, value)], response=response)

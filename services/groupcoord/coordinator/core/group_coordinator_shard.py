@@ -41,7 +41,12 @@ from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, Co
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
-from groupcoord.coordinator.core.group_configs import GroupConfigManager, replay_group_config
+from groupcoord.coordinator.core.group_configs import (
+    SHARE_HEARTBEAT_INTERVAL_MS,
+    SHARE_SESSION_TIMEOUT_MS,
+    GroupConfigManager,
+    replay_group_config,
+)
 from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import (
@@ -111,11 +116,6 @@ class GroupCoordinatorShard(ActsOnState):
         )
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
-        self.share_config = share_heartbeat.ShareGroupConfig(
-            session_timeout_ms=self.config.share_group_session_timeout_ms,
-            heartbeat_interval_ms=self.config.share_group_heartbeat_interval_ms,
-            max_size=self.config.share_group_max_size,
-        )
         self._replay = self._replay_switch()
 
     def restore(self, data: GroupCoordinatorState) -> None:
@@ -167,9 +167,11 @@ class GroupCoordinatorShard(ActsOnState):
         timers = [self.offset_manager.expiry_timer(now_ms)]
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
-        timers += share_heartbeat.timers_after_load(
-            self.groups, now_ms, self.share_config, self._share_session_expired
-        )
+        for group in self.groups.values():
+            if isinstance(group, ShareGroup):
+                timers += share_heartbeat.timers_after_load(
+                    group, now_ms, self._share_config(group.group_id), self._share_session_expired
+                )
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
         return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
@@ -221,7 +223,7 @@ class GroupCoordinatorShard(ActsOnState):
             group,
             share_heartbeat.from_request(request),
             now_ms,
-            self.share_config,
+            self._share_config(request.group_id),
             self.image,
             self._share_session_expired,
         )
@@ -229,6 +231,15 @@ class GroupCoordinatorShard(ActsOnState):
             records=result.records,
             response=share_heartbeat.to_response(result.response),
             timers=result.timers,
+        )
+
+    def _share_config(self, group_id: str) -> share_heartbeat.ShareGroupConfig:
+        """The group's share.session.timeout.ms and share.heartbeat.interval.ms (its dynamic
+        configs, else the broker-level defaults)."""
+        return share_heartbeat.ShareGroupConfig(
+            session_timeout_ms=self.config_manager.int_value(group_id, SHARE_SESSION_TIMEOUT_MS),
+            heartbeat_interval_ms=self.config_manager.int_value(group_id, SHARE_HEARTBEAT_INTERVAL_MS),
+            max_size=self.config.share_group_max_size,
         )
 
     def _share_session_expired(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:

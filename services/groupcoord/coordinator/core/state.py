@@ -60,7 +60,7 @@ class GroupCoordinatorState:
     groups: dict[str, Group] = field(default_factory=dict)
     offsets: OffsetsByGroup = field(default_factory=dict)
     transactions: PendingTransactions = field(default_factory=PendingTransactions)
-    group_configs: dict[str, dict[str, int]] = field(default_factory=dict)  # group id -> name -> value
+    group_configs: dict[str, dict[str, int | str | bool]] = field(default_factory=dict)  # group id -> name -> value
     # Immutable input, shared by copies (never copied: its mappings are read-only proxies).
     image: TopicsImage = UNKNOWN_IMAGE
 

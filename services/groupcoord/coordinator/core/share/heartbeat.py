@@ -252,12 +252,12 @@ def session_expired(group: ShareGroup | None, member_id: str) -> CoordinatorResu
 
 
 def timers_after_load(
-    groups: Mapping[str, object],
+    group: ShareGroup,
     now_ms: int,
     config: ShareGroupConfig,
     expire: Callable[[str, str, int], CoordinatorResult],
 ) -> list[TimerIntent]:
-    """After a takeover every share-group member gets a fresh session, as in Kafka (a session
+    """After a takeover every member of ``group`` gets a fresh session, as in Kafka (a session
     timer is not state: the new leader cannot know how long the old one had left)."""
     return [
         deadline_timer(
@@ -268,8 +268,6 @@ def timers_after_load(
             group.group_id,
             member_id,
         )
-        for group in groups.values()
-        if isinstance(group, ShareGroup)
         for member_id in group.members
     ]
 
