@@ -14,23 +14,15 @@ declaration and a declaration without an entry, so the tables cannot drift apart
 ``TOPIC_NAME_VERSIONS``, ``GROUP_API_KEYS`` (never forwarded upstream) and the shard's
 ``OPERATIONS`` are all derived from this table.
 
-Adding a group type — share groups (KIP-932) for example — is then:
+Adding a group type is then what adding share groups (KIP-932) was:
 
-1. one :class:`GroupApi` here per API: ``GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1),
-   write("share_group_heartbeat"))``, ``GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1),
-   read("share_group_describe"))``, ``GroupApi(ApiKey.SHARE_FETCH, (1, 1),
-   write("share_fetch"))`` and ``GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1),
-   write("share_acknowledge"))`` (ShareFetch 78 and ShareAcknowledge 79 added to
-   :class:`~groupcoord.common.kafka_wire.api_keys.ApiKey`, 76 and 77 taken out of
-   :data:`NOT_SERVED`), with the request and response messages added to the proto's envelope
-   oneofs under those field names;
-2. the handlers, each registered once against its declaration: the state machines (membership
-   with the SimpleAssignor, share-partition delivery state) in a new ``coordinator/core/share/``
-   package, reached from the shard facade, with one ``ShardHandler`` per API in the coordinator
-   service's ``OPERATIONS``; one gateway adapter per API in the gateway's ``GROUP_APIS`` (the
-   heartbeat and describe adapters as the consumer group's; ShareFetch fetches from the upstream
-   and asks the shards owning the share-partitions to acquire and acknowledge); and one
-   authorization hook per API in ``HOOKS`` (READ on the group, READ or DESCRIBE on the topics).
+1. one :class:`GroupApi` here per API (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
+   ShareAcknowledge), with the request and response messages added to the proto's envelope
+   oneofs under the declared operation names;
+2. the handlers, each registered once against its declaration: the state machines in a
+   package of the core (``coordinator/core/share/``), reached from the shard facade, with one
+   ``ShardHandler`` per API in the coordinator service's ``OPERATIONS``; one gateway adapter per
+   API in the gateway's ``GROUP_APIS``; and one authorization hook per API in ``HOOKS``.
 
 Nothing else names the API: routing, ApiVersions, the authorizable versions, the set never
 forwarded upstream and the envelope dispatch follow from the declaration, and a registration
@@ -89,7 +81,6 @@ class GroupApi:
     operation: ShardOperation | None
     only_groups: bool = True
     last_version_naming_topics: int | None = None
-    advertised: bool = True
 
 
 DECLARATIONS: tuple[GroupApi, ...] = (
@@ -113,19 +104,18 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.OFFSET_DELETE, (0, 0), write("offset_delete")),
     GroupApi(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1), write("consumer_group_heartbeat")),  # KIP-848
     GroupApi(ApiKey.CONSUMER_GROUP_DESCRIBE, (0, 1), read("consumer_group_describe")),  # KIP-848
-    # KIP-932 share groups: membership is served, delivery (ShareFetch 78, ShareAcknowledge 79)
-    # not yet, so the heartbeat is not advertised (see GroupApi.advertised)
-    GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1), write("share_group_heartbeat"), advertised=False),
+    # KIP-932 share groups: membership and delivery
+    GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1), write("share_group_heartbeat")),
     GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1), read("share_group_describe")),
+    GroupApi(ApiKey.SHARE_FETCH, (1, 1), write("share_fetch")),
+    GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1), write("share_acknowledge")),
 )
 """Every group API served, in api-key order."""
 
 NOT_SERVED: frozenset[ApiKey] = frozenset(
     {
-        # share-group delivery and offsets: they name our share groups, which the upstream's
-        # share coordinator (Kafka 4.2+) does not know
-        ApiKey.SHARE_FETCH,
-        ApiKey.SHARE_ACKNOWLEDGE,
+        # share-group offsets: they name our share groups, which the upstream's share
+        # coordinator (Kafka 4.2+) does not know
         ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
         ApiKey.ALTER_SHARE_GROUP_OFFSETS,
         ApiKey.DELETE_SHARE_GROUP_OFFSETS,

@@ -8,8 +8,7 @@ than next to each model: a reader sees at once which ids are taken, and a collis
 failure at import, not a corrupted partition. Never reuse or renumber an id.
 
 Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
-40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932; 60, the
-share-partition delivery state, is reserved until a shard replays it). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
+40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
 never the product's: state machines outside it (the runtime's tests) register their own types
 there (``RecordTypeRegistry.register``, which refuses a lower id, so an outside registration can
 never take an id the product may give out later).
@@ -66,6 +65,7 @@ STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(PENDING_TXN_OFFSET_TYPE_ID, offsets.PendingTxnOffsetKey, offsets.PendingTxnOffsetValue),
     RecordType(TXN_MARKER_TYPE_ID, offsets.TxnMarkerKey, offsets.TxnMarkerValue),
     RecordType(LEADER_EPOCH_TYPE_ID, runtime.LeaderEpochKey, runtime.LeaderEpochValue),
+    RecordType(60, share.SharePartitionStateKey, share.SharePartitionStateValue),
     RecordType(61, share.ShareGroupMetadataKey, share.ShareGroupMetadataValue),
     RecordType(62, share.ShareGroupMemberKey, share.ShareGroupMemberValue),
     RecordType(63, share.ShareGroupTargetAssignmentMetadataKey, share.ShareGroupTargetAssignmentMetadataValue),

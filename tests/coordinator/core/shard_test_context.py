@@ -106,6 +106,7 @@ class ShardContext:
         assert fresh.groups == self.shard.groups
         assert fresh.data.offsets == self.shard.data.offsets
         assert fresh.data.group_configs == self.shard.data.group_configs
+        assert fresh.data.share_partitions == self.shard.data.share_partitions
 
     def classic(self, group_id: str) -> ClassicGroup:
         group = self.shard.groups[group_id]

@@ -42,7 +42,12 @@ from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord,
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.group_admin import GroupAdmin
 from groupcoord.coordinator.core.group_configs import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_DELIVERY_COUNT_LIMIT,
     SHARE_HEARTBEAT_INTERVAL_MS,
+    SHARE_ISOLATION_LEVEL,
+    SHARE_PARTITION_MAX_RECORD_LOCKS,
+    SHARE_RECORD_LOCK_DURATION_MS,
     SHARE_SESSION_TIMEOUT_MS,
     GroupConfigManager,
     replay_group_config,
@@ -55,10 +60,12 @@ from groupcoord.coordinator.core.offsets import (
     replay_offset,
     replay_pending,
 )
+from groupcoord.coordinator.core.share import delivery as share_delivery
 from groupcoord.coordinator.core.share import group as share_group
 from groupcoord.coordinator.core.share import heartbeat as share_heartbeat
 from groupcoord.coordinator.core.share.describe import describe_share_groups
 from groupcoord.coordinator.core.share.group import ShareGroup
+from groupcoord.coordinator.core.share.share_partition import DeliveryLimits
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
@@ -147,6 +154,9 @@ class GroupCoordinatorShard(ActsOnState):
         switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data)
         switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data)
         switch[offsets_rpb.GroupConfigKey] = partial(replay_group_config, data)
+        switch[share_rpb.SharePartitionStateKey] = lambda key, value: share_delivery.replay(
+            data.share_partitions, key, value
+        )
         for key_type in (
             share_rpb.ShareGroupMetadataKey,
             share_rpb.ShareGroupMemberKey,
@@ -181,8 +191,14 @@ class GroupCoordinatorShard(ActsOnState):
         return CoordinatorResult(records=self.data.transactions.restatements())
 
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
-        """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry)."""
-        return self.offset_manager.delete_all_records(group.group_id) + group.tombstone_records()
+        """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry), and a
+        share group's share-partition states."""
+        delivery = [
+            share_delivery.state_record(key, None)
+            for key in sorted(self.data.share_partitions)
+            if key[0] == group.group_id
+        ]
+        return self.offset_manager.delete_all_records(group.group_id) + delivery + group.tombstone_records()
 
     # --- KIP-848 consumer groups -------------------------------------------------------------
     def consumer_group_heartbeat(
@@ -246,6 +262,28 @@ class GroupCoordinatorShard(ActsOnState):
         """A share member's session timer: run on the state as it is when it fires."""
         group = self.groups.get(group_id)
         return share_heartbeat.session_expired(group if isinstance(group, ShareGroup) else None, member_id)
+
+    def share_fetch(
+        self, request: share_pb.ShareDeliveryRequest, now_ms: int
+    ) -> CoordinatorResult[share_pb.ShareDeliveryResponse]:
+        return share_delivery.deliver(self.data.share_partitions, request, now_ms, self._delivery_config)
+
+    def share_acknowledge(
+        self, request: share_pb.ShareDeliveryRequest, now_ms: int
+    ) -> CoordinatorResult[share_pb.ShareDeliveryResponse]:
+        return share_delivery.deliver(self.data.share_partitions, request, now_ms, self._delivery_config)
+
+    def _delivery_config(self, group_id: str) -> share_delivery.DeliveryConfig:
+        value = self.config_manager.value
+        return share_delivery.DeliveryConfig(
+            DeliveryLimits(
+                delivery_count_limit=self.config_manager.int_value(group_id, SHARE_DELIVERY_COUNT_LIMIT),
+                lock_duration_ms=self.config_manager.int_value(group_id, SHARE_RECORD_LOCK_DURATION_MS),
+                max_in_flight=self.config_manager.int_value(group_id, SHARE_PARTITION_MAX_RECORD_LOCKS),
+            ),
+            auto_offset_reset=str(value(group_id, SHARE_AUTO_OFFSET_RESET)),
+            isolation_level=str(value(group_id, SHARE_ISOLATION_LEVEL)),
+        )
 
     def share_group_describe(
         self, request: share_pb.ShareGroupDescribeRequest, now_ms: int = 0

@@ -97,6 +97,8 @@ OPERATIONS: dict[str, Operation] = dict(
             ),
             ApiKey.SHARE_GROUP_HEARTBEAT: ShardHandler(lambda s, r, now, _: s.share_group_heartbeat(r, now)),
             ApiKey.SHARE_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.share_group_describe(r, now)),
+            ApiKey.SHARE_FETCH: ShardHandler(lambda s, r, now, _: s.share_fetch(r, now)),
+            ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(lambda s, r, now, _: s.share_acknowledge(r, now)),
         },
         SHARD_APIS,
     )

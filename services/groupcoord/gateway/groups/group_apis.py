@@ -16,6 +16,7 @@ import dataclasses
 import datetime
 import functools
 import ipaddress
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -28,7 +29,9 @@ from groupcoord.common.group_api_declarations import GROUP_KEY, GROUP_RESOURCE, 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
+from groupcoord.gateway.groups import share_fetch
 from groupcoord.gateway.groups.leadership import LeadershipTable
+from groupcoord.gateway.groups.share_sessions import ShareSessionError, ShareSessions
 from groupcoord.gateway.groups.topic_catalog import TopicCatalog
 from groupcoord.gateway.groups.wire_translation import from_proto, to_proto
 from groupcoord.gateway.groups.worker_client import ShardReply, WorkerClient, failed
@@ -39,6 +42,7 @@ from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
 from groupcoord.rpc.v1 import share_group_pb2 as sgh
+from groupcoord.rpc.v1 import share_group_pb2 as sh
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
 Address = tuple[str, int]
@@ -161,6 +165,8 @@ class GroupApis:
         self.upstream_at: UpstreamAt = upstream_at or (lambda _listener, body: upstream(body))
         self.state_topic = state_topic
         self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
+        # KIP-932 share sessions of the members fetching through this gateway
+        self.share_sessions = ShareSessions()
 
     async def handle(
         self,
@@ -472,7 +478,9 @@ class GroupApis:
                     partitions=[
                         answered[t.name, p.partition_index]
                         if (t.name, p.partition_index) in answered
-                        else op.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=unknown)
+                        else op.OffsetDeleteResponsePartition(
+                            partition_index=p.partition_index, error_code=unknown
+                        )
                         for p in t.partitions
                     ],
                 )
@@ -502,7 +510,11 @@ class GroupApis:
 
     async def consumer_group_describe(self, ctx: CallContext, req: Any) -> Any:
         return await self._describe_modern_groups(
-            ctx, req, "consumer_group_describe", cgh.ConsumerGroupDescribeResponse, cgh.ConsumerGroupDescribeGroup
+            ctx,
+            req,
+            "consumer_group_describe",
+            cgh.ConsumerGroupDescribeResponse,
+            cgh.ConsumerGroupDescribeGroup,
         )
 
     async def _describe_modern_groups(
@@ -545,6 +557,170 @@ class GroupApis:
     async def share_group_describe(self, ctx: CallContext, req: Any) -> Any:
         return await self._describe_modern_groups(
             ctx, req, "share_group_describe", sgh.ShareGroupDescribeResponse, sgh.ShareGroupDescribeGroup
+        )
+
+    async def share_fetch(self, ctx: CallContext, req: Any) -> Any:
+        """See :mod:`groupcoord.gateway.groups.share_fetch`."""
+        rt = ctx.response_type
+        group_id, member_id = req.group_id or "", req.member_id or ""
+        acknowledgements = {
+            (_topic_id(t.topic_id), int(p.partition_index)): p.acknowledgement_batches
+            for t in req.topics
+            for p in t.partitions
+            if p.acknowledgement_batches
+        }
+        asked = [(_topic_id(t.topic_id), int(p.partition_index)) for t in req.topics for p in t.partitions]
+        try:
+            fetching = self.share_sessions.fetch(
+                group_id,
+                member_id,
+                int(req.share_session_epoch),
+                asked,
+                [(_topic_id(t.topic_id), int(p)) for t in req.forgotten_topics_data for p in t.partitions],
+            )
+        except ShareSessionError as e:
+            return _share_fetch_error(rt, e.code)
+        step1 = await self.call(
+            group_id,
+            Envelope(
+                share_fetch=share_fetch.delivery_request(
+                    group_id, member_id, fetching, acknowledgements, ctx.version
+                )
+            ),
+        )
+        if step1.response is None or step1.response.error_code:
+            code = step1.error_code if step1.response is None else step1.response.error_code
+            return _share_fetch_error(rt, ErrorCode(code))
+        told = {(p.topic_id, p.partition): p for p in step1.response.partitions}
+        fetched: dict[tuple[bytes, int], tuple[ErrorCode, bytes, list[tuple[int, int]]]] = {}
+        starts: dict[tuple[bytes, int], int] = {}
+        if fetching:
+            resets = {k: told[k].reset_to for k in fetching if told[k].HasField("reset_to")}
+            starts = await share_fetch.start_offsets(ctx.ask, resets)
+            offsets = {
+                k: starts[k] if k in resets else told[k].fetch_offset
+                for k in fetching
+                if k not in resets or k in starts
+            }
+            if offsets:
+                fetched = await share_fetch.fetch_upstream(
+                    ctx.ask,
+                    offsets,
+                    int(req.max_wait.total_seconds() * 1000),
+                    int(req.min_bytes),
+                    int(req.max_bytes),
+                    step1.response.isolation_level == "read_committed",
+                )
+            step2 = sh.ShareDeliveryRequest(
+                api_version=ctx.version,
+                group_id=group_id,
+                member_id=member_id,
+                acquire=True,
+                max_records=int(req.max_records),
+            )
+            for key, (code, _, ranges) in fetched.items():
+                if code != ErrorCode.none or not ranges:
+                    continue
+                part = step2.partitions.add(topic_id=key[0], partition=key[1], fetch_offset=offsets[key])
+                if key in starts:
+                    part.start_offset = starts[key]
+                # whole batches, as many as the member may take (the rest is fetched again)
+                wanted, taken = max(int(req.max_records), 1), 0
+                for first, last in ranges:
+                    if taken >= wanted:
+                        break
+                    part.offsets.extend(range(first, last + 1))
+                    taken += last - first + 1
+            acquired: dict[tuple[bytes, int], Any] = {}
+            if step2.partitions:
+                reply = await self.call(group_id, Envelope(share_fetch=step2))
+                if reply.response is not None:
+                    acquired = {(p.topic_id, p.partition): p.acquired for p in reply.response.partitions}
+        else:
+            acquired = {}
+        topic_type = _entry(rt, "responses")
+        partition_type = _entry(topic_type, "partitions")
+        leader_type = partition_type.__dataclass_fields__["current_leader"].type
+        range_type = _entry(partition_type, "acquired_records")
+        by_topic: dict[bytes, list[Any]] = {}
+        for key in dict.fromkeys([*fetching, *acknowledgements]):
+            code, records, _ = fetched.get(key, (ErrorCode.none, b"", []))
+            ranges = acquired.get(key, ())
+            by_topic.setdefault(key[0], []).append(
+                partition_type(
+                    partition_index=i32(key[1]),
+                    error_code=code,
+                    acknowledge_error_code=ErrorCode(told[key].acknowledge_error_code)
+                    if key in told
+                    else ErrorCode.none,
+                    current_leader=leader_type(leader_id=i32(-1), leader_epoch=i32(-1)),
+                    records=records if ranges else b"",
+                    acquired_records=tuple(
+                        range_type(
+                            first_offset=r.first_offset,
+                            last_offset=r.last_offset,
+                            delivery_count=r.delivery_count,
+                        )
+                        for r in ranges
+                    ),
+                )
+            )
+        return rt(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            acquisition_lock_timeout=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=step1.response.acquisition_lock_timeout_ms)
+            ),
+            responses=tuple(
+                topic_type(topic_id=uuid.UUID(bytes=tid), partitions=tuple(parts))
+                for tid, parts in by_topic.items()
+            ),
+            node_endpoints=(),
+        )
+
+    async def share_acknowledge(self, ctx: CallContext, req: Any) -> Any:
+        rt = ctx.response_type
+        group_id, member_id = req.group_id or "", req.member_id or ""
+        try:
+            self.share_sessions.acknowledge(group_id, member_id, int(req.share_session_epoch))
+        except ShareSessionError as e:
+            return rt(throttle_time=NO_THROTTLE, error_code=e.code, responses=(), node_endpoints=())
+        acknowledgements = {
+            (_topic_id(t.topic_id), int(p.partition_index)): p.acknowledgement_batches
+            for t in req.topics
+            for p in t.partitions
+        }
+        reply = await self.call(
+            group_id,
+            Envelope(
+                share_acknowledge=share_fetch.delivery_request(
+                    group_id, member_id, (), acknowledgements, ctx.version
+                )
+            ),
+        )
+        if reply.response is None or reply.response.error_code:
+            code = reply.error_code if reply.response is None else reply.response.error_code
+            return rt(throttle_time=NO_THROTTLE, error_code=ErrorCode(code), responses=(), node_endpoints=())
+        topic_type = _entry(rt, "responses")
+        partition_type = _entry(topic_type, "partitions")
+        leader_type = partition_type.__dataclass_fields__["current_leader"].type
+        by_topic: dict[bytes, list[Any]] = {}
+        for p in reply.response.partitions:
+            by_topic.setdefault(p.topic_id, []).append(
+                partition_type(
+                    partition_index=i32(p.partition),
+                    error_code=ErrorCode(p.acknowledge_error_code),
+                    current_leader=leader_type(leader_id=i32(-1), leader_epoch=i32(-1)),
+                )
+            )
+        return rt(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.none,
+            responses=tuple(
+                topic_type(topic_id=uuid.UUID(bytes=tid), partitions=tuple(parts))
+                for tid, parts in by_topic.items()
+            ),
+            node_endpoints=(),
         )
 
     # --- admin --------------------------------------------------------------------------
@@ -778,7 +954,7 @@ def _in_request_order(
 
 
 GROUP_APIS: dict[int, ServedApi] = {
-    int(api.key): ServedApi(api.versions, adapter, api.advertised)
+    int(api.key): ServedApi(api.versions, adapter)
     for api, adapter in registered(
         "gateway adapter",
         {
@@ -801,6 +977,8 @@ GROUP_APIS: dict[int, ServedApi] = {
             ApiKey.CONSUMER_GROUP_DESCRIBE: GroupApis.consumer_group_describe,
             ApiKey.SHARE_GROUP_HEARTBEAT: GroupApis.share_group_heartbeat,
             ApiKey.SHARE_GROUP_DESCRIBE: GroupApis.share_group_describe,
+            ApiKey.SHARE_FETCH: GroupApis.share_fetch,
+            ApiKey.SHARE_ACKNOWLEDGE: GroupApis.share_acknowledge,
         },
     )
 }
@@ -808,3 +986,19 @@ GROUP_APIS: dict[int, ServedApi] = {
 with kio's) and the :class:`GroupApis` method adapting them (one per declaration of
 :mod:`groupcoord.common.group_api_declarations`). Keyed by plain ints, as request headers carry
 them: an int finds an int key by identity, an enum key costs a comparison per lookup."""
+
+
+def _share_fetch_error(response_type: Any, code: ErrorCode) -> Any:
+    """A ShareFetch answered with one top-level error (a session error, the shard's)."""
+    return response_type(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        acquisition_lock_timeout=NO_THROTTLE,
+        responses=(),
+        node_endpoints=(),
+    )
+
+
+def _topic_id(topic_id: uuid.UUID | None) -> bytes:
+    """A topic id as 16 bytes; a null one as Kafka's zero id (the upstream: UNKNOWN_TOPIC_ID)."""
+    return topic_id.bytes if topic_id is not None else bytes(16)

@@ -12,6 +12,8 @@ ConsumerGroupHeartbeat                 READ                       DESCRIBE on su
                                                                   a regex never resolves to a
                                                                   topic it may not DESCRIBE
 ShareGroupHeartbeat                    READ                       DESCRIBE on subscribed names
+ShareFetch, ShareAcknowledge           READ                       READ: the upstream's (records
+                                                                  fetched as the client)
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
@@ -217,6 +219,23 @@ def _whole_group(operation: Operation, refusal: Callable[[Any], Message]) -> Cal
         return Verdict(None, refusal(req))
 
     return hook
+
+
+def _share_delivery(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+    """ShareFetch and ShareAcknowledge: READ on the group, else GROUP_AUTHORIZATION_FAILED for
+    the whole request. Topics are named by id only; READ on each is the upstream's to decide, as
+    the records are fetched on the client's own upstream connection under its own identity
+    (a refused topic's partitions carry the upstream's TOPIC_AUTHORIZATION_FAILED)."""
+    if auth.group(caller, Operation.READ, req.group_id or ""):
+        return Verdict(req)
+
+    def refusal(response_type: type[Any]) -> Any:
+        fields: dict[str, Any] = {"throttle_time": i32Timedelta.parse(datetime.timedelta(0))}
+        if "acquisition_lock_timeout" in response_type.__dataclass_fields__:
+            fields["acquisition_lock_timeout"] = i32Timedelta.parse(datetime.timedelta(0))
+        return response_type(error_code=GROUP_DENIED, responses=(), node_endpoints=(), **fields)
+
+    return Verdict(None, refusal)
 
 
 def _modern_heartbeat(response_type: type[Message]) -> Hook:
@@ -796,6 +815,8 @@ HOOKS: dict[int, Hook] = {
                 )
             ),
             ApiKey.SHARE_GROUP_HEARTBEAT: _modern_heartbeat(sgh.ShareGroupHeartbeatResponse),
+            ApiKey.SHARE_FETCH: _share_delivery,
+            ApiKey.SHARE_ACKNOWLEDGE: _share_delivery,
             ApiKey.SHARE_GROUP_DESCRIBE: _modern_describe(
                 lambda g: sgh.ShareGroupDescribeGroup(
                     group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED

@@ -35,7 +35,6 @@ class ServedApi:
 
     versions: tuple[int, int]
     handler: Callable[..., Awaitable[Any]]
-    advertised: bool = True  # False: answered, but left out of ApiVersions (GroupApi.advertised)
 
 
 # Every API that names only groups, served or not. When our coordinator serves groups, the ones

@@ -145,7 +145,7 @@ class Gateway:
 
     async def advertised(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: the upstream's versions, and ours for the served APIs."""
-        served = {key: api.versions for key, api in self.served_apis.items() if api.advertised}
+        served = {key: api.versions for key, api in self.served_apis.items()}
         # the SASL APIs the listeners answer themselves, whatever the upstream supports
         upstream = await self.upstream.versions()
         return advertised_versions(upstream, served) | self.listener_security.served_versions()

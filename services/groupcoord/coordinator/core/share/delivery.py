@@ -1,0 +1,129 @@
+"""ShareFetch and ShareAcknowledge at the group's shard: acknowledge, tell where to fetch,
+acquire what was fetched.
+
+Kafka splits this between the partition leader (``SharePartition``: in-memory acquisitions)
+and the share coordinator (``ShareSnapshot`` records). Here the shard that owns the share
+group owns the delivery state of every share-partition of the group, as plain data in the
+partition's state (``GroupCoordinatorState.share_partitions``), changed only by replaying one
+snapshot record per share-partition (type 60, :mod:`.share_partition`). The gateway, between
+two calls of the same operation, fetches the records from the upstream:
+
+1. **acknowledge** (ShareAcknowledge; ShareFetch's piggybacked acknowledgements): applied per
+   share-partition, all or nothing for each; for ShareFetch, each share-partition's next fetch
+   offset is returned too — or, for one never read, ``share.auto.offset.reset`` (the gateway
+   asks the upstream where that is and says so in step 2);
+2. **acquire** (ShareFetch): the offsets the fetch returned are acquired for the member, each
+   locked for ``share.record.lock.duration.ms`` and counting one more delivery.
+
+Another member may fetch between the two steps: it cannot matter, since step 2 acquires only
+what is AVAILABLE or new then. Locks run out lazily: every step first releases what expired
+(``expire_locks``), so a record whose member died is delivered again at the next fetch after
+its lock, exactly when Kafka would. The answer is sent once the records are written: an
+acknowledgement answered is never undone, and a shard taking over knows every lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from groupcoord.common.errors import ErrorCode
+from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.share import share_partition as sp
+from groupcoord.records.v1 import share_group_pb2 as rpb
+from groupcoord.rpc.v1 import share_group_pb2 as pb
+
+SharePartitionKey = tuple[str, bytes, int]
+"""(group id, topic id, partition): one share-partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryConfig:
+    """A share group's delivery configs (its group configs, else the broker's defaults)."""
+
+    limits: sp.DeliveryLimits
+    auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"
+
+
+def state_record(key: SharePartitionKey, partition: sp.SharePartition | None) -> CoordinatorRecord:
+    group_id, topic_id, index = key
+    return CoordinatorRecord(
+        rpb.SharePartitionStateKey(group_id=group_id, topic_id=topic_id, partition=index),
+        None if partition is None else sp.to_record_value(partition),
+    )
+
+
+def replay(
+    states: dict[SharePartitionKey, sp.SharePartition],
+    key: rpb.SharePartitionStateKey,
+    value: rpb.SharePartitionStateValue | None,
+) -> None:
+    k = (key.group_id, key.topic_id, key.partition)
+    if value is None:
+        states.pop(k, None)
+    else:
+        states[k] = sp.from_record_value(value)
+
+
+def deliver(
+    states: dict[SharePartitionKey, sp.SharePartition],
+    request: pb.ShareDeliveryRequest,
+    now_ms: int,
+    config: Callable[[str], DeliveryConfig],
+) -> CoordinatorResult[pb.ShareDeliveryResponse]:
+    """Step 1 or step 2 (``request.acquire``) of one ShareFetch or ShareAcknowledge."""
+    group_config = config(request.group_id)
+    limits = group_config.limits
+    response = pb.ShareDeliveryResponse(
+        acquisition_lock_timeout_ms=limits.lock_duration_ms, isolation_level=group_config.isolation_level
+    )
+    if not request.group_id or not request.member_id:
+        response.error_code = ErrorCode.invalid_request.value
+        return CoordinatorResult(response=response)
+    records: list[CoordinatorRecord] = []
+    changed: dict[SharePartitionKey, sp.SharePartition] = {}
+    budget = request.max_records if request.max_records > 0 else 500
+    for part in request.partitions:
+        key = (request.group_id, part.topic_id, part.partition)
+        out = response.partitions.add(topic_id=part.topic_id, partition=part.partition)
+        state = changed.get(key, states.get(key))
+        if request.acquire:
+            if state is None:
+                if not part.HasField("start_offset"):
+                    out.error_code = ErrorCode.invalid_request.value
+                    continue
+                state = sp.SharePartition.starting_at(part.start_offset)
+            state, acquired = sp.acquire(
+                state, request.member_id, part.fetch_offset, list(part.offsets), budget, now_ms, limits
+            )
+            budget -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
+            for r in acquired:
+                out.acquired.add(
+                    first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count
+                )
+            changed[key] = state
+            continue
+        if part.acknowledgements:
+            batches = [
+                (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in part.acknowledgements
+            ]
+            if state is None:
+                out.acknowledge_error_code = ErrorCode.invalid_record_state.value
+            else:
+                state, code = sp.acknowledge(state, request.member_id, batches, now_ms, limits)
+                out.acknowledge_error_code = code.value
+                if code is ErrorCode.none:
+                    changed[key] = state
+        if part.fetch:
+            if state is None:
+                out.reset_to = group_config.auto_offset_reset
+            else:
+                expired = sp.expire_locks(state, now_ms, limits)
+                if expired != state:
+                    changed[key] = state = expired
+                out.fetch_offset = state.next_fetch_offset()
+    for key, state in changed.items():
+        if states.get(key) != state:
+            records.append(state_record(key, state))
+    return CoordinatorResult(records=records, response=response)

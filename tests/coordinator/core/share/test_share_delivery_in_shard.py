@@ -1,0 +1,116 @@
+"""ShareFetch and ShareAcknowledge at the group's shard, as KIP-932 tells them: a new
+share-partition starts where share.auto.offset.reset says, a fetch acquires what the upstream
+returned for one member at a time, acknowledgements accept, release (delivered again with one
+more delivery) and reject; a lock that runs out gives the record to the next fetch; every change
+is one record that replays to the same state, and deleting the group deletes its delivery
+state."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the core tests' drivers
+
+from shard_test_context import ShardContext  # noqa: E402
+
+from groupcoord.common.errors import ErrorCode  # noqa: E402
+from groupcoord.coordinator.core.config import GroupConfig  # noqa: E402
+from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb  # noqa: E402
+from groupcoord.rpc.v1 import share_group_pb2 as pb  # noqa: E402
+from tests.coordinator.core.test_assignors import tid  # noqa: E402
+
+ORDERS = tid("orders")
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def step1(
+    ctx: ShardContext, member: str, acks: list[tuple[int, int, int]] = (), fetch: bool = True
+) -> pb.SharePartitionResponse:  # type: ignore[assignment]
+    request = pb.ShareDeliveryRequest(api_version=1, group_id="g", member_id=member)
+    part = request.partitions.add(topic_id=ORDERS, partition=0, fetch=fetch)
+    for first, last, kind in acks:
+        part.acknowledgements.add(first_offset=first, last_offset=last, acknowledge_types=[kind])
+    token, _ = ctx.call("share_fetch", request)
+    return ctx.answer(token).partitions[0]
+
+
+def step2(
+    ctx: ShardContext,
+    member: str,
+    fetch_offset: int,
+    offsets: range,
+    start: int | None = None,
+    max_records: int = 500,
+) -> list[tuple[int, int, int]]:
+    request = pb.ShareDeliveryRequest(
+        api_version=1, group_id="g", member_id=member, acquire=True, max_records=max_records
+    )
+    part = request.partitions.add(
+        topic_id=ORDERS, partition=0, fetch_offset=fetch_offset, offsets=list(offsets)
+    )
+    if start is not None:
+        part.start_offset = start
+    token, _ = ctx.call("share_fetch", request)
+    return [
+        (r.first_offset, r.last_offset, r.delivery_count) for r in ctx.answer(token).partitions[0].acquired
+    ]
+
+
+def context() -> ShardContext:
+    return ShardContext(GroupConfig(share_group_record_lock_duration_ms=15_000))
+
+
+def test_members_take_turns_and_acknowledgements_decide_what_comes_again() -> None:
+    ctx = context()
+    first = step1(ctx, "a")
+    assert first.reset_to == "latest", "a new share-partition: the gateway asks the upstream where to start"
+    assert step2(ctx, "a", 100, range(100, 110), start=100, max_records=5) == [(100, 104, 1)]
+    told = step1(ctx, "b")
+    assert (told.HasField("reset_to"), told.fetch_offset) == (False, 105)
+    assert step2(ctx, "b", 100, range(100, 110)) == [(105, 109, 1)], "a's records are not b's"
+
+    acked = step1(ctx, "a", [(100, 101, ACCEPT), (102, 102, RELEASE), (103, 104, REJECT)])
+    assert acked.acknowledge_error_code == 0 and acked.fetch_offset == 102
+    assert step2(ctx, "b", 102, range(102, 112)) == [(102, 102, 2), (110, 111, 1)]
+    wrong = step1(ctx, "a", [(105, 105, ACCEPT)], fetch=False)
+    assert wrong.acknowledge_error_code == ErrorCode.invalid_record_state.value, "105 is b's"
+    ctx.assert_replay_equals_live()
+
+
+def test_a_lock_that_runs_out_gives_the_record_to_the_next_fetch() -> None:
+    ctx = context()
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
+    ctx.advance(15_000)
+    assert step1(ctx, "b").fetch_offset == 0
+    assert step2(ctx, "b", 0, range(0, 3)) == [(0, 2, 2)]
+    late = step1(ctx, "a", [(0, 2, ACCEPT)], fetch=False)
+    assert late.acknowledge_error_code == ErrorCode.invalid_record_state.value, "a's lock ran out"
+    ctx.assert_replay_equals_live()
+
+
+def test_a_revert_restores_the_delivery_state_and_deleting_the_group_deletes_it() -> None:
+    ctx = context()
+    step1(ctx, "a")
+    step2(ctx, "a", 0, range(0, 4), start=0)
+    saved = ctx.shard.data.copy()
+    step1(ctx, "a", [(0, 3, ACCEPT)], fetch=False)
+    assert ctx.shard.data.share_partitions != saved.share_partitions
+    ctx.shard.restore(saved)
+    assert ctx.shard.data.share_partitions == saved.share_partitions
+
+    ctx2 = context()
+    beat = pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=0)
+    beat.subscribed_topic_names.names.append("orders")
+    ctx2.call("share_group_heartbeat", beat)
+    step1(ctx2, "a")
+    step2(ctx2, "a", 0, range(0, 2), start=0)
+    ctx2.call(
+        "share_group_heartbeat",
+        pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=-1),
+    )
+    token, _ = ctx2.call("delete_groups", admin_pb.DeleteGroupsRequest(groups_names=["g"]))
+    assert ctx2.answer(token).results[0].error_code == 0
+    assert ctx2.shard.data.share_partitions == {}
+    ctx2.assert_replay_equals_live()

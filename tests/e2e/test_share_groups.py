@@ -1,0 +1,112 @@
+"""Share consumers through the gateway (KIP-932, "queues for Kafka"): librdkafka's share
+consumer (confluent-kafka's ``ShareConsumer``) reads a topic cooperatively through groupcoord in
+front of an upstream that serves the records only — tansu and Kafka 3.9 have no share groups
+at all, Kafka 4.4's own are not used.
+
+Scenarios, as KIP-932 tells them: more members than partitions all receive records, and every
+record produced is delivered to exactly one of them and acknowledged once (none acquired by
+two members); a record a member does not acknowledge before closing is delivered again to
+another, with its delivery count one higher.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+
+from groupcoord.testing import BackgroundCluster
+
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, str(i).encode(), partition=i % partitions)
+    assert producer.flush(30) == 0
+
+
+def share_consumer(bootstrap: str, group: str, **extra: Any) -> ShareConsumer:
+    return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **extra})
+
+
+def earliest(bootstrap: str, group: str) -> None:
+    """share.auto.offset.reset=earliest for ``group`` (a group config, as Kafka's tools set it)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry  # noqa: PLC0415
+
+    resource.add_incremental_config(ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET))
+    for fut in admin.incremental_alter_configs([resource]).values():
+        fut.result(30)
+
+
+def test_four_share_consumers_on_two_partitions_each_record_once(cluster: BackgroundCluster) -> None:
+    topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    total = 2_000
+    produce(cluster.bootstrap, topic, total, 2)
+    earliest(cluster.bootstrap, group)
+    consumers = [share_consumer(cluster.bootstrap, group) for _ in range(4)]
+    seen: dict[int, list[tuple[int, int]]] = {}  # consumer -> (partition, offset)
+    try:
+        for c in consumers:
+            c.subscribe([topic])
+        deadline = time.monotonic() + 90
+        while sum(len(v) for v in seen.values()) < total and time.monotonic() < deadline:
+            for n, c in enumerate(consumers):
+                for m in c.poll(0.2):
+                    assert m.error() is None, m.error()
+                    seen.setdefault(n, []).append((m.partition(), m.offset()))
+    finally:
+        for c in consumers:
+            c.close()
+    delivered = [x for v in seen.values() for x in v]
+    assert len(delivered) == len(set(delivered)), "a record was delivered twice"
+    assert len(delivered) == total, f"{len(delivered)} of {total} delivered"
+    assert len(seen) >= 3, f"only {len(seen)} of 4 members received records: {[len(v) for v in seen.values()]}"
+
+
+def test_released_records_come_again_with_one_more_delivery_and_rejected_ones_never(
+    cluster: BackgroundCluster,
+) -> None:
+    from confluent_kafka import AcknowledgeType  # noqa: PLC0415
+
+    topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    produce(cluster.bootstrap, topic, 10, 1)
+    earliest(cluster.bootstrap, group)
+    consumer = share_consumer(cluster.bootstrap, group, **{"share.acknowledgement.mode": "explicit"})
+    try:
+        consumer.subscribe([topic])
+        first: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(first) < 10 and time.monotonic() < deadline:
+            batch = list(consumer.poll(0.5))
+            for m in batch:
+                assert m.error() is None, m.error()
+                assert m.delivery_count() == 1
+                kind = {3: AcknowledgeType.RELEASE, 4: AcknowledgeType.REJECT}.get(m.offset(), AcknowledgeType.ACCEPT)
+                consumer.acknowledge(m, kind)
+            first += batch
+            consumer.commit_sync()
+        assert sorted(m.offset() for m in first) == list(range(10))
+        again: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not again and time.monotonic() < deadline:
+            again = [m for m in consumer.poll(0.5) if m.error() is None]
+            for m in again:
+                consumer.acknowledge(m)
+            consumer.commit_sync()
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(3, 2)], "only the released record, once more"
+        for _ in range(4):  # nothing else comes: offset 4 was rejected (archived)
+            assert [m.offset() for m in consumer.poll(0.5) if m.error() is None] == []
+    finally:
+        consumer.close()
