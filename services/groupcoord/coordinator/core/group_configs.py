@@ -5,7 +5,7 @@ STRING and BOOLEAN values), validated as Kafka validates them — ConfigDef's ow
 coordinator's broker-level bounds (``group.consumer.min/max.*``, ``group.share.min/max.*``),
 each session timeout required to exceed its heartbeat interval — with Kafka's messages. The
 share-group delivery settings (lock duration, delivery count limit, in-flight records, offset
-reset, isolation level, lock renewal) are kept for share-partition delivery. Configs exist independently of the group (they may
+reset, isolation level) are read by share-partition delivery (core/share/delivery.py). Configs exist independently of the group (they may
 be set before it has members) and are kept as one record per group (type 26).
 """
 
