@@ -243,11 +243,17 @@ class GroupCoordinatorShard(ActsOnState):
             self.image,
             self._share_session_expired,
         )
+        records = result.records
+        if request.member_epoch == share_group.LEAVE_GROUP_MEMBER_EPOCH and result.records:
+            records = records + self._release_share_member(request.group_id, request.member_id)
         return CoordinatorResult(
-            records=result.records,
-            response=share_heartbeat.to_response(result.response),
-            timers=result.timers,
+            records=records, response=share_heartbeat.to_response(result.response), timers=result.timers
         )
+
+    def _release_share_member(self, group_id: str, member_id: str) -> list[CoordinatorRecord]:
+        """What the member holds, given back as it goes."""
+        limits = self._delivery_config(group_id).limits
+        return share_delivery.release_member(self.data.share_partitions, group_id, member_id, limits)
 
     def _share_config(self, group_id: str) -> share_heartbeat.ShareGroupConfig:
         """The group's share.session.timeout.ms and share.heartbeat.interval.ms (its dynamic
@@ -261,7 +267,10 @@ class GroupCoordinatorShard(ActsOnState):
     def _share_session_expired(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:
         """A share member's session timer: run on the state as it is when it fires."""
         group = self.groups.get(group_id)
-        return share_heartbeat.session_expired(group if isinstance(group, ShareGroup) else None, member_id)
+        result = share_heartbeat.session_expired(group if isinstance(group, ShareGroup) else None, member_id)
+        if not result.records:
+            return result
+        return CoordinatorResult(records=result.records + self._release_share_member(group_id, member_id))
 
     def share_fetch(
         self, request: share_pb.ShareDeliveryRequest, now_ms: int

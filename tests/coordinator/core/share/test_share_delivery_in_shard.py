@@ -114,3 +114,23 @@ def test_a_revert_restores_the_delivery_state_and_deleting_the_group_deletes_it(
     assert ctx2.answer(token).results[0].error_code == 0
     assert ctx2.shard.data.share_partitions == {}
     ctx2.assert_replay_equals_live()
+
+
+def test_a_member_that_leaves_or_times_out_gives_its_records_back_at_once() -> None:
+    ctx = ShardContext(GroupConfig(share_group_record_lock_duration_ms=60_000))  # locks outlive sessions
+    for member in ("a", "b"):
+        beat = pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id=member, member_epoch=0)
+        beat.subscribed_topic_names.names.append("orders")
+        ctx.call("share_group_heartbeat", beat)
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
+    ctx.call(
+        "share_group_heartbeat",
+        pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=-1),
+    )
+    assert step1(ctx, "b").fetch_offset == 0, "a's records are free before their locks run out"
+    assert step2(ctx, "b", 0, range(0, 3)) == [(0, 2, 2)]
+    ctx.advance(45_000)  # b never heartbeats again: its session runs out, and its records come back
+    assert "b" not in ctx.shard.groups["g"].members
+    assert step1(ctx, "c").fetch_offset == 0
+    ctx.assert_replay_equals_live()

@@ -127,3 +127,17 @@ def deliver(
         if states.get(key) != state:
             records.append(state_record(key, state))
     return CoordinatorResult(records=records, response=response)
+
+
+def release_member(
+    states: dict[SharePartitionKey, sp.SharePartition], group_id: str, member_id: str, limits: sp.DeliveryLimits
+) -> list[CoordinatorRecord]:
+    """Records giving back everything ``member_id`` holds in the group's share-partitions: it
+    left or its session ran out, and another member may take its records now rather than
+    after their locks (Kafka releases them when the member goes)."""
+    records = []
+    for key in sorted(k for k in states if k[0] == group_id):
+        released = sp.release_member(states[key], member_id, limits)
+        if released != states[key]:
+            records.append(state_record(key, released))
+    return records
