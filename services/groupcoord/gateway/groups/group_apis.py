@@ -592,7 +592,7 @@ class GroupApis:
             code = step1.error_code if step1.response is None else step1.response.error_code
             return _share_fetch_error(rt, ErrorCode(code))
         told = {(p.topic_id, p.partition): p for p in step1.response.partitions}
-        fetched: dict[tuple[bytes, int], tuple[ErrorCode, bytes, list[tuple[int, int]]]] = {}
+        fetched: dict[tuple[bytes, int], share_fetch.Fetched] = {}
         starts: dict[tuple[bytes, int], int] = {}
         if fetching:
             resets = {k: told[k].reset_to for k in fetching if told[k].HasField("reset_to")}
@@ -618,16 +618,19 @@ class GroupApis:
                 acquire=True,
                 max_records=int(req.max_records),
             )
-            for key, (code, _, ranges) in fetched.items():
-                if code != ErrorCode.none or not ranges:
+            for key, got in fetched.items():
+                if got.error_code != ErrorCode.none or got.covered_to is None or key not in offsets:
                     continue
                 part = step2.partitions.add(topic_id=key[0], partition=key[1], fetch_offset=offsets[key])
                 if key in starts:
                     part.start_offset = starts[key]
-                # whole batches, as many as the member may take (the rest is fetched again)
+                # Whole batches, as many as the member may take; the fetch then covers up to the
+                # first batch left out (fetched again later), else all it returned.
+                part.covered_to = got.covered_to
                 wanted, taken = max(int(req.max_records), 1), 0
-                for first, last in ranges:
+                for first, last in got.deliverable:
                     if taken >= wanted:
+                        part.covered_to = first - 1
                         break
                     part.offsets.extend(range(first, last + 1))
                     taken += last - first + 1
@@ -644,7 +647,8 @@ class GroupApis:
         range_type = _entry(partition_type, "acquired_records")
         by_topic: dict[bytes, list[Any]] = {}
         for key in dict.fromkeys([*fetching, *acknowledgements]):
-            code, records, _ = fetched.get(key, (ErrorCode.none, b"", []))
+            got = fetched.get(key)
+            code, records = (got.error_code, got.records) if got is not None else (ErrorCode.none, b"")
             ranges = acquired.get(key, ())
             by_topic.setdefault(key[0], []).append(
                 partition_type(

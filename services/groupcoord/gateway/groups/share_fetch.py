@@ -25,6 +25,7 @@ import struct
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -40,27 +41,75 @@ PARTITION_MAX_BYTES = 1 << 20
 MAX_WAIT_MS = 5_000  # well inside the upstream link's request timeout
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
-_LAST_OFFSET_DELTA = struct.Struct(">i")
-_LAST_OFFSET_DELTA_AT = 23  # base offset 8, length 4, leader epoch 4, magic 1, crc 4, attributes 2
+# a v2 record batch's header after those: leader epoch, magic, crc, attributes, last offset
+# delta, first and max timestamps, producer id (then epoch, sequence, record count)
+_REST_OF_HEADER = struct.Struct(">ibIhiqqq")
+_HEADER_SIZE = _BATCH_HEADER.size + 49  # 61 bytes up to the first record
+_TRANSACTIONAL, _CONTROL = 1 << 4, 1 << 5
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
-def batches(records: bytes | None) -> tuple[bytes, list[tuple[int, int]]]:
-    """The complete record batches of a fetched partition (a fetch may end inside one) and
-    each one's (base offset, last offset)."""
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """One share-partition's part of the upstream's Fetch answer."""
+
+    error_code: ErrorCode
+    records: bytes  # its complete batches, as the upstream sent them
+    deliverable: list[tuple[int, int]]  # (first, last) of the batches a member may get
+    covered_to: int | None  # the last offset of the last complete batch
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One record batch as its header tells it."""
+
+    base_offset: int
+    last_offset: int
+    producer_id: int
+    transactional: bool
+    control: bool
+
+
+def batches(records: bytes | None) -> tuple[bytes, list[Batch]]:
+    """The complete record batches of a fetched partition (a fetch may end inside one), and
+    each one's header. Only v2 batches (magic 2: Kafka 0.11 and later) are read."""
     if not records:
         return b"", []
-    ranges: list[tuple[int, int]] = []
+    found: list[Batch] = []
     position = 0
-    while position + _BATCH_HEADER.size <= len(records):
+    while position + _HEADER_SIZE <= len(records):
         base, length = _BATCH_HEADER.unpack_from(records, position)
         end = position + _BATCH_HEADER.size + length
-        if length < _LAST_OFFSET_DELTA_AT or end > len(records):
+        if end > len(records) or end - position < _HEADER_SIZE:
             break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(records, position + _LAST_OFFSET_DELTA_AT)
-        ranges.append((base, base + delta))
+        _epoch, magic, _crc, attributes, delta, _first, _max, producer = _REST_OF_HEADER.unpack_from(
+            records, position + _BATCH_HEADER.size
+        )
+        if magic != 2:
+            break
+        found.append(Batch(base, base + delta, producer, bool(attributes & _TRANSACTIONAL), bool(attributes & _CONTROL)))
         position = end
-    return records[:position], ranges
+    return records[:position], found
+
+
+def deliverable(found: list[Batch], aborted: Iterable[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    """The (first, last) offsets of the batches a share group may deliver: never a control batch
+    (a transaction marker), and with read_committed (``aborted``: the Fetch's aborted
+    transactions, producer id and first offset) never a batch of an aborted transaction, as
+    Kafka's read_committed consumer skips them. What is left out becomes a gap at the shard."""
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    aborting: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for batch in found:
+        while pending and pending[0][1] <= batch.last_offset:
+            aborting.add(pending.pop(0)[0])
+        if batch.control:
+            aborting.discard(batch.producer_id)  # the transaction's marker: what follows is not its
+            continue
+        if batch.transactional and batch.producer_id in aborting:
+            continue
+        out.append((batch.base_offset, batch.last_offset))
+    return out
 
 
 def reset_timestamp(reset_to: str, now_ms: int) -> int:
@@ -139,9 +188,9 @@ async def fetch_upstream(
     min_bytes: int,
     max_bytes: int,
     read_committed: bool,
-) -> dict[SharePartitionId, tuple[ErrorCode, bytes, list[tuple[int, int]]]]:
+) -> dict[SharePartitionId, Fetched]:
     """One upstream Fetch of every share-partition from its offset: per partition its error,
-    its complete batches and their offset ranges."""
+    its complete batches, and the offset ranges of those it may deliver (:func:`deliverable`)."""
     by_topic: dict[bytes, list[tuple[int, int]]] = {}
     for (tid, partition), offset in offsets.items():
         by_topic.setdefault(tid, []).append((partition, offset))
@@ -168,12 +217,19 @@ async def fetch_upstream(
             forgotten_topics_data=(),
         ),
     )
-    out: dict[SharePartitionId, tuple[ErrorCode, bytes, list[tuple[int, int]]]] = {}
+    out: dict[SharePartitionId, Fetched] = {}
     for topic in response.responses:
         for p in topic.partitions:
-            complete, ranges = batches(p.records)
+            complete, found = batches(p.records)
+            aborted = (
+                [(int(a.producer_id), int(a.first_offset)) for a in p.aborted_transactions or ()]
+                if read_committed
+                else None
+            )
+            ranges = deliverable(found, aborted)
+            covered = found[-1].last_offset if found else None
             tid = topic.topic_id.bytes if topic.topic_id is not None else bytes(16)
-            out[(tid, int(p.partition_index))] = (p.error_code, complete, ranges)
+            out[(tid, int(p.partition_index))] = Fetched(p.error_code, complete, ranges, covered)
     return out
 
 

@@ -201,12 +201,18 @@ def test_no_record_is_held_twice_nothing_done_comes_back_and_replay_is_the_state
             if d.state is RecordState.ACQUIRED and d.lock_deadline_ms > now
         }
         if op[0] == "fetch":
-            _, member, max_records, _ = op
+            _, member, max_records, markers = op
             before = sp
             start = sp.next_fetch_offset()
-            sp, acquired = acquire(
-                sp, member, start, [o for o in log if o >= start], max_records, now, limits
-            )
+            fetched = [o for o in log if o >= start]
+            covered_to = None
+            if markers and len(fetched) > markers:
+                # the fetch ends on records never to deliver (transaction markers, an aborted
+                # transaction's): it covers them, returns only the ones before
+                covered_to = fetched[-1]
+                holes = holes | set(fetched[-markers:])
+                fetched = fetched[:-markers]
+            sp, acquired = acquire(sp, member, start, fetched, max_records, now, limits, covered_to)
             # a fetch takes nothing from anyone: what was held is held by the same member
             assert all(sp.deliveries[o].member_id == m for o, m in held_before.items()), "lock stolen"
             offsets = [o for r in acquired for o in range(r.first_offset, r.last_offset + 1)]
@@ -256,3 +262,18 @@ def test_no_record_is_held_twice_nothing_done_comes_back_and_replay_is_the_state
         for offset in done & set(sp.deliveries):
             assert sp.deliveries[offset].state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED), "undone"
         assert from_record_value(to_record_value(sp)) == sp
+
+
+def test_a_fetch_ending_on_transaction_markers_moves_past_them() -> None:
+    # offsets 2-3 are a commit marker and an aborted record: covered, never delivered
+    sp, acquired = acquire(SharePartition.starting_at(0), "a", 0, [0, 1], 500, 0, LIMITS, covered_to=3)
+    assert [(r.first_offset, r.last_offset) for r in acquired] == [(0, 1)]
+    assert (sp.end_offset, sp.next_fetch_offset()) == (4, 4), "the next fetch starts after the markers"
+    sp, _ = acknowledge(sp, "a", [(0, 1, [ACCEPT])], 0, LIMITS)
+    assert (sp.start_offset, sp.end_offset) == (4, 4), "done and gaps alike are behind the start"
+    # only markers: nothing to deliver, and still past them
+    sp, acquired = acquire(sp, "a", 4, [], 500, 0, LIMITS, covered_to=6)
+    assert acquired == [] and sp.next_fetch_offset() == 7
+    # a fetch cut short by max_records leaves what it did not reach alone
+    sp, acquired = acquire(SharePartition.starting_at(0), "a", 0, [0, 1, 2], 2, 0, LIMITS, covered_to=5)
+    assert sp.end_offset == 2 and sp.next_fetch_offset() == 2

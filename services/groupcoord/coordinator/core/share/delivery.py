@@ -95,7 +95,14 @@ def deliver(
                     continue
                 state = sp.SharePartition.starting_at(part.start_offset)
             state, acquired = sp.acquire(
-                state, request.member_id, part.fetch_offset, list(part.offsets), budget, now_ms, limits
+                state,
+                request.member_id,
+                part.fetch_offset,
+                list(part.offsets),
+                budget,
+                now_ms,
+                limits,
+                part.covered_to if part.HasField("covered_to") else None,
             )
             budget -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
             for r in acquired:

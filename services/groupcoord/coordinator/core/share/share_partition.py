@@ -162,6 +162,7 @@ def acquire(
     max_records: int,
     now_ms: int,
     limits: DeliveryLimits,
+    covered_to: int | None = None,
 ) -> tuple[SharePartition, list[AcquiredRange]]:
     """Acquire for ``member_id`` what a fetch from ``fetch_offset`` returned.
 
@@ -175,6 +176,11 @@ def acquire(
     ``max_records`` and as far as the window may reach (``limits.max_in_flight``). Each is
     locked until ``now_ms + lock_duration_ms`` and counts one more delivery. An offset
     acquired by anyone else, or done, is never acquired.
+
+    ``covered_to``, when the fetch reached further than its last deliverable offset (it ended
+    on transaction markers or an aborted transaction's records), is the last offset it covered:
+    the offsets after the last of ``offsets`` up to it are gaps too, so the next fetch starts
+    after them — if every record up to there was taken.
     """
     partition = expire_locks(partition, now_ms, limits)
     deliveries = dict(partition.deliveries)
@@ -186,8 +192,10 @@ def acquire(
                 deliveries[offset] = GAP
     deadline = now_ms + limits.lock_duration_ms
     acquired: list[tuple[int, int]] = []
+    every_offset_seen = True  # no offset left for lack of room (max_records, the window)
     for offset in offsets:
         if len(acquired) >= max_records:
+            every_offset_seen = False
             break
         if offset < start:
             continue
@@ -200,12 +208,23 @@ def acquire(
             continue
         start = _advance(start, end, deliveries)
         if offset - start >= limits.max_in_flight:
+            every_offset_seen = False
             break  # the window is full: the rest waits for acknowledgements
         for gap in range(end, offset):
             deliveries[gap] = GAP
         deliveries[offset] = Delivery(RecordState.ACQUIRED, 1, member_id, deadline)
         acquired.append((offset, 1))
         end = offset + 1
+    after = max(offsets[-1] + 1 if offsets else fetch_offset, fetch_offset)
+    if covered_to is not None and covered_to >= after and every_offset_seen:
+        for offset in range(max(after, start), min(end, covered_to + 1)):
+            if deliveries[offset].state is RecordState.AVAILABLE:
+                deliveries[offset] = GAP
+        start = _advance(start, end, deliveries)
+        if end >= after and covered_to + 1 - start <= limits.max_in_flight:
+            for gap in range(end, covered_to + 1):
+                deliveries[gap] = GAP
+            end = max(end, covered_to + 1)
     start = _advance(start, end, deliveries)
     return SharePartition(start, end, deliveries, partition.state_epoch), _ranges(acquired)
 
