@@ -109,16 +109,14 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1), read("share_group_describe")),
     GroupApi(ApiKey.SHARE_FETCH, (1, 1), write("share_fetch")),
     GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1), write("share_acknowledge")),
+    GroupApi(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1), read("describe_share_group_offsets")),
+    GroupApi(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0), write("alter_share_group_offsets")),
+    GroupApi(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0), write("delete_share_group_offsets")),
 )
 """Every group API served, in api-key order."""
 
 NOT_SERVED: frozenset[ApiKey] = frozenset(
     {
-        # share-group offsets: they name our share groups, which the upstream's share
-        # coordinator (Kafka 4.2+) does not know
-        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-        ApiKey.ALTER_SHARE_GROUP_OFFSETS,
-        ApiKey.DELETE_SHARE_GROUP_OFFSETS,
         ApiKey.STREAMS_GROUP_HEARTBEAT,
         ApiKey.STREAMS_GROUP_DESCRIBE,
     }

@@ -63,6 +63,7 @@ from groupcoord.coordinator.core.offsets import (
 from groupcoord.coordinator.core.share import delivery as share_delivery
 from groupcoord.coordinator.core.share import group as share_group
 from groupcoord.coordinator.core.share import heartbeat as share_heartbeat
+from groupcoord.coordinator.core.share import offsets as share_offsets
 from groupcoord.coordinator.core.share.describe import describe_share_groups
 from groupcoord.coordinator.core.share.group import ShareGroup
 from groupcoord.coordinator.core.share.share_partition import DeliveryLimits
@@ -293,6 +294,22 @@ class GroupCoordinatorShard(ActsOnState):
             auto_offset_reset=str(value(group_id, SHARE_AUTO_OFFSET_RESET)),
             isolation_level=str(value(group_id, SHARE_ISOLATION_LEVEL)),
         )
+
+    def describe_share_group_offsets(
+        self, request: share_pb.DescribeShareGroupOffsetsRequest, now_ms: int = 0
+    ) -> CoordinatorResult[share_pb.DescribeShareGroupOffsetsResponse]:
+        return share_offsets.describe(request, self.groups, self.data.share_partitions, self.image)
+
+    def alter_share_group_offsets(
+        self, request: share_pb.AlterShareGroupOffsetsRequest, now_ms: int = 0
+    ) -> CoordinatorResult[share_pb.AlterShareGroupOffsetsResponse]:
+        return share_offsets.alter(request, self.groups, self.data.share_partitions, self.image)
+
+    def delete_share_group_offsets(
+        self, request: share_pb.AlterShareGroupOffsetsRequest, now_ms: int = 0
+    ) -> CoordinatorResult[share_pb.AlterShareGroupOffsetsResponse]:
+        request.delete = True
+        return share_offsets.alter(request, self.groups, self.data.share_partitions, self.image)
 
     def share_group_describe(
         self, request: share_pb.ShareGroupDescribeRequest, now_ms: int = 0

@@ -99,6 +99,11 @@ OPERATIONS: dict[str, Operation] = dict(
             ApiKey.SHARE_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.share_group_describe(r, now)),
             ApiKey.SHARE_FETCH: ShardHandler(lambda s, r, now, _: s.share_fetch(r, now)),
             ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(lambda s, r, now, _: s.share_acknowledge(r, now)),
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShardHandler(
+                lambda s, r, now, _: s.describe_share_group_offsets(r, now)
+            ),
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: ShardHandler(lambda s, r, now, _: s.alter_share_group_offsets(r, now)),
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: ShardHandler(lambda s, r, now, _: s.delete_share_group_offsets(r, now)),
         },
         SHARD_APIS,
     )

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from groupcoord.common.group_api_declarations import GROUP_KEY, GROUP_RESOURCE, registered
 from groupcoord.common.kafka_wire import codec
@@ -727,6 +727,132 @@ class GroupApis:
             node_endpoints=(),
         )
 
+    async def describe_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
+        """The shard's start offsets, and (v1) the lag: the upstream's high watermark (ListOffsets
+        on the client's own connection) less the start offset and the records done past it."""
+        rt = ctx.response_type
+        asked = {g.group_id: g for g in req.groups}
+
+        def envelope(ids: list[str]) -> Envelope:
+            msg = sh.DescribeShareGroupOffsetsRequest(api_version=ctx.version)
+            for gid in ids:
+                group = msg.groups.add(group_id=gid, all_topics=asked[gid].topics is None)
+                for t in asked[gid].topics or ():
+                    group.topics.add(topic_name=t.topic_name, partitions=[int(p) for p in t.partitions])
+            return Envelope(describe_share_group_offsets=msg)
+
+        groups = await self.per_group(
+            [g.group_id for g in req.groups],
+            envelope,
+            lambda resp: ((g.group_id, g) for g in resp.groups),
+            lambda gid, reply: sh.DescribeShareGroupOffsetsResponseGroup(
+                group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
+            ),
+        )
+        group_type = _entry(rt, "groups")
+        topic_type = _entry(group_type, "topics")
+        partition_type = _entry(topic_type, "partitions")
+        with_lag = "lag" in partition_type.__dataclass_fields__
+        ends: dict[tuple[str, int], int] = {}
+        if with_lag:
+            started = {(t.topic_name, p.partition_index) for g in groups for t in g.topics for p in t.partitions if p.start_offset >= 0}
+            ends = await share_fetch.end_offsets(ctx.ask, started)
+
+        def partition(name: str, p: Any) -> Any:
+            fields: dict[str, Any] = {
+                "partition_index": i32(p.partition_index),
+                "start_offset": i64(p.start_offset),
+                "leader_epoch": i32(-1),
+                "error_code": ErrorCode(p.error_code),
+                "error_message": p.error_message if p.HasField("error_message") else None,
+            }
+            if with_lag:
+                end = ends.get((name, p.partition_index))
+                lag = -1 if end is None or p.start_offset < 0 else max(0, end - p.start_offset - p.done)
+                fields["lag"] = i64(lag)
+            return partition_type(**fields)
+
+        return rt(
+            throttle_time=NO_THROTTLE,
+            groups=tuple(
+                group_type(
+                    group_id=g.group_id,
+                    error_code=ErrorCode(g.error_code),
+                    error_message=g.error_message if g.HasField("error_message") else None,
+                    topics=tuple(
+                        topic_type(
+                            topic_name=t.topic_name,
+                            topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
+                            partitions=tuple(partition(t.topic_name, p) for p in t.partitions),
+                        )
+                        for t in g.topics
+                    ),
+                )
+                for g in groups
+            ),
+        )
+
+    async def alter_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
+        msg = sh.AlterShareGroupOffsetsRequest(api_version=ctx.version, group_id=req.group_id)
+        for t in req.topics:
+            msg.topics.add(
+                topic_name=t.topic_name,
+                partitions=[int(p.partition_index) for p in t.partitions],
+                start_offsets=[int(p.start_offset) for p in t.partitions],
+            )
+        reply = await self.call(req.group_id, Envelope(alter_share_group_offsets=msg))
+        rt = ctx.response_type
+        topic_type = _entry(rt, "responses")
+        partition_type = _entry(topic_type, "partitions")
+        resp = reply.response or sh.AlterShareGroupOffsetsResponse(
+            error_code=reply.error_code, error_message=reply.error_message or None
+        )
+        return rt(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode(resp.error_code),
+            error_message=resp.error_message if resp.HasField("error_message") else None,
+            responses=tuple(
+                topic_type(
+                    topic_name=t.topic_name,
+                    topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
+                    partitions=tuple(
+                        partition_type(
+                            partition_index=i32(p.partition_index),
+                            error_code=ErrorCode(p.error_code),
+                            error_message=p.error_message if p.HasField("error_message") else None,
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in resp.topics
+            ),
+        )
+
+    async def delete_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
+        msg = sh.AlterShareGroupOffsetsRequest(api_version=ctx.version, group_id=req.group_id, delete=True)
+        for t in req.topics:
+            msg.topics.add(topic_name=t.topic_name)
+        reply = await self.call(req.group_id, Envelope(delete_share_group_offsets=msg))
+        rt = ctx.response_type
+        topic_type = _entry(rt, "responses")
+        resp = reply.response or sh.AlterShareGroupOffsetsResponse(
+            error_code=reply.error_code, error_message=reply.error_message or None
+        )
+        return rt(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode(resp.error_code),
+            error_message=resp.error_message if resp.HasField("error_message") else None,
+            responses=tuple(
+                topic_type(
+                    topic_name=t.topic_name,
+                    topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
+                    error_code=ErrorCode(t.error_code),
+                    error_message=t.error_message if t.HasField("error_message") else None,
+                )
+                for t in resp.topics
+            ),
+        )
+
     # --- admin --------------------------------------------------------------------------
 
     async def list_groups(self, ctx: CallContext, req: Any) -> Any:
@@ -983,6 +1109,9 @@ GROUP_APIS: dict[int, ServedApi] = {
             ApiKey.SHARE_GROUP_DESCRIBE: GroupApis.share_group_describe,
             ApiKey.SHARE_FETCH: GroupApis.share_fetch,
             ApiKey.SHARE_ACKNOWLEDGE: GroupApis.share_acknowledge,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: GroupApis.describe_share_group_offsets,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: GroupApis.alter_share_group_offsets,
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: GroupApis.delete_share_group_offsets,
         },
     )
 }

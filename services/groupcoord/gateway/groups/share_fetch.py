@@ -181,6 +181,35 @@ async def start_offsets(ask: Any, resets: dict[SharePartitionId, str]) -> dict[S
     return out
 
 
+async def end_offsets(ask: Any, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The upstream's high watermark of each (topic, partition), by ListOffsets latest; a
+    partition it cannot answer for is left out (its lag is then unknown, -1)."""
+    by_name: dict[str, list[int]] = {}
+    for name, partition in partitions:
+        by_name.setdefault(name, []).append(partition)
+    if not by_name:
+        return {}
+    listed = await ask(
+        ListOffsetsRequest(
+            replica_id=i32(-1),
+            isolation_level=i8(0),
+            topics=tuple(
+                ListOffsetsTopic(
+                    name=name,
+                    partitions=tuple(ListOffsetsPartition(partition_index=i32(p), timestamp=i64(LATEST)) for p in ps),
+                )
+                for name, ps in by_name.items()
+            ),
+        )
+    )
+    return {
+        (t.name, int(p.partition_index)): int(p.offset)
+        for t in listed.topics
+        for p in t.partitions
+        if p.error_code == ErrorCode.none and int(p.offset) >= 0
+    }
+
+
 async def fetch_upstream(
     ask: Any,
     offsets: dict[SharePartitionId, int],

@@ -14,6 +14,9 @@ ConsumerGroupHeartbeat                 READ                       DESCRIBE on su
 ShareGroupHeartbeat                    READ                       DESCRIBE on subscribed names
 ShareFetch, ShareAcknowledge           READ                       READ: the upstream's (records
                                                                   fetched as the client)
+DescribeShareGroupOffsets              DESCRIBE, per group        -
+AlterShareGroupOffsets                 READ                       -
+DeleteShareGroupOffsets                DELETE                     -
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
@@ -236,6 +239,58 @@ def _share_delivery(auth: GroupAuthorization, caller: Caller, version: int, rt: 
         return response_type(error_code=GROUP_DENIED, responses=(), node_endpoints=(), **fields)
 
     return Verdict(None, refusal)
+
+
+def _describe_share_group_offsets(
+    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
+) -> Verdict:
+    """DESCRIBE on each group (``KafkaApis.handleDescribeShareGroupOffsetsRequest``): a refused
+    group is answered GROUP_AUTHORIZATION_FAILED in its place, the others are served."""
+    refused = {g.group_id for g in req.groups if not auth.group(caller, Operation.DESCRIBE, g.group_id)}
+    if not refused:
+        return Verdict(req)
+    group_type = _entry(rt, "groups")
+
+    def denial(group_id: str) -> Any:
+        return group_type(group_id=group_id, topics=(), error_code=GROUP_DENIED, error_message=GROUP_DENIED_MESSAGE)
+
+    allowed = tuple(g for g in req.groups if g.group_id not in refused)
+    if not allowed:
+        return Verdict(
+            None,
+            lambda response_type: response_type(
+                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                groups=tuple(denial(g.group_id) for g in req.groups),
+            ),
+        )
+
+    def finish(resp: Any) -> Any:
+        served = {g.group_id: g for g in resp.groups}
+        return dataclasses.replace(
+            resp, groups=tuple(served.get(g.group_id) or denial(g.group_id) for g in req.groups)
+        )
+
+    return Verdict(dataclasses.replace(req, groups=allowed), finish=finish)
+
+
+def _share_offsets_change(operation: Operation) -> Hook:
+    """AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets (DELETE): refused,
+    the whole request is GROUP_AUTHORIZATION_FAILED."""
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        if auth.group(caller, operation, req.group_id):
+            return Verdict(req)
+        return Verdict(
+            None,
+            lambda response_type: response_type(
+                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+                error_code=GROUP_DENIED,
+                error_message=GROUP_DENIED_MESSAGE,
+                responses=(),
+            ),
+        )
+
+    return hook
 
 
 def _modern_heartbeat(response_type: type[Message]) -> Hook:
@@ -817,6 +872,9 @@ HOOKS: dict[int, Hook] = {
             ApiKey.SHARE_GROUP_HEARTBEAT: _modern_heartbeat(sgh.ShareGroupHeartbeatResponse),
             ApiKey.SHARE_FETCH: _share_delivery,
             ApiKey.SHARE_ACKNOWLEDGE: _share_delivery,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.READ),
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.DELETE),
             ApiKey.SHARE_GROUP_DESCRIBE: _modern_describe(
                 lambda g: sgh.ShareGroupDescribeGroup(
                     group_id=g, error_code=GROUP_DENIED.value, authorized_operations=AUTHORIZED_OPERATIONS_OMITTED

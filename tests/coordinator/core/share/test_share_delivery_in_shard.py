@@ -134,3 +134,49 @@ def test_a_member_that_leaves_or_times_out_gives_its_records_back_at_once() -> N
     assert "b" not in ctx.shard.groups["g"].members
     assert step1(ctx, "c").fetch_offset == 0
     ctx.assert_replay_equals_live()
+
+
+def test_offsets_are_described_altered_only_when_empty_and_deleted() -> None:
+    from tests.coordinator.core.test_assignors import image  # noqa: PLC0415
+
+    ctx = context()
+    ctx.apply(ctx.shard.on_metadata_update(image(orders=2), 0))
+    beat = pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=0)
+    beat.subscribed_topic_names.names.append("orders")
+    ctx.call("share_group_heartbeat", beat)
+    step1(ctx, "a")
+    step2(ctx, "a", 10, range(10, 14), start=10)
+    step1(ctx, "a", [(10, 11, ACCEPT)], fetch=False)
+
+    def describe() -> list[tuple[str, int, int, int]]:
+        token, _ = ctx.call(
+            "describe_share_group_offsets",
+            pb.DescribeShareGroupOffsetsRequest(
+                groups=[pb.DescribeShareGroupOffsetsGroup(group_id="g", all_topics=True)]
+            ),
+        )
+        return [
+            (t.topic_name, p.partition_index, p.start_offset, p.done)
+            for t in ctx.answer(token).groups[0].topics
+            for p in t.partitions
+        ]
+
+    assert describe() == [("orders", 0, 12, 0)]
+    alter = pb.AlterShareGroupOffsetsRequest(group_id="g")
+    alter.topics.add(topic_name="orders", partitions=[0, 1, 7], start_offsets=[0, 3, 0])
+    token, _ = ctx.call("alter_share_group_offsets", alter)
+    assert ctx.answer(token).error_code == ErrorCode.non_empty_group.value
+    ctx.call(
+        "share_group_heartbeat",
+        pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=-1),
+    )
+    token, _ = ctx.call("alter_share_group_offsets", alter)
+    codes = [p.error_code for p in ctx.answer(token).topics[0].partitions]
+    assert codes == [0, 0, ErrorCode.unknown_topic_or_partition.value]
+    assert describe() == [("orders", 0, 0, 0), ("orders", 1, 3, 0)]
+    assert ctx.shard.data.share_partitions[("g", ORDERS, 0)].state_epoch == 1, "a reset is a new state epoch"
+    delete = pb.AlterShareGroupOffsetsRequest(group_id="g")
+    delete.topics.add(topic_name="orders")
+    token, _ = ctx.call("delete_share_group_offsets", delete)
+    assert ctx.answer(token).topics[0].error_code == 0 and describe() == []
+    ctx.assert_replay_equals_live()
