@@ -635,3 +635,30 @@ def test_command_config_over_sasl_ssl_with_json_parsed_back(
     properties.write_text(properties.read_text().replace(USERS["ops"], "wrong"))
     status, _, err = run(capsys, "groups", "list", "--output", "json", *config)
     assert status != 0 and "Error:" in err and "Traceback" not in err
+
+
+def test_share_groups_are_left_to_kafka_share_groups(cluster: BackgroundCluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """A share group (KIP-932) is not a consumer group: listing and describing every group
+    leaves it out, as kafka-consumer-groups.sh does, rather than describing it as a dead one."""
+    import asyncio  # noqa: PLC0415
+
+    from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest  # noqa: PLC0415
+    from kio.static.primitive import i32  # noqa: PLC0415
+
+    from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+
+    share = f"cli-share-{uuid.uuid4().hex[:6]}"
+    host, port = cluster.bootstrap.rsplit(":", 1)
+    joined = asyncio.run(
+        exchange(
+            (host, int(port)),
+            ShareGroupHeartbeatRequest(group_id=share, member_id=uuid.uuid4().hex[:22], member_epoch=i32(0), subscribed_topic_names=("x",)),
+            "cli-test",
+            15,
+        )
+    )
+    assert joined.error_code.value == 0, joined
+    assert groupcoord(["groups", "list", "--bootstrap", cluster.bootstrap]) == 0
+    assert share not in capsys.readouterr().out.split()
+    assert groupcoord(["groups", "describe", "--all-groups", "--state", "--bootstrap", cluster.bootstrap]) == 0
+    assert share not in capsys.readouterr().out

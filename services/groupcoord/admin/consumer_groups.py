@@ -473,8 +473,11 @@ class ConsumerGroupsAdmin:
             await self.log_end.close()
 
     async def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, protocol type) of every group, sorted."""
-        return sorted((str(g[0]), str(g[1])) for g in await self.admin.list_consumer_groups())
+        """(group id, protocol type) of every consumer group (classic or KIP-848), sorted: share
+        groups are kafka-share-groups.sh's, as Kafka's kafka-consumer-groups.sh leaves them out."""
+        return sorted(
+            (str(g[0]), str(g[1])) for g in await self.admin.list_consumer_groups() if str(g[1]) != "share"
+        )
 
     async def describe(self, group_ids: list[str]) -> list[GroupDescription]:
         """Each group as Kafka's AdminClient describes it: ConsumerGroupDescribe for a KIP-848
