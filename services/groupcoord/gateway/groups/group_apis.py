@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i32, i32Timedelta, i64
+from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.common.group_api_declarations import GROUP_KEY, GROUP_RESOURCE, registered
 from groupcoord.common.kafka_wire import codec
@@ -41,7 +41,6 @@ from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
-from groupcoord.rpc.v1 import share_group_pb2 as sgh
 from groupcoord.rpc.v1 import share_group_pb2 as sh
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
@@ -545,18 +544,18 @@ class GroupApis:
     # --- KIP-932 share groups --------------------------------------------------------------
 
     async def share_group_heartbeat(self, ctx: CallContext, req: Any) -> Any:
-        msg = to_proto(req, sgh.ShareGroupHeartbeatRequest(api_version=ctx.version))
+        msg = to_proto(req, sh.ShareGroupHeartbeatRequest(api_version=ctx.version))
         msg.client_id = ctx.header.client_id or ""
         msg.client_host = ctx.member_host
         reply = await self.call(req.group_id, Envelope(share_group_heartbeat=msg))
-        resp = reply.response or sgh.ShareGroupHeartbeatResponse(  # Kafka's: epoch 0
+        resp = reply.response or sh.ShareGroupHeartbeatResponse(  # Kafka's: epoch 0
             error_code=reply.error_code, error_message=reply.error_message or None
         )
         return self.response(ctx, resp)
 
     async def share_group_describe(self, ctx: CallContext, req: Any) -> Any:
         return await self._describe_modern_groups(
-            ctx, req, "share_group_describe", sgh.ShareGroupDescribeResponse, sgh.ShareGroupDescribeGroup
+            ctx, req, "share_group_describe", sh.ShareGroupDescribeResponse, sh.ShareGroupDescribeGroup
         )
 
     async def share_fetch(self, ctx: CallContext, req: Any) -> Any:
@@ -579,7 +578,7 @@ class GroupApis:
                 [(_topic_id(t.topic_id), int(p)) for t in req.forgotten_topics_data for p in t.partitions],
             )
         except ShareSessionError as e:
-            return _share_fetch_error(rt, e.code)
+            return _share_error(rt, e.code)
         step1 = await self.call(
             group_id,
             Envelope(
@@ -590,10 +589,11 @@ class GroupApis:
         )
         if step1.response is None or step1.response.error_code:
             code = step1.error_code if step1.response is None else step1.response.error_code
-            return _share_fetch_error(rt, ErrorCode(code))
+            return _share_error(rt, ErrorCode(code))
         told = {(p.topic_id, p.partition): p for p in step1.response.partitions}
         fetched: dict[tuple[bytes, int], share_fetch.Fetched] = {}
         starts: dict[tuple[bytes, int], int] = {}
+        acquired: dict[tuple[bytes, int], Any] = {}
         if fetching:
             resets = {k: told[k].reset_to for k in fetching if told[k].HasField("reset_to")}
             starts = await share_fetch.start_offsets(ctx.ask, resets)
@@ -634,13 +634,10 @@ class GroupApis:
                         break
                     part.offsets.extend(range(first, last + 1))
                     taken += last - first + 1
-            acquired: dict[tuple[bytes, int], Any] = {}
             if step2.partitions:
                 reply = await self.call(group_id, Envelope(share_fetch=step2))
                 if reply.response is not None:
                     acquired = {(p.topic_id, p.partition): p.acquired for p in reply.response.partitions}
-        else:
-            acquired = {}
         topic_type = _entry(rt, "responses")
         partition_type = _entry(topic_type, "partitions")
         leader_type = partition_type.__dataclass_fields__["current_leader"].type
@@ -688,7 +685,7 @@ class GroupApis:
         try:
             self.share_sessions.acknowledge(group_id, member_id, int(req.share_session_epoch))
         except ShareSessionError as e:
-            return rt(throttle_time=NO_THROTTLE, error_code=e.code, responses=(), node_endpoints=())
+            return _share_error(rt, e.code)
         acknowledgements = {
             (_topic_id(t.topic_id), int(p.partition_index)): p.acknowledgement_batches
             for t in req.topics
@@ -704,7 +701,7 @@ class GroupApis:
         )
         if reply.response is None or reply.response.error_code:
             code = reply.error_code if reply.response is None else reply.response.error_code
-            return rt(throttle_time=NO_THROTTLE, error_code=ErrorCode(code), responses=(), node_endpoints=())
+            return _share_error(rt, ErrorCode(code))
         topic_type = _entry(rt, "responses")
         partition_type = _entry(topic_type, "partitions")
         leader_type = partition_type.__dataclass_fields__["current_leader"].type
@@ -730,7 +727,6 @@ class GroupApis:
     async def describe_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
         """The shard's start offsets, and (v1) the lag: the upstream's high watermark (ListOffsets
         on the client's own connection) less the start offset and the records done past it."""
-        rt = ctx.response_type
         asked = {g.group_id: g for g in req.groups}
 
         def envelope(ids: list[str]) -> Envelope:
@@ -749,48 +745,16 @@ class GroupApis:
                 group_id=gid, error_code=reply.error_code, error_message=reply.error_message or None
             ),
         )
-        group_type = _entry(rt, "groups")
-        topic_type = _entry(group_type, "topics")
-        partition_type = _entry(topic_type, "partitions")
-        with_lag = "lag" in partition_type.__dataclass_fields__
-        ends: dict[tuple[str, int], int] = {}
-        if with_lag:
-            started = {(t.topic_name, p.partition_index) for g in groups for t in g.topics for p in t.partitions if p.start_offset >= 0}
-            ends = await share_fetch.end_offsets(ctx.ask, started)
-
-        def partition(name: str, p: Any) -> Any:
-            fields: dict[str, Any] = {
-                "partition_index": i32(p.partition_index),
-                "start_offset": i64(p.start_offset),
-                "leader_epoch": i32(-1),
-                "error_code": ErrorCode(p.error_code),
-                "error_message": p.error_message if p.HasField("error_message") else None,
-            }
-            if with_lag:
+        if ctx.version >= 1:  # v1 carries the lag
+            partitions = [(t.topic_name, p) for g in groups for t in g.topics for p in t.partitions]
+            ends = await share_fetch.end_offsets(
+                ctx.ask, {(name, p.partition_index) for name, p in partitions if p.start_offset >= 0}
+            )
+            for name, p in partitions:
                 end = ends.get((name, p.partition_index))
-                lag = -1 if end is None or p.start_offset < 0 else max(0, end - p.start_offset - p.done)
-                fields["lag"] = i64(lag)
-            return partition_type(**fields)
-
-        return rt(
-            throttle_time=NO_THROTTLE,
-            groups=tuple(
-                group_type(
-                    group_id=g.group_id,
-                    error_code=ErrorCode(g.error_code),
-                    error_message=g.error_message if g.HasField("error_message") else None,
-                    topics=tuple(
-                        topic_type(
-                            topic_name=t.topic_name,
-                            topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
-                            partitions=tuple(partition(t.topic_name, p) for p in t.partitions),
-                        )
-                        for t in g.topics
-                    ),
-                )
-                for g in groups
-            ),
-        )
+                if end is not None and p.start_offset >= 0:
+                    p.lag = max(0, end - p.start_offset - p.done)
+        return self.response(ctx, sh.DescribeShareGroupOffsetsResponse(groups=groups))
 
     async def alter_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
         msg = sh.AlterShareGroupOffsetsRequest(api_version=ctx.version, group_id=req.group_id)
@@ -800,57 +764,22 @@ class GroupApis:
                 partitions=[int(p.partition_index) for p in t.partitions],
                 start_offsets=[int(p.start_offset) for p in t.partitions],
             )
-        reply = await self.call(req.group_id, Envelope(alter_share_group_offsets=msg))
-        rt = ctx.response_type
-        topic_type = _entry(rt, "responses")
-        partition_type = _entry(topic_type, "partitions")
-        resp = reply.response or sh.AlterShareGroupOffsetsResponse(
-            error_code=reply.error_code, error_message=reply.error_message or None
-        )
-        return rt(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode(resp.error_code),
-            error_message=resp.error_message if resp.HasField("error_message") else None,
-            responses=tuple(
-                topic_type(
-                    topic_name=t.topic_name,
-                    topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
-                    partitions=tuple(
-                        partition_type(
-                            partition_index=i32(p.partition_index),
-                            error_code=ErrorCode(p.error_code),
-                            error_message=p.error_message if p.HasField("error_message") else None,
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in resp.topics
-            ),
-        )
+        return await self._change_share_group_offsets(ctx, req.group_id, Envelope(alter_share_group_offsets=msg))
 
     async def delete_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
         msg = sh.AlterShareGroupOffsetsRequest(api_version=ctx.version, group_id=req.group_id, delete=True)
         for t in req.topics:
             msg.topics.add(topic_name=t.topic_name)
-        reply = await self.call(req.group_id, Envelope(delete_share_group_offsets=msg))
-        rt = ctx.response_type
-        topic_type = _entry(rt, "responses")
-        resp = reply.response or sh.AlterShareGroupOffsetsResponse(
-            error_code=reply.error_code, error_message=reply.error_message or None
-        )
-        return rt(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode(resp.error_code),
-            error_message=resp.error_message if resp.HasField("error_message") else None,
-            responses=tuple(
-                topic_type(
-                    topic_name=t.topic_name,
-                    topic_id=uuid.UUID(bytes=t.topic_id) if len(t.topic_id) == 16 else uuid.UUID(int=0),
-                    error_code=ErrorCode(t.error_code),
-                    error_message=t.error_message if t.HasField("error_message") else None,
-                )
-                for t in resp.topics
-            ),
+        return await self._change_share_group_offsets(ctx, req.group_id, Envelope(delete_share_group_offsets=msg))
+
+    async def _change_share_group_offsets(self, ctx: CallContext, group_id: str, envelope: Envelope) -> Any:
+        """AlterShareGroupOffsets and DeleteShareGroupOffsets: the shard's answer, or its
+        request-level error in the response's."""
+        reply = await self.call(group_id, envelope)
+        return self.response(
+            ctx,
+            reply.response
+            or sh.AlterShareGroupOffsetsResponse(error_code=reply.error_code, error_message=reply.error_message or None),
         )
 
     # --- admin --------------------------------------------------------------------------
@@ -1121,15 +1050,13 @@ with kio's) and the :class:`GroupApis` method adapting them (one per declaration
 them: an int finds an int key by identity, an enum key costs a comparison per lookup."""
 
 
-def _share_fetch_error(response_type: Any, code: ErrorCode) -> Any:
-    """A ShareFetch answered with one top-level error (a session error, the shard's)."""
-    return response_type(
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        acquisition_lock_timeout=NO_THROTTLE,
-        responses=(),
-        node_endpoints=(),
-    )
+def _share_error(response_type: Any, code: ErrorCode) -> Any:
+    """A ShareFetch or ShareAcknowledge answered with one top-level error (a session error, the
+    shard's, a refusal): nothing per partition."""
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": code, "responses": (), "node_endpoints": ()}
+    if "acquisition_lock_timeout" in response_type.__dataclass_fields__:  # ShareFetch only
+        fields["acquisition_lock_timeout"] = NO_THROTTLE
+    return response_type(**fields)
 
 
 def _topic_id(topic_id: uuid.UUID | None) -> bytes:

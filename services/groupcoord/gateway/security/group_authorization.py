@@ -232,45 +232,12 @@ def _share_delivery(auth: GroupAuthorization, caller: Caller, version: int, rt: 
     if auth.group(caller, Operation.READ, req.group_id or ""):
         return Verdict(req)
 
-    def refusal(response_type: type[Any]) -> Any:
-        fields: dict[str, Any] = {"throttle_time": i32Timedelta.parse(datetime.timedelta(0))}
-        if "acquisition_lock_timeout" in response_type.__dataclass_fields__:
-            fields["acquisition_lock_timeout"] = i32Timedelta.parse(datetime.timedelta(0))
-        return response_type(error_code=GROUP_DENIED, responses=(), node_endpoints=(), **fields)
-
-    return Verdict(None, refusal)
-
-
-def _describe_share_group_offsets(
-    auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any
-) -> Verdict:
-    """DESCRIBE on each group (``KafkaApis.handleDescribeShareGroupOffsetsRequest``): a refused
-    group is answered GROUP_AUTHORIZATION_FAILED in its place, the others are served."""
-    refused = {g.group_id for g in req.groups if not auth.group(caller, Operation.DESCRIBE, g.group_id)}
-    if not refused:
-        return Verdict(req)
-    group_type = _entry(rt, "groups")
-
-    def denial(group_id: str) -> Any:
-        return group_type(group_id=group_id, topics=(), error_code=GROUP_DENIED, error_message=GROUP_DENIED_MESSAGE)
-
-    allowed = tuple(g for g in req.groups if g.group_id not in refused)
-    if not allowed:
-        return Verdict(
-            None,
-            lambda response_type: response_type(
-                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
-                groups=tuple(denial(g.group_id) for g in req.groups),
-            ),
-        )
-
-    def finish(resp: Any) -> Any:
-        served = {g.group_id: g for g in resp.groups}
-        return dataclasses.replace(
-            resp, groups=tuple(served.get(g.group_id) or denial(g.group_id) for g in req.groups)
-        )
-
-    return Verdict(dataclasses.replace(req, groups=allowed), finish=finish)
+    return Verdict(
+        None,
+        lambda body: _make(  # acquisition_lock_timeout: ShareFetch only
+            body, error_code=GROUP_DENIED, responses=(), node_endpoints=(), acquisition_lock_timeout=NO_THROTTLE
+        ),
+    )
 
 
 def _share_offsets_change(operation: Operation) -> Hook:
@@ -281,13 +248,7 @@ def _share_offsets_change(operation: Operation) -> Hook:
         if auth.group(caller, operation, req.group_id):
             return Verdict(req)
         return Verdict(
-            None,
-            lambda response_type: response_type(
-                throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
-                error_code=GROUP_DENIED,
-                error_message=GROUP_DENIED_MESSAGE,
-                responses=(),
-            ),
+            None, lambda body: _make(body, error_code=GROUP_DENIED, error_message=GROUP_DENIED_MESSAGE, responses=())
         )
 
     return hook
@@ -580,14 +541,20 @@ def authorized_group_operations(auth: GroupAuthorization, caller: Caller, group_
 
 
 def _per_group_read(
-    field: str, entry_field: str, refusal: Callable[[str], Message]
+    field: str,
+    entry_field: str,
+    refusal: Callable[[str], Message],
+    group_of: Callable[[Any], str] = lambda group_id: group_id,
 ) -> Callable[..., Verdict]:
     """Describe-style APIs naming several groups: refused groups are answered here and never
     sent to a shard, the others served, in request order (KafkaApis describes only the
-    authorized groups); when asked for, ``authorized_operations`` are the caller's."""
+    authorized groups); when asked for, ``authorized_operations`` are the caller's.
+    ``group_of(entry)`` is the group an entry of the request's ``field`` names (the entry
+    itself when it is a group id)."""
 
     def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
-        ids = tuple(getattr(req, field))
+        asked = tuple(getattr(req, field))
+        ids = tuple(group_of(g) for g in asked)
         denied = {g for g in ids if not auth.group(caller, Operation.DESCRIBE, g)}
         with_operations = bool(getattr(req, "include_authorized_operations", False))
         if not denied and not with_operations:
@@ -597,7 +564,7 @@ def _per_group_read(
         def refused(group_id: str) -> Any | None:
             return from_proto(refusal(group_id), entry_type) if group_id in denied else None
 
-        allowed = tuple(g for g in ids if g not in denied)
+        allowed = tuple(g for g in asked if group_of(g) not in denied)
         if not allowed:
             return Verdict(None, lambda body: _make(body, **{entry_field: tuple(refused(g) for g in ids)}))
 
@@ -872,7 +839,15 @@ HOOKS: dict[int, Hook] = {
             ApiKey.SHARE_GROUP_HEARTBEAT: _modern_heartbeat(sgh.ShareGroupHeartbeatResponse),
             ApiKey.SHARE_FETCH: _share_delivery,
             ApiKey.SHARE_ACKNOWLEDGE: _share_delivery,
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_group_offsets,
+            # DescribeShareGroupOffsetsRequest.getErrorResponse: the message too
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _per_group_read(
+                "groups",
+                "groups",
+                lambda g: sgh.DescribeShareGroupOffsetsResponseGroup(
+                    group_id=g, error_code=GROUP_DENIED.value, error_message=GROUP_DENIED_MESSAGE
+                ),
+                group_of=lambda group: group.group_id,
+            ),
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.READ),
             ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.DELETE),
             ApiKey.SHARE_GROUP_DESCRIBE: _modern_describe(

@@ -171,12 +171,12 @@ def test_offsets_are_described_altered_only_when_empty_and_deleted() -> None:
         pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=-1),
     )
     token, _ = ctx.call("alter_share_group_offsets", alter)
-    codes = [p.error_code for p in ctx.answer(token).topics[0].partitions]
+    codes = [p.error_code for p in ctx.answer(token).responses[0].partitions]
     assert codes == [0, 0, ErrorCode.unknown_topic_or_partition.value]
     assert describe() == [("orders", 0, 0, 0), ("orders", 1, 3, 0)]
     assert ctx.shard.data.share_partitions[("g", ORDERS, 0)].state_epoch == 1, "a reset is a new state epoch"
     delete = pb.AlterShareGroupOffsetsRequest(group_id="g")
     delete.topics.add(topic_name="orders")
     token, _ = ctx.call("delete_share_group_offsets", delete)
-    assert ctx.answer(token).topics[0].error_code == 0 and describe() == []
+    assert ctx.answer(token).responses[0].error_code == 0 and describe() == []
     ctx.assert_replay_equals_live()

@@ -35,10 +35,6 @@ def _group_error(group_id: str, group: Group | None) -> tuple[ErrorCode, str] | 
     return None
 
 
-def _done_from_start(state: sp.SharePartition) -> int:
-    return sum(1 for d in state.deliveries.values() if d.state in sp.DONE)
-
-
 def describe(
     request: pb.DescribeShareGroupOffsetsRequest, groups: dict[str, Group], states: States, image: TopicsImage
 ) -> CoordinatorResult[pb.DescribeShareGroupOffsetsResponse]:
@@ -61,14 +57,15 @@ def describe(
         for name, tid, parts in wanted:
             topic = out.topics.add(topic_name=name, topic_id=tid or b"")
             for index in parts:
-                part = topic.partitions.add(partition_index=index, start_offset=-1)
+                part = topic.partitions.add(partition_index=index, start_offset=-1, leader_epoch=-1, lag=-1)
                 if tid is None:
                     part.error_code = ErrorCode.unknown_topic_or_partition.value
                     part.error_message = "This server does not host this topic-partition."
                     continue
                 state = states.get((asked.group_id, tid, index))
                 if state is not None:
-                    part.start_offset, part.done = state.start_offset, _done_from_start(state)
+                    # the window holds every offset from the start: what is not in flight is done
+                    part.start_offset, part.done = state.start_offset, len(state.deliveries) - state.in_flight()
     return CoordinatorResult(response=response)
 
 
@@ -87,7 +84,7 @@ def alter(
     records: list[CoordinatorRecord] = []
     for asked in request.topics:
         tid = image.topic_id(asked.topic_name)
-        topic = response.topics.add(topic_name=asked.topic_name, topic_id=tid or b"")
+        topic = response.responses.add(topic_name=asked.topic_name, topic_id=tid or b"")
         if request.delete:
             if tid is None:
                 topic.error_code = ErrorCode.unknown_topic_or_partition.value
