@@ -11,10 +11,10 @@ be set before it has members) and are kept as one record per group (type 26).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from groupcoord.common.durations import non_negative_duration
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
@@ -40,9 +40,12 @@ ConfigValue = int | str | bool
 _OP_SET, _OP_DELETE = 0, 1
 _SOURCE_GROUP_CONFIG, _SOURCE_DEFAULT_CONFIG = 8, 5
 _TYPE_BOOLEAN, _TYPE_STRING, _TYPE_INT = 1, 2, 3
-# share.auto.offset.reset: earliest, latest, or by_duration:<non-negative ISO-8601 duration>
-# (java.time.Duration's PnDTnHnMn.nS, at least one part)
-_BY_DURATION = re.compile(r"by_duration:P(?=\d|T\d)(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+(\.\d+)?S)?)?")
+BY_DURATION = "by_duration:"
+
+
+def _by_duration(raw: str) -> bool:
+    """share.auto.offset.reset's third form: by_duration:<non-negative ISO-8601 duration>."""
+    return raw.startswith(BY_DURATION) and non_negative_duration(raw.removeprefix(BY_DURATION)) is not None
 
 
 class InvalidConfig(ValueError):
@@ -62,7 +65,7 @@ class _Key:
     bounds: Callable[[GroupConfig], tuple[int, int]] | None = None
     at_least: int | None = None
     choices: tuple[str, ...] = ()
-    pattern: re.Pattern[str] | None = None
+    pattern: Callable[[str], bool] | None = None  # a STRING's other valid forms
     pattern_message: str = ""
 
     def parse(self, raw: str) -> ConfigValue:
@@ -73,7 +76,7 @@ class _Key:
                 raise InvalidConfig(invalid + "Expected value to be either true or false")
             return raw.strip().lower() == "true"
         if self.config_type == _TYPE_STRING:
-            if raw in self.choices or (self.pattern is not None and self.pattern.fullmatch(raw)):
+            if raw in self.choices or (self.pattern is not None and self.pattern(raw)):
                 return raw
             if self.pattern is not None:
                 raise InvalidConfig(invalid + self.pattern_message.replace("{value}", raw))
@@ -172,7 +175,7 @@ _KEYS: dict[str, _Key] = {
             "Where a share-partition starts: earliest, latest, or by_duration:<ISO-8601 duration> "
             "before now.",
             choices=("earliest", "latest"),
-            pattern=_BY_DURATION,
+            pattern=_by_duration,
             pattern_message=(
                 "Invalid value `{value}` for configuration share.auto.offset.reset. The value must be "
                 "either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."

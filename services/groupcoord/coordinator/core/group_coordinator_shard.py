@@ -273,14 +273,11 @@ class GroupCoordinatorShard(ActsOnState):
             return result
         return CoordinatorResult(records=result.records + self._release_share_member(group_id, member_id))
 
-    def share_fetch(
+    def share_delivery(
         self, request: share_pb.ShareDeliveryRequest, now_ms: int
     ) -> CoordinatorResult[share_pb.ShareDeliveryResponse]:
-        return share_delivery.deliver(self.data.share_partitions, request, now_ms, self._delivery_config)
-
-    def share_acknowledge(
-        self, request: share_pb.ShareDeliveryRequest, now_ms: int
-    ) -> CoordinatorResult[share_pb.ShareDeliveryResponse]:
+        """ShareFetch's two steps and ShareAcknowledge (its first step alone): one operation on
+        the delivery state, whichever API asked (core/share/delivery.py)."""
         return share_delivery.deliver(self.data.share_partitions, request, now_ms, self._delivery_config)
 
     def _delivery_config(self, group_id: str) -> share_delivery.DeliveryConfig:

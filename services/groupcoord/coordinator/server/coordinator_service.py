@@ -97,8 +97,8 @@ OPERATIONS: dict[str, Operation] = dict(
             ),
             ApiKey.SHARE_GROUP_HEARTBEAT: ShardHandler(lambda s, r, now, _: s.share_group_heartbeat(r, now)),
             ApiKey.SHARE_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.share_group_describe(r, now)),
-            ApiKey.SHARE_FETCH: ShardHandler(lambda s, r, now, _: s.share_fetch(r, now)),
-            ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(lambda s, r, now, _: s.share_acknowledge(r, now)),
+            ApiKey.SHARE_FETCH: ShardHandler(lambda s, r, now, _: s.share_delivery(r, now)),
+            ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(lambda s, r, now, _: s.share_delivery(r, now)),
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShardHandler(
                 lambda s, r, now, _: s.describe_share_group_offsets(r, now)
             ),

@@ -20,7 +20,6 @@ Offsets are acquired per whole batch, as Kafka's share-partitions acquire them.
 from __future__ import annotations
 
 import datetime
-import re
 import struct
 import time
 import uuid
@@ -34,6 +33,7 @@ from kio.schema.list_offsets.v7.request import ListOffsetsPartition, ListOffsets
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
+from groupcoord.common.durations import non_negative_duration
 from groupcoord.gateway.groups.share_sessions import SharePartitionId
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 
@@ -46,7 +46,6 @@ _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes after t
 _REST_OF_HEADER = struct.Struct(">ibIhiqqq")
 _HEADER_SIZE = _BATCH_HEADER.size + 49  # 61 bytes up to the first record
 _TRANSACTIONAL, _CONTROL = 1 << 4, 1 << 5
-_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,18 +113,16 @@ def deliverable(found: list[Batch], aborted: Iterable[tuple[int, int]] | None) -
 
 def reset_timestamp(reset_to: str, now_ms: int) -> int:
     """The ListOffsets timestamp of ``share.auto.offset.reset``: earliest, latest, or the first
-    offset at or after now minus ``by_duration:<ISO-8601>``."""
+    offset at or after now minus ``by_duration:<ISO-8601>`` (the group config, validated by the
+    coordinator with the same reading)."""
     if reset_to == "earliest":
         return EARLIEST
-    match = (
-        _DURATION.fullmatch(reset_to.removeprefix("by_duration:"))
-        if reset_to.startswith("by_duration:")
-        else None
+    duration = (
+        non_negative_duration(reset_to.removeprefix("by_duration:")) if reset_to.startswith("by_duration:") else None
     )
-    if match is None:
+    if duration is None:
         return LATEST
-    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return now_ms - int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+    return now_ms - int(duration.total_seconds() * 1000)
 
 
 async def start_offsets(ask: Any, resets: dict[SharePartitionId, str]) -> dict[SharePartitionId, int]:

@@ -31,7 +31,7 @@ def step1(
     part = request.partitions.add(topic_id=ORDERS, partition=0, fetch=fetch)
     for first, last, kind in acks:
         part.acknowledgements.add(first_offset=first, last_offset=last, acknowledge_types=[kind])
-    token, _ = ctx.call("share_fetch", request)
+    token, _ = ctx.call("share_delivery", request)
     return ctx.answer(token).partitions[0]
 
 
@@ -51,7 +51,7 @@ def step2(
     )
     if start is not None:
         part.start_offset = start
-    token, _ = ctx.call("share_fetch", request)
+    token, _ = ctx.call("share_delivery", request)
     return [
         (r.first_offset, r.last_offset, r.delivery_count) for r in ctx.answer(token).partitions[0].acquired
     ]
