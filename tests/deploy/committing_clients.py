@@ -99,6 +99,7 @@ class CommittingConsumer(threading.Thread):
         self.last_ack_wall = 0.0  # time.time() of the last acknowledged commit
         self.ack_seconds: dict[int, int] = {}  # acknowledged commits per wall-clock second
         self.started = threading.Event()
+        self.assignments: list[str] = []  # every assignment change, for a run that never consumes
 
     def run(self) -> None:
         config = {
@@ -113,9 +114,11 @@ class CommittingConsumer(threading.Thread):
         consumer = Consumer(config)
 
         def assigned(_: Consumer, tps: list[TopicPartition]) -> None:
+            self.assignments.append(f"{time.time():.1f} +{[tp.partition for tp in tps]}")
             OWNERSHIP.assigned(self.group, self.name, [tp.partition for tp in tps])
 
         def released(_: Consumer, tps: list[TopicPartition]) -> None:
+            self.assignments.append(f"{time.time():.1f} -{[tp.partition for tp in tps]}")
             OWNERSHIP.released(self.group, self.name, [tp.partition for tp in tps])
 
         consumer.subscribe([self.topic], on_assign=assigned, on_revoke=released, on_lost=released)
@@ -170,11 +173,17 @@ def main(argv: list[str]) -> int:
         group, protocol, *members = spec.split(":")
         for member in range(int(members[0]) if members else 1):
             consumers.append(CommittingConsumer(bootstrap, topic, group, protocol, stop, member))
+    started_at = time.monotonic()
     for c in consumers:
         c.start()
     for c in consumers:
-        if not c.started.wait(120):
-            print(f"{c.name} consumed nothing", flush=True)
+        if not c.started.wait(max(0.0, started_at + 120 - time.monotonic())):
+            # what each member saw, so that a run that never consumes says why
+            stuck = {
+                d.name: {"assignments": d.assignments, "errors": d.errors, "retriable": d.retriable[-10:]}
+                for d in consumers
+            }
+            print(f"{c.name} consumed nothing: {json.dumps(stuck)}", flush=True)
             stop.set()
             return 2
     print("consuming", flush=True)

@@ -348,14 +348,17 @@ async def run_committing_clients(
     )  # fmt: skip
 
     async def consuming() -> bool:
-        return "consuming" in (await asyncio.to_thread(docker.run, "logs", name, check=False)).stdout
+        logs = (await asyncio.to_thread(docker.run, "logs", name, check=False)).stdout
+        if "consumed nothing" in logs:
+            raise AssertionError(f"the committing clients {name} did not all consume:\n{logs[-3000:]}")
+        return "consuming" in logs
 
+    # the clients give up after creating the topic and 120 s of consuming, and say what they saw
     try:
-        await eventually(f"the committing clients {name}", consuming, 120)
-    except AssertionError:
-        # what the applications saw (librdkafka logs its errors to stderr)
+        await eventually(f"the committing clients {name}", consuming, 180)
+    except AssertionError as exc:
         logs = await asyncio.to_thread(docker.run, "logs", "--tail", "60", name, check=False)
-        raise AssertionError(f"the committing clients {name} did not all consume in 120 s:\n{logs.stderr}") from None
+        raise AssertionError(f"{exc}\n{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}") from None
 
 
 async def committing_report(docker: Docker, name: str) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from groupcoord.cli import configure_logging
-from groupcoord.common import grpc_limits
+from groupcoord.common import grpc_keepalive, grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.internal_tls import CallerCheck, InternalTls
 from groupcoord.coordinator.core.state import GroupCoordinatorState
@@ -252,7 +252,8 @@ async def serve(
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
     server = grpc.aio.server(
-        options=grpc_limits.OPTIONS, interceptors=[CallerCheck()] if tls is not None else None
+        options=[*grpc_limits.OPTIONS, *grpc_keepalive.SERVER_OPTIONS],
+        interceptors=[CallerCheck()] if tls is not None else None,
     )
     health.add_to(server)
     sc_grpc.add_ShardControlServicer_to_server(

@@ -6,7 +6,8 @@ costs far more per message than per byte (each stream write waits for its comple
 each stream sends everything queued since its last write as one ``CoordinatorBatch``, and the
 worker answers with batches of the replies that are ready together. A broken stream fails
 its in-flight calls with COORDINATOR_NOT_AVAILABLE (retriable: clients look the coordinator up
-again and retry, exactly as after a Kafka broker failure) and is reopened on the next call.
+again and retry, exactly as after a Kafka broker failure) and is reopened on the next call; a
+shard that stopped answering pings breaks its streams the same way (``grpc_keepalive``).
 Batches stay under :data:`~groupcoord.common.grpc_limits.MAX_MESSAGE_BYTES` (the largest legal
 Kafka request and its envelope); an envelope larger than that is refused alone
 (UNKNOWN_SERVER_ERROR) and never sent, so it cannot break the stream of the other groups.
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
-from groupcoord.common import grpc_limits, internal_tls
+from groupcoord.common import grpc_keepalive, grpc_limits, internal_tls
 from groupcoord.common.internal_tls import InternalTls
 from groupcoord.rpc.v1 import coordinator_pb2 as pb
 from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc
@@ -61,7 +62,12 @@ class _Stream:
         self.channel = internal_tls.channel(
             tls,
             f"{address[0]}:{address[1]}",
-            options=[("grpc.so_reuseport", 0), ("grpc.enable_retries", 0), *grpc_limits.OPTIONS],
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.enable_retries", 0),
+                *grpc_limits.OPTIONS,
+                *grpc_keepalive.CHANNEL_OPTIONS,
+            ],
         )
         self.held: pb.CoordinatorEnvelope | None = None  # the first of the next batch (did not fit)
         self.outbox: asyncio.Queue[pb.CoordinatorEnvelope | None] = asyncio.Queue()
