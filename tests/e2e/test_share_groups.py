@@ -5,12 +5,18 @@ at all, Kafka 4.4's own are not used.
 
 Scenarios, as KIP-932 tells them: more members than partitions all receive records, and every
 record produced is delivered to exactly one of them (none acquired by two members); a released
-record is delivered again with its delivery count one higher, a rejected one never; a
-read_committed share group never gets an aborted transaction's records.
+record is delivered again with its delivery count one higher, a rejected one never; a member
+killed while it holds records gives them to another once their locks run out; a read_committed
+share group never gets an aborted transaction's records.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from typing import Any
@@ -35,13 +41,15 @@ def share_consumer(bootstrap: str, group: str, **extra: Any) -> ShareConsumer:
     return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, **extra})
 
 
-def earliest(bootstrap: str, group: str) -> None:
-    """share.auto.offset.reset=earliest for ``group`` (a group config, as Kafka's tools set it)."""
+def earliest(bootstrap: str, group: str, **configs: str) -> None:
+    """share.auto.offset.reset=earliest for ``group``, and any other ``configs`` (group configs,
+    as Kafka's tools set them)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.GROUP, group)
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry  # noqa: PLC0415
 
-    resource.add_incremental_config(ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET))
+    for name, value in {"share.auto.offset.reset": "earliest", **configs}.items():
+        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
     for fut in admin.incremental_alter_configs([resource]).values():
         fut.result(30)
 
@@ -160,3 +168,62 @@ def test_a_read_committed_share_group_never_gets_an_aborted_transactions_records
     finally:
         consumer.close()
     assert sorted(values) == sorted(f"commit-{i}" for i in range(5) for _ in range(2)), values
+
+
+# A share consumer in a process of its own: it prints what its first poll acquired, then holds
+# it (an implicit acknowledgement goes out only with the next poll, which never comes).
+HOLDER = """
+import json, sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2]})
+c.subscribe([sys.argv[3]])
+while True:
+    got = [(m.offset(), m.delivery_count()) for m in c.poll(0.5) if m.error() is None]
+    if got:
+        print(json.dumps(got), flush=True)
+        time.sleep(3600)
+"""
+
+
+def test_a_member_killed_holding_records_gives_them_to_another_after_the_lock_duration(
+    cluster: BackgroundCluster,
+) -> None:
+    """KIP-932: records acquired by a member that dies stay locked for
+    ``share.record.lock.duration.ms`` (here the shortest Kafka allows, 15 s), then another member
+    acquires them with their delivery count one higher — long before the dead member's session
+    (45 s) would have run out and given them back."""
+    topic, group = f"queue-kill-{uuid.uuid4().hex[:6]}", f"sg-kill-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    produce(cluster.bootstrap, topic, 10, 1)
+    earliest(cluster.bootstrap, group, **{"share.record.lock.duration.ms": "15000"})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, cluster.bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert holder.stdout is not None
+        held = json.loads(holder.stdout.readline())
+        acquired_at = time.monotonic()
+        assert held == [[o, 1] for o in range(10)], held
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    consumer = share_consumer(cluster.bootstrap, group)
+    again: dict[int, int] = {}
+    try:
+        consumer.subscribe([topic])
+        while len(again) < 10 and time.monotonic() < acquired_at + 40:
+            for m in consumer.poll(0.5):
+                assert m.error() is None, m.error()
+                again.setdefault(m.offset(), m.delivery_count())
+                if len(again) == 1:
+                    waited = time.monotonic() - acquired_at
+        for _ in range(2):  # and they stay accepted: nothing comes a third time
+            assert [m.offset() for m in consumer.poll(0.5) if m.error() is None] == []
+    finally:
+        consumer.close()
+    assert again == {o: 2 for o in range(10)}, again
+    assert 14 <= waited < 40, f"redelivered {waited:.1f} s after the dead member acquired them"
