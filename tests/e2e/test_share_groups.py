@@ -54,6 +54,23 @@ def earliest(bootstrap: str, group: str, **configs: str) -> None:
         fut.result(30)
 
 
+def share_metrics(cluster: BackgroundCluster) -> dict[tuple[str, str], float]:
+    """The shards' share-record counters, summed over the cluster's /metrics endpoints."""
+    from tests.e2e.test_exactly_once import scraped  # noqa: PLC0415
+
+    families = {
+        "acquired": ("groupcoord_share_records_acquired", "delivery", ("first", "redelivery")),
+        "acknowledged": ("groupcoord_share_record_acknowledgements", "type", ("accept", "release", "reject")),
+        "lock_timeouts": ("groupcoord_share_acquisition_lock_timeouts", "", ("",)),
+        "archived": ("groupcoord_share_records_archived", "", ("",)),
+    }
+    return {
+        (what, value): scraped(cluster, family, f"{family}_total", **({label: value} if label else {}))
+        for what, (family, label, values) in families.items()
+        for value in values
+    }
+
+
 def test_four_share_consumers_on_two_partitions_each_record_once(cluster: BackgroundCluster) -> None:
     topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -81,17 +98,17 @@ def test_four_share_consumers_on_two_partitions_each_record_once(cluster: Backgr
     assert len(seen) >= 3, f"only {len(seen)} of 4 members received records: {[len(v) for v in seen.values()]}"
 
 
-def test_released_records_come_again_with_one_more_delivery_and_rejected_ones_never(
-    cluster: BackgroundCluster,
-) -> None:
+def release_one_and_reject_one(bootstrap: str) -> None:
+    """Ten records read with explicit acknowledgements: offset 3 released, 4 rejected, the rest
+    accepted; offset 3 comes once more (delivery count 2) and is accepted, 4 never comes again."""
     from confluent_kafka import AcknowledgeType  # noqa: PLC0415
 
     topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    produce(cluster.bootstrap, topic, 10, 1)
-    earliest(cluster.bootstrap, group)
-    consumer = share_consumer(cluster.bootstrap, group, **{"share.acknowledgement.mode": "explicit"})
+    produce(bootstrap, topic, 10, 1)
+    earliest(bootstrap, group)
+    consumer = share_consumer(bootstrap, group, **{"share.acknowledgement.mode": "explicit"})
     try:
         consumer.subscribe([topic])
         first: list[Any] = []
@@ -118,6 +135,31 @@ def test_released_records_come_again_with_one_more_delivery_and_rejected_ones_ne
             assert [m.offset() for m in consumer.poll(0.5) if m.error() is None] == []
     finally:
         consumer.close()
+
+
+def test_released_records_come_again_with_one_more_delivery_and_rejected_ones_never(
+    cluster: BackgroundCluster,
+) -> None:
+    release_one_and_reject_one(cluster.bootstrap)
+
+
+@pytest.mark.upstreams("tansu")
+def test_the_shards_count_what_happened_to_share_records(broker: Any, tmp_path: Any) -> None:
+    """``groupcoord up`` with metrics: after the release-and-reject scenario, the shards' counters
+    (summed over every /metrics endpoint) say ten first deliveries and one redelivery, nine
+    records accepted, one released, one rejected and archived, no lock run out."""
+    from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
+
+    options = ClusterOptions(port=0, metrics=True, state_topic=f"__sgm_{uuid.uuid4().hex[:6]}", log_dir=tmp_path)
+    with BackgroundCluster((broker.host, broker.port), options) as cluster:
+        before = share_metrics(cluster)
+        assert not any(before.values()), f"nothing counted yet: {before}"
+        release_one_and_reject_one(cluster.bootstrap)
+        assert {k: v for k, v in share_metrics(cluster).items() if v} == {
+            ("acquired", "first"): 10, ("acquired", "redelivery"): 1,
+            ("acknowledged", "accept"): 9, ("acknowledged", "release"): 1, ("acknowledged", "reject"): 1,
+            ("archived", ""): 1,
+        }  # fmt: skip
 
 
 def test_a_read_committed_share_group_never_gets_an_aborted_transactions_records(

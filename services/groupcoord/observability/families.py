@@ -153,6 +153,33 @@ class MetricFamilies:
             ["shard", "outcome"],
             registry=r,
         )
+        # share groups (KIP-932), named after Kafka's share-group and share-partition metrics
+        self.share_records_acquired = Counter(
+            "groupcoord_share_records_acquired",
+            "Records acquired by share-group members: a first delivery or a redelivery (a record "
+            "released, or whose lock ran out, acquired again).",
+            ["shard", "delivery"],
+            registry=r,
+        )
+        self.share_record_acknowledgements = Counter(
+            "groupcoord_share_record_acknowledgements",
+            "Records acknowledged by share-group members, by acknowledge type (accept|release|reject).",
+            ["shard", "type"],
+            registry=r,
+        )
+        self.share_lock_timeouts = Counter(
+            "groupcoord_share_acquisition_lock_timeouts",
+            "Acquired records whose acquisition lock ran out before their member acknowledged them.",
+            ["shard"],
+            registry=r,
+        )
+        self.share_records_archived = Counter(
+            "groupcoord_share_records_archived",
+            "Records archived, never to be delivered again: rejected, or released or timed out "
+            "after share.delivery.count.limit deliveries.",
+            ["shard"],
+            registry=r,
+        )
         self.state_write_latency = Histogram(
             "groupcoord_state_write_latency_seconds",
             "Time from sending a batch to the state topic to its acknowledgement (acks=all).",

@@ -28,6 +28,7 @@ from groupcoord.observability.families import (
 )
 from groupcoord.observability.partition_activity import PartitionActivity, PartitionSnapshot
 from groupcoord.observability.windows import WindowedStats
+from groupcoord.rpc.v1.share_group_pb2 import ShareDeliveryCounts
 
 
 class ShardMetrics:
@@ -68,6 +69,12 @@ class ShardMetrics:
             fam.labels(self.shard_id)
         for outcome in ("commit", "abort"):
             self._f.transaction_outcomes.labels(self.shard_id, outcome)
+        for delivery in ("first", "redelivery"):
+            self._f.share_records_acquired.labels(self.shard_id, delivery)
+        for ack in ("accept", "release", "reject"):
+            self._f.share_record_acknowledgements.labels(self.shard_id, ack)
+        self._f.share_lock_timeouts.labels(self.shard_id)
+        self._f.share_records_archived.labels(self.shard_id)
         self._pending_txn_partitions: set[int] = set()
 
     # -- requests and events -------------------------------------------------------------------
@@ -192,6 +199,23 @@ class ShardMetrics:
 
     def record_offset_deletions(self, n: int = 1) -> None:
         self._f.offset_deletions.labels(self.shard_id).inc(n)
+
+    def record_share_delivery(self, counts: ShareDeliveryCounts) -> None:
+        """What one ShareFetch or ShareAcknowledge step did to records (the shard's answer says)."""
+        f = self._f
+        for family, label, n in (
+            (f.share_records_acquired, "first", counts.acquired - counts.redelivered),
+            (f.share_records_acquired, "redelivery", counts.redelivered),
+            (f.share_record_acknowledgements, "accept", counts.accepted),
+            (f.share_record_acknowledgements, "release", counts.released),
+            (f.share_record_acknowledgements, "reject", counts.rejected),
+        ):
+            if n:
+                family.labels(self.shard_id, label).inc(n)
+        if counts.lock_timeouts:
+            f.share_lock_timeouts.labels(self.shard_id).inc(counts.lock_timeouts)
+        if counts.archived:
+            f.share_records_archived.labels(self.shard_id).inc(counts.archived)
 
     def observe_state_write(self, partition: int, seconds: float, records: int) -> None:
         """One acknowledged write of ``records`` records to a state-topic partition."""

@@ -30,6 +30,9 @@ from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
 
+#: envelopes whose answer says what it did to share-group records (ShareDeliveryResponse.counts)
+SHARE_DELIVERY_APIS = frozenset({"share_fetch", "share_acknowledge"})
+
 
 class EnvelopeDispatcher:
     """Runs envelope streams against a runtime; see the module docstring."""
@@ -113,6 +116,8 @@ class EnvelopeDispatcher:
                         partition=envelope.partition,
                         group=getattr(getattr(envelope, api), "group_id", None) or None,
                     )
+                    if api in SHARE_DELIVERY_APIS and not fut.cancelled() and fut.exception() is None:
+                        metrics.record_share_delivery(fut.result().counts)
                 replies.put_nowait(self.reply_for(envelope, fut, api))
 
             return done

@@ -180,3 +180,38 @@ def test_offsets_are_described_altered_only_when_empty_and_deleted() -> None:
     token, _ = ctx.call("delete_share_group_offsets", delete)
     assert ctx.answer(token).responses[0].error_code == 0 and describe() == []
     ctx.assert_replay_equals_live()
+
+
+def test_each_answer_counts_what_its_step_did_to_records() -> None:
+    """The counts the shard's metrics add up (ShareDeliveryResponse.counts): acquired and
+    redelivered, acknowledged by type, locks run out, and archived — rejected, or given back at
+    the delivery-count limit (here 2)."""
+    ctx = ShardContext(GroupConfig(share_group_record_lock_duration_ms=15_000, share_group_delivery_count_limit=2))
+
+    def counts(request: pb.ShareDeliveryRequest) -> dict[str, int]:
+        token, _ = ctx.call("share_delivery", request)
+        return {f.name: v for f, v in ctx.answer(token).counts.ListFields()}
+
+    def ack(member: str, acks: list[tuple[int, int, int]]) -> pb.ShareDeliveryRequest:
+        request = pb.ShareDeliveryRequest(api_version=1, group_id="g", member_id=member)
+        part = request.partitions.add(topic_id=ORDERS, partition=0, fetch=True)
+        for first, last, kind in acks:
+            part.acknowledgements.add(first_offset=first, last_offset=last, acknowledge_types=[kind])
+        return request
+
+    def acquire(member: str, fetch_offset: int, offsets: range) -> pb.ShareDeliveryRequest:
+        request = pb.ShareDeliveryRequest(api_version=1, group_id="g", member_id=member, acquire=True)
+        request.partitions.add(topic_id=ORDERS, partition=0, fetch_offset=fetch_offset, offsets=list(offsets), start_offset=0)
+        return request
+
+    assert counts(ack("a", [])) == {}
+    assert counts(acquire("a", 0, range(0, 10))) == {"acquired": 10}
+    assert counts(ack("a", [(0, 4, ACCEPT), (5, 6, RELEASE), (7, 7, REJECT)])) == {
+        "accepted": 5, "released": 2, "rejected": 1, "archived": 1,
+    }  # fmt: skip
+    assert counts(acquire("b", 5, range(5, 7))) == {"acquired": 2, "redelivered": 2}
+    ctx.advance(15_000)  # a's 8 and 9 (first delivery) and b's 5 and 6 (second: the limit) run out
+    assert counts(ack("c", [])) == {"lock_timeouts": 4, "archived": 2}
+    assert counts(ack("c", [])) == {}, "counted once"
+    wrong = counts(ack("a", [(8, 8, ACCEPT)]))
+    assert wrong == {}, "an acknowledgement refused counts nothing"

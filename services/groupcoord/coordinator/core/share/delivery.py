@@ -20,6 +20,10 @@ what is AVAILABLE or new then. Locks run out lazily: every step first releases w
 (``expire_locks``), so a record whose member died is delivered again at the next fetch after
 its lock, exactly when Kafka would. The answer is sent once the records are written: an
 acknowledgement answered is never undone, and a shard taking over knows every lock.
+
+Each answer also says what its step did to how many records (``counts``: acquired, accepted,
+released, rejected, locks run out, archived), for the shard's metrics: a snapshot record cannot
+tell afterwards, since done records leave the window in the step that finishes them.
 """
 
 from __future__ import annotations
@@ -83,11 +87,16 @@ def deliver(
         return CoordinatorResult(response=response)
     records: list[CoordinatorRecord] = []
     changed: dict[SharePartitionKey, sp.SharePartition] = {}
+    counts = response.counts
     budget = request.max_records if request.max_records > 0 else 500
     for part in request.partitions:
         key = (request.group_id, part.topic_id, part.partition)
         out = response.partitions.add(topic_id=part.topic_id, partition=part.partition)
         state = changed.get(key, states.get(key))
+        if state is not None:  # every step first releases what expired: counted once, here
+            for expired in sp.expiring(state, now_ms):
+                counts.lock_timeouts += 1
+                counts.archived += expired.delivery_count >= limits.delivery_count_limit
         if request.acquire:
             if state is None:
                 if not part.HasField("start_offset"):
@@ -104,8 +113,11 @@ def deliver(
                 limits,
                 part.covered_to if part.HasField("covered_to") else None,
             )
-            budget -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
             for r in acquired:
+                size = r.last_offset - r.first_offset + 1
+                budget -= size
+                counts.acquired += size
+                counts.redelivered += size if r.delivery_count > 1 else 0
                 out.acquired.add(
                     first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count
                 )
@@ -118,9 +130,11 @@ def deliver(
             if state is None:
                 out.acknowledge_error_code = ErrorCode.invalid_record_state.value
             else:
+                before = sp.expire_locks(state, now_ms, limits)
                 state, code = sp.acknowledge(state, request.member_id, batches, now_ms, limits)
                 out.acknowledge_error_code = code.value
                 if code is ErrorCode.none:
+                    _count_acknowledgements(counts, before, batches, limits)
                     changed[key] = state
         if part.fetch:
             if state is None:
@@ -134,6 +148,26 @@ def deliver(
         if states.get(key) != state:
             records.append(state_record(key, state))
     return CoordinatorResult(records=records, response=response)
+
+
+def _count_acknowledgements(
+    counts: pb.ShareDeliveryCounts,
+    before: sp.SharePartition,
+    batches: list[tuple[int, int, list[int]]],
+    limits: sp.DeliveryLimits,
+) -> None:
+    """Add what acknowledgements that were applied to ``before`` did (GAP and RENEW: nothing)."""
+    for first, last, types in batches:
+        for offset in range(first, last + 1):
+            kind = sp.AcknowledgeType(types[0] if len(types) == 1 else types[offset - first])
+            if kind is sp.AcknowledgeType.ACCEPT:
+                counts.accepted += 1
+            elif kind is sp.AcknowledgeType.RELEASE:
+                counts.released += 1
+                counts.archived += before.deliveries[offset].delivery_count >= limits.delivery_count_limit
+            elif kind is sp.AcknowledgeType.REJECT:
+                counts.rejected += 1
+                counts.archived += 1
 
 
 def release_member(

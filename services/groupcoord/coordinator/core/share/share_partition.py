@@ -293,6 +293,13 @@ def _release_where(
     return SharePartition(start, partition.end_offset, deliveries, partition.state_epoch)
 
 
+def expiring(partition: SharePartition, now_ms: int) -> list[Delivery]:
+    """The acquired records whose lock ran out by ``now_ms`` (what :func:`expire_locks` releases)."""
+    return [
+        d for d in partition.deliveries.values() if d.state is RecordState.ACQUIRED and d.lock_deadline_ms <= now_ms
+    ]
+
+
 def expire_locks(partition: SharePartition, now_ms: int, limits: DeliveryLimits) -> SharePartition:
     """Release every record whose lock ran out by ``now_ms`` (``partition`` itself if none)."""
     return _release_where(partition, limits, lambda d: d.lock_deadline_ms <= now_ms)
