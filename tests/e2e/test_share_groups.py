@@ -147,7 +147,8 @@ def test_released_records_come_again_with_one_more_delivery_and_rejected_ones_ne
 def test_the_shards_count_what_happened_to_share_records(broker: Any, tmp_path: Any) -> None:
     """``groupcoord up`` with metrics: after the release-and-reject scenario, the shards' counters
     (summed over every /metrics endpoint) say ten first deliveries and one redelivery, nine
-    records accepted, one released, one rejected and archived, no lock run out."""
+    records accepted, one released, one rejected and archived, no lock run out; and one share
+    group, empty once its member left, with a new group epoch as it joined and as it left."""
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
 
     options = ClusterOptions(port=0, metrics=True, state_topic=f"__sgm_{uuid.uuid4().hex[:6]}", log_dir=tmp_path)
@@ -160,6 +161,16 @@ def test_the_shards_count_what_happened_to_share_records(broker: Any, tmp_path: 
             ("acknowledged", "accept"): 9, ("acknowledged", "release"): 1, ("acknowledged", "reject"): 1,
             ("archived", ""): 1,
         }  # fmt: skip
+        from tests.e2e.test_exactly_once import scraped  # noqa: PLC0415
+
+        deadline = time.monotonic() + 15  # the shards publish their group gauges every second
+        while not ((seen := (
+            scraped(cluster, "groupcoord_share_group_count", "groupcoord_share_group_count", state="empty"),
+            scraped(cluster, "groupcoord_group_count", "groupcoord_group_count", protocol="share"),
+            scraped(cluster, "groupcoord_rebalance", "groupcoord_rebalance_total", protocol="share"),
+        ))[:2] == (1, 1) and seen[2] >= 2):  # new epochs as the member joined and as it left: empty
+            assert time.monotonic() < deadline, f"the share group is not counted: {seen}"
+            time.sleep(0.2)
 
 
 def test_a_read_committed_share_group_never_gets_an_aborted_transactions_records(

@@ -33,7 +33,7 @@ gateway = GatewayMetrics()
 shard.add_thread("0"); shard.add_thread("1")
 shard.set_partition_states({0: "active", 1: "active", 2: "active", 3: "loading"})
 shard.set_group_counts(0, consumer={"stable": 3, "assigning": 1}, classic={"empty": 1})
-shard.set_group_counts(1, consumer={"stable": 2}, classic={"stable": 4, "preparing_rebalance": 2})
+shard.set_group_counts(1, consumer={"stable": 2}, classic={"stable": 4, "preparing_rebalance": 2}, share={"stable": 2, "empty": 1})
 shard.set_event_queue_size(2, 9)
 for _ in range(120):
     shard.observe_request("ConsumerGroupHeartbeat", 0.003, partition=0, group="g")
@@ -90,7 +90,10 @@ def test_prometheus_scrapes_known_workload(exporter: str, tmp_path: Path) -> Non
         assert by_label(prom.query('groupcoord_group_count{shard="1"}'), "protocol") == {
             "consumer": 6.0,
             "classic": 7.0,
+            "share": 3.0,
         }
+        share = by_label(prom.query('groupcoord_share_group_count{shard="1"}'), "state")
+        assert share == {"empty": 1, "stable": 2, "dead": 0}
         consumer = by_label(prom.query('groupcoord_consumer_group_count{shard="1"}'), "state")
         assert consumer == {"empty": 0, "assigning": 1, "reconciling": 0, "stable": 5, "dead": 0}
         classic = by_label(prom.query('groupcoord_classic_group_count{shard="1"}'), "state")
@@ -126,6 +129,7 @@ def test_prometheus_scrapes_known_workload(exporter: str, tmp_path: Path) -> Non
         assert by_label(prom.query('groupcoord_rebalance_total{shard="1"}'), "protocol") == {
             "consumer": 7,
             "classic": 2,
+            "share": 0,
         }
         assert scalar(prom.query('groupcoord_offset_commit_total{shard="1"}')) == 120
         assert scalar(prom.query('groupcoord_offset_expiration_total{shard="1"}')) == 5

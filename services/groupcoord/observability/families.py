@@ -51,9 +51,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from groupcoord.observability.windows import WindowedCollector
 
-GROUP_PROTOCOLS = ("consumer", "classic")
+GROUP_PROTOCOLS = ("consumer", "classic", "share")
 CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
 CLASSIC_GROUP_STATES = ("empty", "preparing_rebalance", "completing_rebalance", "stable", "dead")
+SHARE_GROUP_STATES = ("empty", "stable", "dead")
+GROUP_STATES = {"consumer": CONSUMER_GROUP_STATES, "classic": CLASSIC_GROUP_STATES, "share": SHARE_GROUP_STATES}
 # Kafka's three, plus the standby state our runtime has (hot standbys tailing a partition).
 PARTITION_STATES = ("loading", "active", "failed", "standby")
 # Why a load or tail skipped a state-topic record (coordinator/runtime/skipped_records.py).
@@ -87,6 +89,9 @@ class MetricFamilies:
             "Classic-protocol groups by state.",
             ["shard", "state"],
             registry=r,
+        )
+        self.share_group_count = Gauge(
+            "groupcoord_share_group_count", "Share groups (KIP-932) by state.", ["shard", "state"], registry=r
         )
         self.partition_count = Gauge(
             "groupcoord_partition_count", "State-topic partitions by state.", ["shard", "state"], registry=r

@@ -46,7 +46,7 @@ class PartitionActivity:
     def __init__(self) -> None:
         self.states: dict[int, str] = {}
         self.queue_sizes: dict[int, int] = {}
-        self.group_counts: dict[int, tuple[dict[str, int], dict[str, int]]] = {}
+        self.group_counts: dict[int, dict[str, dict[str, int]]] = {}  # protocol -> state -> groups
         self._interval: dict[int, PartitionInterval] = {}
 
     def interval(self, partition: int) -> PartitionInterval:
@@ -64,19 +64,16 @@ class PartitionActivity:
         self.group_counts.pop(partition, None)
         self.queue_sizes.pop(partition, None)
 
-    def set_group_counts(
-        self, partition: int, consumer: Mapping[str, int], classic: Mapping[str, int]
-    ) -> None:
-        self.group_counts[partition] = (dict(consumer), dict(classic))
+    def set_group_counts(self, partition: int, counts: Mapping[str, Mapping[str, int]]) -> None:
+        self.group_counts[partition] = {protocol: dict(states) for protocol, states in counts.items()}
 
-    def group_totals(self) -> tuple[Counter[str], Counter[str]]:
-        """Consumer and classic groups by state, summed over partitions."""
-        consumer: Counter[str] = Counter()
-        classic: Counter[str] = Counter()
-        for c, k in self.group_counts.values():
-            consumer.update(c)
-            classic.update(k)
-        return consumer, classic
+    def group_totals(self) -> dict[str, Counter[str]]:
+        """Groups by protocol, then by state, summed over partitions."""
+        totals: dict[str, Counter[str]] = {}
+        for counts in self.group_counts.values():
+            for protocol, states in counts.items():
+                totals.setdefault(protocol, Counter()).update(states)
+        return totals
 
     def drain(self) -> list[PartitionSnapshot]:
         """Snapshots of every known partition with the activity since the previous drain (which
@@ -84,14 +81,14 @@ class PartitionActivity:
         interval, self._interval = self._interval, {}
         out = []
         for p in sorted(set(self.states) | set(interval) | set(self.group_counts)):
-            consumer, classic = self.group_counts.get(p, ({}, {}))
+            counts = self.group_counts.get(p, {})
             out.append(
                 PartitionSnapshot(
                     partition=p,
                     state=self.states.get(p, "active"),
                     queue_size=self.queue_sizes.get(p, 0),
-                    consumer_groups=dict(consumer),
-                    classic_groups=dict(classic),
+                    consumer_groups=dict(counts.get("consumer", {})),
+                    classic_groups=dict(counts.get("classic", {})),
                     activity=interval.get(p, PartitionInterval()),
                 )
             )

@@ -17,9 +17,8 @@ from collections.abc import Callable, Mapping
 from prometheus_client import REGISTRY, CollectorRegistry
 
 from groupcoord.observability.families import (
-    CLASSIC_GROUP_STATES,
-    CONSUMER_GROUP_STATES,
     GROUP_PROTOCOLS,
+    GROUP_STATES,
     PARTITION_STATES,
     SKIPPED_RECORD_REASONS,
     ApiLabel,
@@ -59,10 +58,7 @@ class ShardMetrics:
         for p in GROUP_PROTOCOLS:
             self._f.group_count.labels(self.shard_id, p).set(0)
             self._f.rebalances.labels(self.shard_id, p)
-        for s in CONSUMER_GROUP_STATES:
-            self._f.consumer_group_count.labels(self.shard_id, s).set(0)
-        for s in CLASSIC_GROUP_STATES:
-            self._f.classic_group_count.labels(self.shard_id, s).set(0)
+        self._publish_group_counts()
         for s in PARTITION_STATES:
             self._f.partition_count.labels(self.shard_id, s).set(0)
         for fam in (self._f.offset_commits, self._f.offset_expirations, self._f.offset_deletions):
@@ -146,24 +142,39 @@ class ShardMetrics:
         self._f.event_queue_size.labels(self.shard_id, str(partition)).set(size)
 
     def set_group_counts(
-        self, partition: int, consumer: Mapping[str, int], classic: Mapping[str, int]
+        self,
+        partition: int,
+        counts: Mapping[str, Mapping[str, int]] | None = None,
+        *,
+        consumer: Mapping[str, int] | None = None,
+        classic: Mapping[str, int] | None = None,
+        share: Mapping[str, int] | None = None,
     ) -> None:
-        """Groups of one partition by state; the exported gauges are the sums over partitions."""
-        for s in consumer:
-            check_label(s, CONSUMER_GROUP_STATES, "consumer group state")
-        for s in classic:
-            check_label(s, CLASSIC_GROUP_STATES, "classic group state")
-        self._partitions.set_group_counts(partition, consumer, classic)
+        """Groups of one partition by protocol, then by state (``counts``, or one keyword per
+        protocol); the exported gauges are the sums over partitions."""
+        merged = dict(counts or {})
+        for protocol, states in (("consumer", consumer), ("classic", classic), ("share", share)):
+            if states is not None:
+                merged[protocol] = states
+        for protocol, states in merged.items():
+            check_label(protocol, GROUP_PROTOCOLS, "protocol")
+            for s in states:
+                check_label(s, GROUP_STATES[protocol], f"{protocol} group state")
+        self._partitions.set_group_counts(partition, merged)
         self._publish_group_counts()
 
     def _publish_group_counts(self) -> None:
-        consumer, classic = self._partitions.group_totals()
-        for s in CONSUMER_GROUP_STATES:
-            self._f.consumer_group_count.labels(self.shard_id, s).set(consumer.get(s, 0))
-        for s in CLASSIC_GROUP_STATES:
-            self._f.classic_group_count.labels(self.shard_id, s).set(classic.get(s, 0))
-        self._f.group_count.labels(self.shard_id, "consumer").set(sum(consumer.values()))
-        self._f.group_count.labels(self.shard_id, "classic").set(sum(classic.values()))
+        totals = self._partitions.group_totals()
+        by_state = {
+            "consumer": self._f.consumer_group_count,
+            "classic": self._f.classic_group_count,
+            "share": self._f.share_group_count,
+        }
+        for protocol in GROUP_PROTOCOLS:
+            counts = totals.get(protocol, {})
+            for s in GROUP_STATES[protocol]:
+                by_state[protocol].labels(self.shard_id, s).set(counts.get(s, 0))
+            self._f.group_count.labels(self.shard_id, protocol).set(sum(counts.values()))
 
     def set_pending_transactional_offsets(self, partition: int, pending: int) -> None:
         """Transactional offsets of a partition waiting for their transaction's outcome."""

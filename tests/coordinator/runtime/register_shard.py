@@ -116,8 +116,8 @@ class RegisterShard:
     def group_counts(self) -> dict[str, int]:
         return {"register": len(self.values)}
 
-    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
-        return {}, {}  # no consumer or classic groups
+    def group_state_counts(self) -> dict[str, dict[str, int]]:
+        return {}  # no groups of any protocol
 
     @property
     def data(self) -> dict[str, int]:

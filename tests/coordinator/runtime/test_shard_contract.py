@@ -54,7 +54,7 @@ def test_the_group_coordinator_shard_is_transactional() -> None:
     assert shard.transactions() is shard
     assert all(hasattr(shard, name) for name in hooks(TransactionalShard) | hooks(TopicMetadataShard))
     assert shard.group_counts() == {"consumer": 0, "classic": 0}
-    assert shard.group_state_counts() == ({}, {})
+    assert shard.group_state_counts() == {"consumer": {}, "classic": {}, "share": {}}
 
 
 def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed() -> None:
@@ -76,8 +76,8 @@ def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed()
         )
         for record in shard.offset_commit(request, 0).records:
             shard.replay(record)
-    consumer, classic = shard.group_state_counts()
-    assert shard.group_counts() == {"consumer": sum(consumer.values()), "classic": sum(classic.values())}
+    counts = shard.group_state_counts()
+    assert shard.group_counts() == {kind: sum(counts[kind].values()) for kind in ("consumer", "classic")}
     assert shard.group_counts() == {"consumer": 0, "classic": 2}
 
 

@@ -243,9 +243,9 @@ class CoordinatorShard(Protocol):
         """Groups hosted here by kind (bounded: no group names), for the control plane's
         partition status."""
 
-    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(consumer groups by state, classic groups by state), for the metrics; a shard
-        without groups of a kind returns an empty map for it."""
+    def group_state_counts(self) -> dict[str, dict[str, int]]:
+        """Groups by protocol (``consumer``, ``classic``, ``share``), then by state, for the
+        metrics; a protocol a shard has no groups of may be left out or map to nothing."""
 
     @property
     def data(self) -> Any:

@@ -402,18 +402,15 @@ class GroupCoordinatorShard(ActsOnState):
         return self.offset_manager.offset_delete(request, now_ms)
 
     # --- group admin -------------------------------------------------------------------------
-    def group_state_counts(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(consumer groups by state, classic groups by state), snake_case state names, for
-        the metrics the runtime publishes (never per group: bounded cardinality)."""
-        consumer: dict[str, int] = {}
-        classic: dict[str, int] = {}
+    def group_state_counts(self) -> dict[str, dict[str, int]]:
+        """Groups by protocol (consumer, classic, share), then by snake_case state, for the
+        metrics the runtime publishes (never per group: bounded cardinality)."""
+        counts: dict[str, dict[str, int]] = {kind.value: {} for kind in GroupType}
         for group in self.groups.values():
-            if group.group_type is GroupType.SHARE:  # their metrics come with share delivery
-                continue
             state = re.sub(r"(?<!^)(?=[A-Z])", "_", group.state_name()).lower()
-            counts = consumer if group.group_type is GroupType.CONSUMER else classic
-            counts[state] = counts.get(state, 0) + 1
-        return consumer, classic
+            of_kind = counts[group.group_type.value]
+            of_kind[state] = of_kind.get(state, 0) + 1
+        return counts
 
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by protocol (the control plane's partition status)."""

@@ -2,8 +2,8 @@
 
 Coordinator shards stay free of metrics: the runtime looks at the records each live request or timer
 writes (never at records replayed during a load, which would recount history) and turns them
-into counts — a consumer group's epoch going up or a classic group's generation going up is a
-rebalance; an offset record is a commit. An offset tombstone is an expiry when a timer wrote it
+into counts — a consumer or share group's epoch going up or a classic group's generation going
+up is a rebalance; an offset record is a commit. An offset tombstone is an expiry when a timer wrote it
 (the only timer that deletes offsets is retention expiry, which also deletes an empty group
 whose offsets all expired) and a deletion otherwise (OffsetDelete, DeleteGroups, a repair).
 A transactional offset counts as a commit when a COMMIT marker applied it: the leader then
@@ -19,6 +19,7 @@ from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.records.v1.classic_group_pb2 import ClassicGroupMetadataKey
 from groupcoord.records.v1.consumer_group_pb2 import ConsumerGroupMetadataKey
 from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey
+from groupcoord.records.v1.share_group_pb2 import ShareGroupMetadataKey
 
 
 class RecordCounter:
@@ -42,6 +43,10 @@ class RecordCounter:
                 value = record.value
                 epoch = None if value is None else value.epoch  # type: ignore[attr-defined]
                 self._rebalance(metrics, partition, "consumer", record.key.group_id, epoch)  # type: ignore[attr-defined]
+            elif kind is ShareGroupMetadataKey:
+                value = record.value
+                epoch = None if value is None else value.epoch  # type: ignore[attr-defined]
+                self._rebalance(metrics, partition, "share", record.key.group_id, epoch)  # type: ignore[attr-defined]
             elif kind is ClassicGroupMetadataKey:
                 value = record.value
                 generation = None if value is None else value.generation_id  # type: ignore[attr-defined]
@@ -56,7 +61,7 @@ class RecordCounter:
     def _rebalance(
         self, metrics: Any, partition: int, protocol: str, group_id: str, epoch: int | None
     ) -> None:
-        """A group's epoch (consumer) or generation (classic) as written; None: deleted."""
+        """A group's epoch (consumer, share) or generation (classic) as written; None: deleted."""
         key = (protocol, group_id)
         if epoch is None:
             self._epochs.pop(key, None)

@@ -204,8 +204,7 @@ class WorkerRuntime:
             shard = part.committed_shard
             if shard is None or part.state is not PartitionState.ACTIVE:
                 continue
-            consumer, classic = shard.group_state_counts()
-            m.set_group_counts(p, consumer, classic)
+            m.set_group_counts(p, shard.group_state_counts())
             transactions = shard.transactions()
             if transactions is not None:
                 m.set_pending_transactional_offsets(p, transactions.transaction_stats()[0])
