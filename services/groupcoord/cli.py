@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "up": "groupcoord.local_cluster",
     "status": "groupcoord.status",
     "groups": "groupcoord.admin.command",
+    "share-groups": "groupcoord.admin.share_command",
     "gateway": "groupcoord.gateway.command",
     "shard": "groupcoord.coordinator.server.supervisor",
     "operator": "groupcoord_operator.command",

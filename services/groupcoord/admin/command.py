@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,7 +55,7 @@ DRY_RUN_WARNING = (
 )
 
 
-def _connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+def connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     """--bootstrap, --timeout, --command-config and --output, accepted before and after the
     action (``groups list --bootstrap X`` as Kafka's tool takes them); only the top level sets
     the defaults."""
@@ -88,7 +89,7 @@ def _connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) ->
     )
 
 
-def _groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
+def groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("groups", nargs="*", metavar="GROUP")
     parser.add_argument(
         "--group", dest="more_groups", action="append", default=[], metavar="GROUP", help=what
@@ -97,7 +98,7 @@ def _groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    _connection_arguments(parser, defaults=True)
+    connection_arguments(parser, defaults=True)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every group")
     listing.add_argument(
@@ -117,14 +118,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="print each group's type (Classic, Consumer) too; with TYPES (e.g. consumer) only those",
     )
     describe = actions.add_parser("describe", help="per partition: committed offset, log end, lag, owner")
-    _groups_arguments(describe, "a group to describe (repeatable; or GROUP...)")
+    groups_arguments(describe, "a group to describe (repeatable; or GROUP...)")
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--offsets", action="store_true", help="per partition (the default)")
     view.add_argument("--members", action="store_true", help="per member")
     view.add_argument("--state", action="store_true", help="the group's state and coordinator")
     describe.add_argument("--verbose", action="store_true", help="more columns")
     reset = actions.add_parser("reset-offsets", help="move a group's committed offsets (group must be empty)")
-    _groups_arguments(reset, "a group to reset (repeatable; or GROUP...)")
+    groups_arguments(reset, "a group to reset (repeatable; or GROUP...)")
     scope = reset.add_mutually_exclusive_group()
     scope.add_argument("--topic", action="append", help="TOPIC or TOPIC:P,P (repeatable)")
     scope.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
@@ -154,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     reset.add_argument("--export", action="store_true", help="print the plan as --from-file's CSV")
     delete = actions.add_parser("delete", help="delete empty groups and their offsets")
-    _groups_arguments(delete, "a group to delete (repeatable; or GROUP...)")
+    groups_arguments(delete, "a group to delete (repeatable; or GROUP...)")
     delete_offsets = actions.add_parser(
         "delete-offsets", help="delete a group's committed offsets of some topics (as --delete-offsets)"
     )
@@ -164,7 +165,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)"
     )
     for action in (listing, describe, reset, delete, delete_offsets):
-        _connection_arguments(action, defaults=False)
+        connection_arguments(action, defaults=False)
 
 
 def _error(message: str) -> None:
@@ -183,17 +184,18 @@ async def _group_ids(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> li
     return list(dict.fromkeys(named))
 
 
-def _states(text: str) -> set[str]:
-    by_lower = {s.lower(): s for s in output.STATES}
+def parse_states(text: str, states: Sequence[str] = output.STATES) -> set[str]:
+    """``--state``'s list (any case) as Kafka's state names; Kafka's message if one is unknown."""
+    by_lower = {s.lower(): s for s in states}
     chosen = {by_lower.get(s.strip().lower()) for s in text.split(",") if s.strip()}
     if None in chosen or not chosen:
-        raise AdminError(f"Invalid state list '{text}'. Valid states are: {', '.join(output.STATES)}")
+        raise AdminError(f"Invalid state list '{text}'. Valid states are: {', '.join(states)}")
     return {s for s in chosen if s is not None}
 
 
 async def run_list(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     groups = await admin.list_groups()
-    wanted = _states(args.state) if args.state else None
+    wanted = parse_states(args.state) if args.state else None
     kinds = _types(args.type) if args.type else None
     if args.state is None and args.type is None and args.output == "table":
         print("\n".join(g for g, _ in groups))
@@ -445,6 +447,12 @@ async def run(args: argparse.Namespace, config: ClientConfig) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
+    return run_admin(args, run)
+
+
+def run_admin(args: argparse.Namespace, run: Callable[[argparse.Namespace, ClientConfig], Awaitable[int]]) -> int:
+    """Load ``--command-config`` and run ``run``; a refusal or a connection failure ends the
+    command with one line (``Error: ...``), never a traceback."""
     try:
         config = load_client_config(args.command_config)
     except CommandConfigError as exc:

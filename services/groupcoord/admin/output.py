@@ -38,7 +38,7 @@ def columns(widths: Sequence[int], cells: Sequence[object]) -> str:
     return " ".join(padded).rstrip()
 
 
-def _width(minimum: int, values: Iterable[object]) -> int:
+def column_width(minimum: int, values: Iterable[object]) -> int:
     return max([minimum, *(len(_cell(v)) for v in values)])
 
 
@@ -67,10 +67,10 @@ OFFSETS_HEADER = (
 def offsets_table(rows: Sequence[PartitionRow], *, verbose: bool = False) -> str:
     """``--describe [--offsets] [--verbose]``: a row per partition (LEADER-EPOCH, verbose only,
     is the leader epoch the committed offset was committed with, ``-`` where none was)."""
-    g = _width(15, (r.group for r in rows))
-    t = _width(15, (r.topic for r in rows))
-    c = _width(15, (r.consumer_id for r in rows))
-    h = _width(15, (r.host for r in rows))
+    g = column_width(15, (r.group for r in rows))
+    t = column_width(15, (r.topic for r in rows))
+    c = column_width(15, (r.consumer_id for r in rows))
+    h = column_width(15, (r.host for r in rows))
     header: tuple[str, ...] = OFFSETS_HEADER
     widths = [g, t, 10, 15, 15, 15, c, h]
     if verbose:
@@ -92,11 +92,11 @@ def members_table(group: GroupDescription, *, verbose: bool = False) -> str:
     members = group.members
     with_instance = any(m.group_instance_id for m in members)
     widths = [
-        _width(15, [group.group_id]),
-        _width(15, (m.member_id for m in members)),
-        *([_width(17, (m.group_instance_id or "" for m in members))] if with_instance else []),
-        _width(15, (m.host for m in members)),
-        _width(15, (m.client_id for m in members)),
+        column_width(15, [group.group_id]),
+        column_width(15, (m.member_id for m in members)),
+        *([column_width(17, (m.group_instance_id or "" for m in members))] if with_instance else []),
+        column_width(15, (m.host for m in members)),
+        column_width(15, (m.client_id for m in members)),
     ]
     header: list[str] = [
         "GROUP",
@@ -109,7 +109,7 @@ def members_table(group: GroupDescription, *, verbose: bool = False) -> str:
     assignments = [assignment_string(m.assignment) for m in members]
     if verbose:
         header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
-        widths += [15, 15, _width(20, assignments), 15]
+        widths += [15, 15, column_width(20, assignments), 15]
     lines = [columns(widths, header)]
     for m, assignment in zip(members, assignments, strict=True):
         instance = [m.group_instance_id or ""] if with_instance else []
@@ -147,8 +147,8 @@ def reset_table(plans: Mapping[str, Mapping[TopicPartition, int]]) -> str:
     """``--reset-offsets``: GROUP TOPIC PARTITION NEW-OFFSET (nothing when no group was reset)."""
     if not plans:
         return ""
-    g = _width(15, plans)
-    t = _width(15, (tp.topic for plan in plans.values() for tp in plan))
+    g = column_width(15, plans)
+    t = column_width(15, (tp.topic for plan in plans.values() for tp in plan))
     widths = [g, t, 10]
     lines = [columns(widths, ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"))]
     for group, plan in plans.items():
@@ -174,7 +174,7 @@ def delete_offsets_summary(group: str, error: int, error_name: str) -> str:
 
 def delete_offsets_table(results: Mapping[TopicPartition, int]) -> str:
     """TOPIC PARTITION STATUS of every partition (partition -1: a topic that does not exist)."""
-    t = _width(15, (tp.topic for tp in results))
+    t = column_width(15, (tp.topic for tp in results))
     widths = [t, 10]
     lines = [columns(widths, ("TOPIC", "PARTITION", "STATUS"))]
     for tp, code in sorted(results.items(), key=lambda item: item[0].topic + str(item[0].partition)):
