@@ -18,16 +18,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka.errors import KafkaError
 from aiokafka.structs import TopicPartition
 from kio.schema.errors import ErrorCode
 
 from groupcoord.admin import output
-from groupcoord.admin.client_config import ClientConfig, CommandConfigError, load_client_config
+from groupcoord.admin.client_config import CommandConfigError, load_client_config
 from groupcoord.admin.consumer_groups import (
     INACTIVE_STATES,
     AdminError,
@@ -97,10 +97,15 @@ def groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--all-groups", action="store_true", help="every group")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def list_and_describe_parsers(
+    parser: argparse.ArgumentParser, what: str, rows: str, describes: str
+) -> tuple[argparse._SubParsersAction[argparse.ArgumentParser], argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The actions, and ``list`` and ``describe`` with the options Kafka's group tools share
+    (``what``: "group" or "share group"; ``rows``: what ``--offsets`` prints a row for, and
+    ``describes``: what it prints of each)."""
     connection_arguments(parser, defaults=True)
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="every group")
+    listing = actions.add_parser("list", help=f"every {what}")
     listing.add_argument(
         "--state",
         nargs="?",
@@ -108,6 +113,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="STATES",
         help="print each group's state too; with STATES (e.g. Stable,Empty) only groups in those",
+    )
+    describe = actions.add_parser("describe", help=f"per {rows}: {describes}")
+    groups_arguments(describe, f"a {what} to describe (repeatable; or GROUP...)")
+    view = describe.add_mutually_exclusive_group()
+    view.add_argument("--offsets", action="store_true", help=f"per {rows} (the default)")
+    view.add_argument("--members", action="store_true", help="per member")
+    view.add_argument("--state", action="store_true", help="the group's state and coordinator")
+    describe.add_argument("--verbose", action="store_true", help="more columns")
+    return actions, listing, describe
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions, listing, describe = list_and_describe_parsers(
+        parser, "group", "partition", "committed offset, log end, lag, owner"
     )
     listing.add_argument(
         "--type",
@@ -117,13 +136,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TYPES",
         help="print each group's type (Classic, Consumer) too; with TYPES (e.g. consumer) only those",
     )
-    describe = actions.add_parser("describe", help="per partition: committed offset, log end, lag, owner")
-    groups_arguments(describe, "a group to describe (repeatable; or GROUP...)")
-    view = describe.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="per partition (the default)")
-    view.add_argument("--members", action="store_true", help="per member")
-    view.add_argument("--state", action="store_true", help="the group's state and coordinator")
-    describe.add_argument("--verbose", action="store_true", help="more columns")
     reset = actions.add_parser("reset-offsets", help="move a group's committed offsets (group must be empty)")
     groups_arguments(reset, "a group to reset (repeatable; or GROUP...)")
     scope = reset.add_mutually_exclusive_group()
@@ -436,23 +448,21 @@ ACTIONS = {
 }
 
 
-async def run(args: argparse.Namespace, config: ClientConfig) -> int:
-    async with ConsumerGroupsAdmin(
-        args.bootstrap,
-        client_id=config.client_id or "groupcoord-admin",
-        timeout_s=args.timeout,
-        security=config.security,
-    ) as admin:
-        return await ACTIONS[args.action](admin, args)
-
-
 def main(args: argparse.Namespace) -> int:
-    return run_admin(args, run)
+    return run_admin(args, ConsumerGroupsAdmin, ACTIONS)
 
 
-def run_admin(args: argparse.Namespace, run: Callable[[argparse.Namespace, ClientConfig], Awaitable[int]]) -> int:
-    """Load ``--command-config`` and run ``run``; a refusal or a connection failure ends the
-    command with one line (``Error: ...``), never a traceback."""
+A = TypeVar("A", bound=ConsumerGroupsAdmin)
+
+
+def run_admin(
+    args: argparse.Namespace,
+    admin_type: type[A],
+    actions: Mapping[str, Callable[[A, argparse.Namespace], Awaitable[int]]],
+) -> int:
+    """Load ``--command-config``, connect an ``admin_type`` to ``--bootstrap`` and run the
+    action; a refusal or a connection failure ends the command with one line (``Error: ...``),
+    never a traceback."""
     try:
         config = load_client_config(args.command_config)
     except CommandConfigError as exc:
@@ -460,8 +470,18 @@ def run_admin(args: argparse.Namespace, run: Callable[[argparse.Namespace, Clien
     warning = config.warning()
     if warning:
         print(warning, file=sys.stderr)
+
+    async def run() -> int:
+        async with admin_type(
+            args.bootstrap,
+            client_id=config.client_id or "groupcoord-admin",
+            timeout_s=args.timeout,
+            security=config.security,
+        ) as admin:
+            return await actions[args.action](admin, args)
+
     try:
-        return asyncio.run(run(args, config))
+        return asyncio.run(run())
     except AdminError as exc:
         raise SystemExit(f"Error: {exc}") from None
     except (KafkaError, OSError) as exc:

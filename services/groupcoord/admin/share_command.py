@@ -18,7 +18,6 @@ from typing import Any
 
 from groupcoord.admin import command as groups_command
 from groupcoord.admin import output
-from groupcoord.admin.client_config import ClientConfig
 from groupcoord.admin.consumer_groups import AdminError
 from groupcoord.admin.share_groups import (
     STATES,
@@ -34,24 +33,9 @@ HELP = "list and describe share groups (like kafka-share-groups.sh)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    groups_command.connection_arguments(parser, defaults=True)
-    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser("list", help="every share group")
-    listing.add_argument(
-        "--state",
-        nargs="?",
-        const="",
-        default=None,
-        metavar="STATES",
-        help="print each group's state too; with STATES (e.g. Stable,Empty) only groups in those",
+    _, listing, describe = groups_command.list_and_describe_parsers(
+        parser, "share group", "share-partition", "start offset and lag"
     )
-    describe = actions.add_parser("describe", help="per share-partition: start offset and lag")
-    groups_command.groups_arguments(describe, "a share group to describe (repeatable; or GROUP...)")
-    view = describe.add_mutually_exclusive_group()
-    view.add_argument("--offsets", action="store_true", help="per share-partition (the default)")
-    view.add_argument("--members", action="store_true", help="per member")
-    view.add_argument("--state", action="store_true", help="the group's state and coordinator")
-    describe.add_argument("--verbose", action="store_true", help="more columns")
     for action in (listing, describe):
         groups_command.connection_arguments(action, defaults=False)
 
@@ -118,15 +102,5 @@ async def run_describe(admin: ShareGroupsAdmin, args: argparse.Namespace) -> int
 ACTIONS = {"list": run_list, "describe": run_describe}
 
 
-async def run(args: argparse.Namespace, config: ClientConfig) -> int:
-    async with ShareGroupsAdmin(
-        args.bootstrap,
-        client_id=config.client_id or "groupcoord-admin",
-        timeout_s=args.timeout,
-        security=config.security,
-    ) as admin:
-        return await ACTIONS[args.action](admin, args)
-
-
 def main(args: argparse.Namespace) -> int:
-    return groups_command.run_admin(args, run)
+    return groups_command.run_admin(args, ShareGroupsAdmin, ACTIONS)
