@@ -1,10 +1,12 @@
-"""A share group through a shard failover (KIP-932, issue 24): two share consumers read and
-accept records while the shard process leading the group's state partition is killed
-(SIGKILL). Nothing is lost and nothing acknowledged comes back: every record produced is
-delivered, and a record whose acknowledgement the consumer saw succeed is never delivered
-again — the delivery state (locks, delivery counts, what is done) is in the state topic and the
-standby that takes over replays it. A record in flight at the kill may come again, after its
-lock, with a higher delivery count: at least once, as Kafka promises.
+"""A share group through a shard failover and through a threadsPerShard change (KIP-932, issue
+24): two share consumers read and accept records while the shard process leading the group's
+state partition is killed (SIGKILL), or while both shards are rolled from one worker process to
+two, one at a time (the group's state partition moves to another shard and back, to a worker
+that did not exist before). Nothing is lost and nothing acknowledged comes back: every record
+produced is delivered, and a record whose acknowledgement the consumer saw succeed is never
+delivered again — the delivery state (locks, delivery counts, what is done) is in the state
+topic and whoever takes the partition over replays it. A record in flight at the move may come
+again, after its lock, with a higher delivery count: at least once, as Kafka promises.
 """
 
 from __future__ import annotations
@@ -12,14 +14,18 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from .failover import failover_cluster
+from groupcoord.rpc.v1 import shard_control_pb2 as sc
+
+from .failover import FailoverCluster, failover_cluster
 from .test_consumer_groups import wait_until
+from .test_threads_change import NEW_THREADS, STATE_PARTITIONS, odd_partition_group
 
 RECORDS, PARTITIONS = 2_000, 4
 
@@ -67,39 +73,74 @@ def test_a_shard_killed_under_share_consumers_loses_nothing_and_redelivers_nothi
     broker: Any, tmp_path: Path
 ) -> None:
     with failover_cluster(broker, tmp_path, "sgfo") as fo:
-        topic, group = f"sgfo-{uuid.uuid4().hex[:6]}", f"sgfo-g-{uuid.uuid4().hex[:6]}"
-        fo.create_topics(topic, partitions=PARTITIONS)
-        producer = Producer({"bootstrap.servers": fo.bootstrap, "linger.ms": 5})
+        group = f"sgfo-g-{uuid.uuid4().hex[:6]}"
+        read_through(fo, group, lambda: fo.kill_leader(fo.state_partition(group)))
+
+
+def test_share_state_follows_its_partition_to_a_new_worker_when_shards_roll_to_more_workers(
+    broker: Any, tmp_path: Path
+) -> None:
+    with failover_cluster(broker, tmp_path, "sgtc", partitions=STATE_PARTITIONS, threads=1) as fo:
+        group = odd_partition_group()  # worker 1's partition once shards run two workers
+
+        def roll() -> None:
+            for shard in (0, 1):  # the operator's rolling replacement, one shard at a time
+                fo.cluster.run(fo.control.set_threads(shard, NEW_THREADS), timeout=90)
+
+        read_through(fo, group, roll)
+        state_partition = fo.state_partition(group)
+        served = [
+            (st.shard_id, p.worker)
+            for st in fo.cluster.run(fo.control.status())
+            for p in st.partitions
+            if p.partition == state_partition and p.state == sc.PARTITION_STATE_ACTIVE
+        ]
+        assert served == [(str(fo.control.placement[state_partition].leader), 1)], served
+
+
+def read_through(fo: FailoverCluster, group: str, disrupt: Callable[[], None]) -> None:
+    """Two share consumers of ``group`` read and accept RECORDS records; ``disrupt`` runs once a
+    quarter is delivered, and RECORDS more are produced after it. Then: every record delivered,
+    none acknowledged delivered again (a share-partition whose state was lost would start over
+    from the earliest offset)."""
+    topic = f"sg-{uuid.uuid4().hex[:6]}"
+    fo.create_topics(topic, partitions=PARTITIONS)
+    producer = Producer({"bootstrap.servers": fo.bootstrap, "linger.ms": 5})
+
+    def produce() -> None:
         for i in range(RECORDS):
             producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(30) == 0
-        admin = AdminClient({"bootstrap.servers": fo.bootstrap})
-        resource = ConfigResource(ResourceType.GROUP, group)
-        for name, value in (("share.auto.offset.reset", "earliest"), ("share.record.lock.duration.ms", "15000")):
-            resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
-        for fut in admin.incremental_alter_configs([resource]).values():
-            fut.result(30)
 
-        log: list[tuple[Any, ...]] = []
-        lock = threading.Lock()
-        members = [Member(fo.bootstrap, group, topic, log, lock) for _ in range(2)]
+    produce()
+    admin = AdminClient({"bootstrap.servers": fo.bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    for name, value in (("share.auto.offset.reset", "earliest"), ("share.record.lock.duration.ms", "15000")):
+        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+    for fut in admin.incremental_alter_configs([resource]).values():
+        fut.result(30)
+
+    log: list[tuple[Any, ...]] = []
+    lock = threading.Lock()
+    members = [Member(fo.bootstrap, group, topic, log, lock) for _ in range(2)]
+    for m in members:
+        m.start()
+
+    def delivered() -> set[tuple[int, int]]:
+        with lock:
+            return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
+
+    try:
+        wait_until(lambda: len(delivered()) >= RECORDS // 4, 60, "a quarter delivered")
+        disrupt()
+        produce()  # and as many after: read from where the state that moved says
+        wait_until(lambda: len(delivered()) >= 2 * RECORDS, 120, "every record delivered", lambda: f"{len(delivered())}")
+        time.sleep(2)  # anything acknowledged but delivered again would show now
+    finally:
         for m in members:
-            m.start()
-
-        def delivered() -> set[tuple[int, int]]:
-            with lock:
-                return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
-
-        try:
-            wait_until(lambda: len(delivered()) >= RECORDS // 4, 60, "a quarter delivered")
-            fo.kill_leader(fo.state_partition(group))
-            wait_until(lambda: len(delivered()) >= RECORDS, 120, "every record delivered", lambda: f"{len(delivered())}")
-            time.sleep(2)  # anything acknowledged but delivered again would show now
-        finally:
-            for m in members:
-                m.stop.set()
-            for m in members:
-                m.join(60)
+            m.stop.set()
+        for m in members:
+            m.join(60)
     with lock:
         events = list(log)
     confirmed_at: dict[tuple[int, int], int] = {}
@@ -111,6 +152,6 @@ def test_a_shard_killed_under_share_consumers_loses_nothing_and_redelivers_nothi
         if kind == "delivered" and (p, o) in confirmed_at and i > confirmed_at[(p, o)]
     ]  # fmt: skip
     assert again == [], f"acknowledged records delivered again: {again[:10]}"
-    assert {(p, o) for _, p, o, _ in events} >= {(p, o) for p in range(PARTITIONS) for o in range(RECORDS // PARTITIONS)}
+    assert {(p, o) for _, p, o, _ in events} >= {(p, o) for p in range(PARTITIONS) for o in range(2 * RECORDS // PARTITIONS)}
     redelivered = sum(1 for kind, _, _, count in events if kind == "delivered" and count > 1)
     print(f"{len(confirmed_at)} confirmed, {redelivered} deliveries beyond the first")
