@@ -1,5 +1,6 @@
 """share-groups: KIP-932 share consumers, in one run, against Apache Kafka 4.4's own share
-groups and against groupcoord in front of the same Kafka 4.4.
+groups, against groupcoord in front of the same Kafka 4.4, and against groupcoord in front of
+tansu (the embedded broker, which has no share groups of its own).
 
 For 1, 4 and 16 librdkafka share consumers (confluent-kafka's ``ShareConsumer``, one thread
 each, explicit acknowledgement) on a 16-partition topic holding ``--records`` records, on a
@@ -7,8 +8,9 @@ fresh share group reading from the earliest offset: how long until every record 
 (records/s), and the latency of the acknowledgements (``commit_sync`` of each poll's records,
 p50/p99). Records delivered more than once are counted (none should be).
 
-Ratios are groupcoord / Kafka (``*_per_s``: higher is better; ``*_ms``: lower is better). The
-machine's load average is taken before and after: figures from a busy machine are not figures.
+Ratios are groupcoord / Kafka (``*_per_s``: higher is better; ``*_ms``: lower is better), and
+``ratios_tansu`` groupcoord-in-front-of-tansu / Kafka. The machine's load average is taken
+before and after: figures from a busy machine are not figures.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 NAME = "share-groups"
-DESCRIPTION = "KIP-932 share consumers: Kafka 4.4's own share groups vs groupcoord in front of it"
+DESCRIPTION = "KIP-932 share consumers: Kafka 4.4's own share groups vs groupcoord in front of it, and of tansu"
 
 PARTITIONS = 16
 
@@ -134,9 +136,9 @@ def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
 def run(args: list[str]) -> dict[str, object]:
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
-    from kafka_side_by_side import side_by_side  # noqa: PLC0415
+    from kafka_side_by_side import ratios, side_by_side  # noqa: PLC0415
 
-    from groupcoord.embedded_broker import free_port  # noqa: PLC0415
+    from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
     from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
@@ -154,19 +156,27 @@ def run(args: list[str]) -> dict[str, object]:
     begun = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="share-groups-") as tmp:
         kafka = ApacheKafka(Path(tmp), version=opts.kafka_version, heap_mb=opts.kafka_heap_mb)
-        with kafka, UpProcess(kafka.bootstrap, free_port(), opts.shards, 1) as up:
+        with (
+            kafka,
+            UpProcess(kafka.bootstrap, free_port(), opts.shards, 1) as up,
+            EmbeddedBroker() as tansu,
+            UpProcess(tansu.bootstrap, free_port(), opts.shards, 1) as up_tansu,
+        ):
             bootstraps = {"kafka": kafka.bootstrap, "groupcoord": up.bootstrap}
             topic = f"bench-share-{uuid.uuid4().hex[:6]}"
-            admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-            admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
-            produce(kafka.bootstrap, topic, opts.records, opts.size)
+            for upstream in (kafka.bootstrap, tansu.bootstrap):
+                admin = AdminClient({"bootstrap.servers": upstream})
+                admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(30)
+                produce(upstream, topic, opts.records, opts.size)
             # warm-up: Kafka's share coordinator creates its state topic at the first share-partition
-            for bootstrap in bootstraps.values():
+            for bootstrap in (*bootstraps.values(), up_tansu.bootstrap):
                 consume(bootstrap, topic, min(opts.records, 1_000), 1, opts.timeout)
-            runs = [
-                side_by_side(lambda _t, b, n=n: consume(b, topic, opts.records, n, opts.timeout), bootstraps)
-                for n in sizes
-            ]
+            runs = []
+            for n in sizes:
+                run = side_by_side(lambda _t, b, n=n: consume(b, topic, opts.records, n, opts.timeout), bootstraps)
+                run["groupcoord_tansu"] = consume(up_tansu.bootstrap, topic, opts.records, n, opts.timeout)
+                run["ratios_tansu"] = ratios(run["kafka"], run["groupcoord_tansu"])
+                runs.append(run)
     return {
         "kafka_version": opts.kafka_version,
         "groupcoord": {"shards": opts.shards},
