@@ -83,6 +83,7 @@ class Case:
     topic_op: Operation | None = None
     denied_code: int = GROUP_DENIED
     with_offsets: bool = False  # the group has committed offsets first (else the answer is GROUP_ID_NOT_FOUND)
+    share_group: bool = False  # the group is an empty share group that has read the topic first
 
 
 def _partition_errors(resp: Any) -> list[int]:
@@ -142,6 +143,15 @@ CASES = [
          "partitions": [{"partition_index": 0, "start_offset": 0}]}]}, lambda r: [int(r.error_code)], Operation.READ),
     Case("DeleteShareGroupOffsets", 92, 0, lambda g, t: {"group_id": g, "topics": [{"topic_name": t}]},
          lambda r: [int(r.error_code)], Operation.DELETE),
+    Case("DescribeShareGroupOffsets-topic", 90, 1, lambda g, t: {"groups": [{"group_id": g, "topics": [{"topic_name": t,
+         "partitions": [0]}]}]}, lambda r: [int(p.error_code) for g in r.groups for t in g.topics for p in t.partitions],
+         None, Operation.DESCRIBE, TOPIC_DENIED, share_group=True),
+    Case("AlterShareGroupOffsets-topic", 91, 0, lambda g, t: {"group_id": g, "topics": [{"topic_name": t,
+         "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+         lambda r: [int(p.error_code) for t in r.responses for p in t.partitions], None, Operation.READ, TOPIC_DENIED,
+         share_group=True),
+    Case("DeleteShareGroupOffsets-topic", 92, 0, lambda g, t: {"group_id": g, "topics": [{"topic_name": t}]},
+         lambda r: [int(t.error_code) for t in r.responses], None, Operation.READ, TOPIC_DENIED, share_group=True),
     Case("DeleteGroups", 42, 2, lambda g, t: {"groups_names": [g]}, lambda r: [int(x.error_code) for x in r.results],
          Operation.DELETE),
     Case("OffsetDelete", 47, 0, lambda g, t: {"group_id": g, "topics": [{"name": t, "partitions": [{"partition_index": 0}]}]},
@@ -215,6 +225,19 @@ def ask_as_a_client_retries(cluster: BackgroundCluster, case: Case, group: str, 
         time.sleep(0.2)
 
 
+def empty_share_group(cluster: BackgroundCluster, group: str, topic: str) -> None:
+    """``group`` made an empty share group: a member joins, subscribed to ``topic``, and leaves."""
+    join = next(c for c in CASES if c.name == "ShareGroupHeartbeat")
+    joined = ask_as_a_client_retries(cluster, join, group, topic)
+    assert int(joined.error_code) == 0, joined
+    leave = dataclasses.replace(
+        join,
+        request=lambda g, t: {"group_id": g, "member_id": joined.member_id, "member_epoch": -1,
+                              "subscribed_topic_names": None},
+    )  # fmt: skip
+    assert int(ask(cluster, leave, group, topic).error_code) == 0
+
+
 @pytest.mark.parametrize("allowed", [True, False], ids=["allowed", "denied"])
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_group_api_requires_its_operation(
@@ -232,6 +255,9 @@ def test_group_api_requires_its_operation(
         commit = next(c for c in CASES if c.name == "OffsetCommit")
         policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
         assert _partition_errors(ask(acl_cluster, commit, group, topic)) == [0]
+    if case.share_group:
+        policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
+        empty_share_group(acl_cluster, group, topic)
     policy.current = Authorizer.of(bindings(G, group, group_ops) + bindings(T, topic, topic_ops))
     codes = case.errors(ask_as_a_client_retries(acl_cluster, case, group, topic))
     assert codes, "the response carries no error codes to check"
@@ -397,3 +423,39 @@ def test_a_regex_subscription_never_resolves_to_a_topic_the_member_cannot_descri
             break
         time.sleep(0.3)
     assert targets == {open_topic}
+
+
+def test_an_all_topics_share_offsets_description_leaves_out_topics_the_caller_cannot_describe(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str
+) -> None:
+    """DescribeShareGroupOffsets with no topics named (kafka-share-groups.sh --describe): a
+    share-partition of a topic the caller may not DESCRIBE is left out, not even named."""
+    from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+
+    hidden, group = f"acl-hidden-{uuid.uuid4().hex[:6]}", f"sg-all-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": acl_cluster.bootstrap})
+    admin.create_topics([NewTopic(hidden, 1, 1)])[hidden].result(20)
+    everything = bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL})
+    policy.current = Authorizer.of(everything + bindings(T, hidden, {Operation.ALL}))
+    empty_share_group(acl_cluster, group, topic)
+    alter = next(c for c in CASES if c.name == "AlterShareGroupOffsets")
+    both = dataclasses.replace(
+        alter,
+        request=lambda g, t: {"group_id": g, "topics": [
+            {"topic_name": name, "partitions": [{"partition_index": 0, "start_offset": 0}]} for name in (t, hidden)]},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30  # until the shard's topics image has both new topics
+    while True:
+        altered = ask(acl_cluster, both, group, topic)
+        if [int(p.error_code) for t in altered.responses for p in t.partitions] == [0, 0]:
+            break
+        assert time.monotonic() < deadline, altered
+        time.sleep(0.5)
+    describe = next(c for c in CASES if c.name == "DescribeShareGroupOffsets")
+
+    def described() -> list[str]:
+        return sorted(t.topic_name for g in ask(acl_cluster, describe, group, topic).groups for t in g.topics)
+
+    assert described() == sorted([topic, hidden])
+    policy.current = Authorizer.of(everything)  # nothing on the hidden topic
+    assert described() == [topic]

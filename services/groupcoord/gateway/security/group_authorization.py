@@ -14,9 +14,10 @@ ConsumerGroupHeartbeat                 READ                       DESCRIBE on su
 ShareGroupHeartbeat                    READ                       DESCRIBE on subscribed names
 ShareFetch, ShareAcknowledge           READ                       READ: the upstream's (records
                                                                   fetched as the client)
-DescribeShareGroupOffsets              DESCRIBE, per group        -
-AlterShareGroupOffsets                 READ                       -
-DeleteShareGroupOffsets                DELETE                     -
+DescribeShareGroupOffsets              DESCRIBE, per group        DESCRIBE (failed per partition,
+                                                                  or left out of "all topics")
+AlterShareGroupOffsets                 READ                       READ, per topic
+DeleteShareGroupOffsets                DELETE                     READ, per topic
 OffsetCommit, TxnOffsetCommit          READ (else every           READ, per topic
 (TxnOffsetCommit, AddOffsetsToTxn:     partition fails)
 WRITE on the transactional id first)
@@ -48,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
+import uuid
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -56,7 +58,7 @@ from typing import Any
 import re2
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8, i32, i32Timedelta
+from kio.static.primitive import i8, i32, i32Timedelta, i64
 from prometheus_client import Counter
 
 from groupcoord.authorization.acls import Authorizer, Operation, ResourceType
@@ -78,6 +80,8 @@ GROUP_DENIED = ErrorCode.group_authorization_failed
 TRANSACTIONAL_ID_DENIED = ErrorCode.transactional_id_authorization_failed
 TOPIC_DENIED = ErrorCode.topic_authorization_failed
 GROUP_DENIED_MESSAGE = "Group authorization failed."  # Errors.GROUP_AUTHORIZATION_FAILED.message()
+TOPIC_DENIED_MESSAGE = "Topic authorization failed."  # Errors.TOPIC_AUTHORIZATION_FAILED.message()
+ZERO_UUID = uuid.UUID(int=0)  # a refused topic's id: the gateway never looked it up
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Integer.MIN_VALUE: not requested / not known
 CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
@@ -242,14 +246,125 @@ def _share_delivery(auth: GroupAuthorization, caller: Caller, version: int, rt: 
 
 def _share_offsets_change(operation: Operation) -> Hook:
     """AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets (DELETE): refused,
-    the whole request is GROUP_AUTHORIZATION_FAILED."""
+    the whole request is GROUP_AUTHORIZATION_FAILED. Then READ on each topic
+    (``KafkaApis.handleAlterShareGroupOffsetsRequest`` / ``handleDeleteShareGroupOffsetsRequest``):
+    a refused topic is answered TOPIC_AUTHORIZATION_FAILED here (each partition of it for Alter,
+    the topic for Delete) and never reaches the shard; the others are served, in request order."""
 
     def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
-        if auth.group(caller, operation, req.group_id):
+        if not auth.group(caller, operation, req.group_id):
+            return Verdict(
+                None, lambda body: _make(body, error_code=GROUP_DENIED, error_message=GROUP_DENIED_MESSAGE, responses=())
+            )
+        denied = {id(t) for t in req.topics if not auth.topic(caller, Operation.READ, t.topic_name)}
+        if not denied:
             return Verdict(req)
+        topic_type = _entry(rt, "responses")
+
+        def refused(topic: Any) -> Any:
+            if _has(topic_type, "partitions"):  # Alter: per partition
+                partition_type = _entry(topic_type, "partitions")
+                return _make(
+                    topic_type,
+                    topic_name=topic.topic_name,
+                    topic_id=ZERO_UUID,
+                    partitions=tuple(
+                        _make(
+                            partition_type,
+                            partition_index=p.partition_index,
+                            error_code=TOPIC_DENIED,
+                            error_message=TOPIC_DENIED_MESSAGE,
+                        )
+                        for p in topic.partitions
+                    ),
+                )
+            return _make(
+                topic_type, topic_name=topic.topic_name, topic_id=ZERO_UUID, error_code=TOPIC_DENIED,
+                error_message=TOPIC_DENIED_MESSAGE,
+            )  # fmt: skip
+
+        def merged(served: Iterable[Any]) -> tuple[Any, ...]:
+            return _merge_in_order(
+                req.topics,
+                lambda t: refused(t) if id(t) in denied else None,
+                served,
+                lambda t: t.topic_name,
+                lambda t: t.topic_name,
+            )
+
+        if len(denied) == len(req.topics):
+            return Verdict(None, lambda body: _make(body, error_code=ErrorCode.none, responses=merged(())))
         return Verdict(
-            None, lambda body: _make(body, error_code=GROUP_DENIED, error_message=GROUP_DENIED_MESSAGE, responses=())
+            dataclasses.replace(req, topics=tuple(t for t in req.topics if id(t) not in denied)),
+            finish=lambda resp: dataclasses.replace(resp, responses=merged(resp.responses)),
         )
+
+    return hook
+
+
+def _describe_share_offsets(per_group: Hook) -> Hook:
+    """DescribeShareGroupOffsets: DESCRIBE on each group (``per_group``), then on each topic
+    (``KafkaApis.handleDescribeShareGroupOffsetsRequest``, as OffsetFetch): a named topic the
+    caller may not DESCRIBE has every partition TOPIC_AUTHORIZATION_FAILED and is not asked of
+    the shard; an all-topics description leaves such topics out."""
+
+    def hook(auth: GroupAuthorization, caller: Caller, version: int, rt: type[Any], req: Any) -> Verdict:
+        verdict = per_group(auth, caller, version, rt, req)
+        if verdict.request is None:
+            return verdict
+        topic_type = _entry(_entry(rt, "groups"), "topics")
+        partition_type = _entry(topic_type, "partitions")
+        asked = {g.group_id: g for g in verdict.request.groups}
+        denied = {
+            id(t)
+            for g in verdict.request.groups
+            for t in g.topics or ()
+            if not auth.topic(caller, Operation.DESCRIBE, t.topic_name)
+        }
+
+        def refused(topic: Any) -> Any | None:
+            if id(topic) not in denied:
+                return None
+            return _make(
+                topic_type,
+                topic_name=topic.topic_name,
+                topic_id=ZERO_UUID,
+                partitions=tuple(
+                    _make(
+                        partition_type,
+                        partition_index=p,
+                        start_offset=i64(-1),
+                        leader_epoch=i32(-1),
+                        lag=i64(-1),
+                        error_code=TOPIC_DENIED,
+                        error_message=TOPIC_DENIED_MESSAGE,
+                    )
+                    for p in topic.partitions
+                ),
+            )
+
+        def described(group: Any) -> Any:
+            request = asked.get(group.group_id)
+            if request is None:
+                return group
+            if request.topics is None:
+                return dataclasses.replace(
+                    group, topics=tuple(t for t in group.topics if auth.topic(caller, Operation.DESCRIBE, t.topic_name))
+                )
+            topics = _merge_in_order(request.topics, refused, group.topics, lambda t: t.topic_name, lambda t: t.topic_name)
+            return dataclasses.replace(group, topics=topics)
+
+        served = verdict.finish
+
+        def finish(resp: Any) -> Any:
+            resp = dataclasses.replace(resp, groups=tuple(described(g) for g in resp.groups))
+            return served(resp) if served is not None else resp
+
+        narrowed = tuple(
+            g if g.topics is None else dataclasses.replace(g, topics=tuple(t for t in g.topics if id(t) not in denied))
+            for g in verdict.request.groups
+        )
+        return Verdict(dataclasses.replace(verdict.request, groups=narrowed), finish=finish)
 
     return hook
 
@@ -840,13 +955,15 @@ HOOKS: dict[int, Hook] = {
             ApiKey.SHARE_FETCH: _share_delivery,
             ApiKey.SHARE_ACKNOWLEDGE: _share_delivery,
             # DescribeShareGroupOffsetsRequest.getErrorResponse: the message too
-            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _per_group_read(
-                "groups",
-                "groups",
-                lambda g: sgh.DescribeShareGroupOffsetsResponseGroup(
-                    group_id=g, error_code=GROUP_DENIED.value, error_message=GROUP_DENIED_MESSAGE
-                ),
-                group_of=lambda group: group.group_id,
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: _describe_share_offsets(
+                _per_group_read(
+                    "groups",
+                    "groups",
+                    lambda g: sgh.DescribeShareGroupOffsetsResponseGroup(
+                        group_id=g, error_code=GROUP_DENIED.value, error_message=GROUP_DENIED_MESSAGE
+                    ),
+                    group_of=lambda group: group.group_id,
+                )
             ),
             ApiKey.ALTER_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.READ),
             ApiKey.DELETE_SHARE_GROUP_OFFSETS: _share_offsets_change(Operation.DELETE),
