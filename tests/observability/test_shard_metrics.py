@@ -156,3 +156,14 @@ def test_pending_transactional_offsets_per_partition_and_outcomes_applied() -> N
     assert value(r, "groupcoord_transaction_outcomes_applied_total", shard="1", outcome="abort") == 1
     m.set_partition_states({0: "active"})  # partition 3 moved away: its series goes
     assert value(r, "groupcoord_pending_transactional_offsets", shard="1", partition="3") is None
+
+
+def test_share_records_in_flight_are_summed_over_the_partitions_served() -> None:
+    r = CollectorRegistry()
+    m = ShardMetrics("4", r)
+    assert value(r, "groupcoord_share_records_in_flight", shard="4") == 0
+    m.set_share_records_in_flight(0, 3)
+    m.set_share_records_in_flight(1, 4)
+    assert value(r, "groupcoord_share_records_in_flight", shard="4") == 7
+    m.set_partition_states({0: "active"})  # partition 1 moved away
+    assert value(r, "groupcoord_share_records_in_flight", shard="4") == 3

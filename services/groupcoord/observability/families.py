@@ -178,6 +178,13 @@ class MetricFamilies:
             ["shard"],
             registry=r,
         )
+        self.share_records_in_flight = Gauge(
+            "groupcoord_share_records_in_flight",
+            "Records of share-partitions not done yet (acquired, or available again), summed over "
+            "the share-partitions this shard serves (Kafka's InFlightMessageCount, per shard).",
+            ["shard"],
+            registry=r,
+        )
         self.share_records_archived = Counter(
             "groupcoord_share_records_archived",
             "Records archived, never to be delivered again: rejected, or released or timed out "

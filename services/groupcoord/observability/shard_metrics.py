@@ -72,6 +72,8 @@ class ShardMetrics:
         self._f.share_lock_timeouts.labels(self.shard_id)
         self._f.share_records_archived.labels(self.shard_id)
         self._pending_txn_partitions: set[int] = set()
+        self._share_in_flight: dict[int, int] = {}
+        self._f.share_records_in_flight.labels(self.shard_id).set(0)
 
     # -- requests and events -------------------------------------------------------------------
 
@@ -127,6 +129,8 @@ class ShardMetrics:
         self._partitions.states = dict(states)
 
     def _forget_partition(self, partition: int) -> None:
+        if self._share_in_flight.pop(partition, None) is not None:
+            self._f.share_records_in_flight.labels(self.shard_id).set(sum(self._share_in_flight.values()))
         if partition in self._pending_txn_partitions:
             self._pending_txn_partitions.discard(partition)
             self._f.pending_transactional_offsets.remove(self.shard_id, str(partition))
@@ -210,6 +214,11 @@ class ShardMetrics:
 
     def record_offset_deletions(self, n: int = 1) -> None:
         self._f.offset_deletions.labels(self.shard_id).inc(n)
+
+    def set_share_records_in_flight(self, partition: int, records: int) -> None:
+        """Share records not done yet in ``partition``'s share-partitions; exported summed."""
+        self._share_in_flight[partition] = records
+        self._f.share_records_in_flight.labels(self.shard_id).set(sum(self._share_in_flight.values()))
 
     def record_share_delivery(self, counts: ShareDeliveryCounts) -> None:
         """What one ShareFetch or ShareAcknowledge step did to records (the shard's answer says)."""

@@ -119,6 +119,9 @@ class RegisterShard:
     def group_state_counts(self) -> dict[str, dict[str, int]]:
         return {}  # no groups of any protocol
 
+    def share_records_in_flight(self) -> int:
+        return 0
+
     @property
     def data(self) -> dict[str, int]:
         return self.values

@@ -31,6 +31,7 @@ def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
         "transactions",
         "group_counts",
         "group_state_counts",
+        "share_records_in_flight",
         "data",
         "restore",
     }

@@ -412,6 +412,9 @@ class GroupCoordinatorShard(ActsOnState):
             of_kind[state] = of_kind.get(state, 0) + 1
         return counts
 
+    def share_records_in_flight(self) -> int:
+        return sum(state.in_flight() for state in self.data.share_partitions.values())
+
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by protocol (the control plane's partition status)."""
         counts = {kind.value: 0 for kind in (GroupType.CONSUMER, GroupType.CLASSIC)}

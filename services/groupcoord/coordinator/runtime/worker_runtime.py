@@ -205,6 +205,7 @@ class WorkerRuntime:
             if shard is None or part.state is not PartitionState.ACTIVE:
                 continue
             m.set_group_counts(p, shard.group_state_counts())
+            m.set_share_records_in_flight(p, shard.share_records_in_flight())
             transactions = shard.transactions()
             if transactions is not None:
                 m.set_pending_transactional_offsets(p, transactions.transaction_stats()[0])
