@@ -121,7 +121,7 @@ class ShardMetrics:
         counts = Counter(states.values())
         for s in PARTITION_STATES:
             self._f.partition_count.labels(self.shard_id, s).set(counts.get(s, 0))
-        gone = self._partitions.known_partitions() - set(states)
+        gone = (self._partitions.known_partitions() | set(self._share_in_flight)) - set(states)
         for partition in gone:
             self._forget_partition(partition)
         if gone:
