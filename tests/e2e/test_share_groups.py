@@ -75,7 +75,7 @@ def test_four_share_consumers_on_two_partitions_each_record_once(cluster: Backgr
     topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    total = 2_000
+    total = 10_000
     produce(cluster.bootstrap, topic, total, 2)
     earliest(cluster.bootstrap, group)
     consumers = [share_consumer(cluster.bootstrap, group) for _ in range(4)]
