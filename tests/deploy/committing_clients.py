@@ -179,8 +179,15 @@ def main(argv: list[str]) -> int:
     for c in consumers:
         if not c.started.wait(max(0.0, started_at + 120 - time.monotonic())):
             # what each member saw, so that a run that never consumes says why
-            stuck = {
-                d.name: {"assignments": d.assignments, "errors": d.errors, "retriable": d.retriable[-10:]}
+            stuck = {  # short enough to survive the test's cut: the last few errors and their count
+                d.name: {
+                    "protocol": d.protocol,
+                    "consumed": d.consumed,
+                    "assignments": d.assignments,
+                    "errors": d.errors[-3:],
+                    "error_count": len(d.errors),
+                    "retriable": d.retriable[-3:],
+                }
                 for d in consumers
             }
             print(f"{c.name} consumed nothing: {json.dumps(stuck)}", flush=True)
