@@ -244,6 +244,29 @@ def _share_delivery(auth: GroupAuthorization, caller: Caller, version: int, rt: 
     )
 
 
+def _refused_share_topic(topic_type: type[Any], name: str, partitions: Iterable[Any]) -> Any:
+    """A share-group offsets answer's topic whose every partition is TOPIC_AUTHORIZATION_FAILED
+    (no offset, leader epoch or lag: -1 where the partition type has them)."""
+    partition_type = _entry(topic_type, "partitions")
+    return _make(
+        topic_type,
+        topic_name=name,
+        topic_id=ZERO_UUID,
+        partitions=tuple(
+            _make(
+                partition_type,
+                partition_index=index,
+                start_offset=i64(-1),
+                leader_epoch=i32(-1),
+                lag=i64(-1),
+                error_code=TOPIC_DENIED,
+                error_message=TOPIC_DENIED_MESSAGE,
+            )
+            for index in partitions
+        ),
+    )
+
+
 def _share_offsets_change(operation: Operation) -> Hook:
     """AlterShareGroupOffsets (READ on the group) and DeleteShareGroupOffsets (DELETE): refused,
     the whole request is GROUP_AUTHORIZATION_FAILED. Then READ on each topic
@@ -263,21 +286,7 @@ def _share_offsets_change(operation: Operation) -> Hook:
 
         def refused(topic: Any) -> Any:
             if _has(topic_type, "partitions"):  # Alter: per partition
-                partition_type = _entry(topic_type, "partitions")
-                return _make(
-                    topic_type,
-                    topic_name=topic.topic_name,
-                    topic_id=ZERO_UUID,
-                    partitions=tuple(
-                        _make(
-                            partition_type,
-                            partition_index=p.partition_index,
-                            error_code=TOPIC_DENIED,
-                            error_message=TOPIC_DENIED_MESSAGE,
-                        )
-                        for p in topic.partitions
-                    ),
-                )
+                return _refused_share_topic(topic_type, topic.topic_name, (p.partition_index for p in topic.partitions))
             return _make(
                 topic_type, topic_name=topic.topic_name, topic_id=ZERO_UUID, error_code=TOPIC_DENIED,
                 error_message=TOPIC_DENIED_MESSAGE,
@@ -313,7 +322,6 @@ def _describe_share_offsets(per_group: Hook) -> Hook:
         if verdict.request is None:
             return verdict
         topic_type = _entry(_entry(rt, "groups"), "topics")
-        partition_type = _entry(topic_type, "partitions")
         asked = {g.group_id: g for g in verdict.request.groups}
         denied = {
             id(t)
@@ -325,23 +333,7 @@ def _describe_share_offsets(per_group: Hook) -> Hook:
         def refused(topic: Any) -> Any | None:
             if id(topic) not in denied:
                 return None
-            return _make(
-                topic_type,
-                topic_name=topic.topic_name,
-                topic_id=ZERO_UUID,
-                partitions=tuple(
-                    _make(
-                        partition_type,
-                        partition_index=p,
-                        start_offset=i64(-1),
-                        leader_epoch=i32(-1),
-                        lag=i64(-1),
-                        error_code=TOPIC_DENIED,
-                        error_message=TOPIC_DENIED_MESSAGE,
-                    )
-                    for p in topic.partitions
-                ),
-            )
+            return _refused_share_topic(topic_type, topic.topic_name, topic.partitions)
 
         def described(group: Any) -> Any:
             request = asked.get(group.group_id)
