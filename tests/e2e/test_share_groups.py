@@ -6,8 +6,9 @@ at all, Kafka 4.4's own are not used.
 Scenarios, as KIP-932 tells them: more members than partitions all receive records, and every
 record produced is delivered to exactly one of them (none acquired by two members); a released
 record is delivered again with its delivery count one higher, a rejected one never; a member
-killed while it holds records gives them to another once their locks run out; a read_committed
-share group never gets an aborted transaction's records.
+that hangs while it holds records (its connection open) gives them to another once their locks
+run out (one killed gives them back at once: ``tests/apache_kafka/test_share_session_end.py``); a
+read_committed share group never gets an aborted transaction's records.
 """
 
 from __future__ import annotations
@@ -238,14 +239,15 @@ while True:
 """
 
 
-def test_a_member_killed_holding_records_gives_them_to_another_after_the_lock_duration(
+def test_a_member_that_hangs_holding_records_gives_them_to_another_after_the_lock_duration(
     cluster: BackgroundCluster,
 ) -> None:
-    """KIP-932: records acquired by a member that dies stay locked for
-    ``share.record.lock.duration.ms`` (here the shortest Kafka allows, 15 s), then another member
-    acquires them with their delivery count one higher — long before the dead member's session
-    (45 s) would have run out and given them back."""
-    topic, group = f"queue-kill-{uuid.uuid4().hex[:6]}", f"sg-kill-{uuid.uuid4().hex[:6]}"
+    """KIP-932: records acquired by a member that stops (its process frozen, its connections
+    open, so its share session lives on) stay locked for ``share.record.lock.duration.ms``
+    (here the shortest Kafka allows, 15 s), then another member acquires them with their
+    delivery count one higher — long before the frozen member's session in the group (45 s)
+    would have run out and given them back."""
+    topic, group = f"queue-hang-{uuid.uuid4().hex[:6]}", f"sg-hang-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     produce(cluster.bootstrap, topic, 10, 1)
@@ -261,9 +263,16 @@ def test_a_member_killed_holding_records_gives_them_to_another_after_the_lock_du
         held = json.loads(holder.stdout.readline())
         acquired_at = time.monotonic()
         assert held == [[o, 1] for o in range(10)], held
+        holder.send_signal(signal.SIGSTOP)
+        _next_member_gets_them_after_the_lock(cluster, group, topic, acquired_at)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(10)
+
+
+def _next_member_gets_them_after_the_lock(
+    cluster: BackgroundCluster, group: str, topic: str, acquired_at: float
+) -> None:
     consumer = share_consumer(cluster.bootstrap, group)
     again: dict[int, int] = {}
     try:
@@ -279,4 +288,4 @@ def test_a_member_killed_holding_records_gives_them_to_another_after_the_lock_du
     finally:
         consumer.close()
     assert again == {o: 2 for o in range(10)}, again
-    assert 14 <= waited < 40, f"redelivered {waited:.1f} s after the dead member acquired them"
+    assert 14 <= waited < 40, f"redelivered {waited:.1f} s after the frozen member acquired them"

@@ -1,12 +1,13 @@
 """Share sessions as Kafka's ShareSessionCache keeps them: opened by epoch 0, moved on by one
-at every request, partitions added and forgotten, closed by -1; Kafka's errors otherwise."""
+at every request, partitions added and forgotten, ended by -1 or by the close of the connection
+that opened it; Kafka's errors otherwise."""
 
 from __future__ import annotations
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from groupcoord.gateway.groups.share_sessions import MAX_EPOCH, ShareSessionError, ShareSessions
+from groupcoord.gateway.groups.share_sessions import MAX_EPOCH, EndedSession, ShareSessionError, ShareSessions
 
 A, B, C = (b"a" * 16, 0), (b"a" * 16, 1), (b"b" * 16, 0)
 
@@ -24,6 +25,7 @@ def test_a_session_opens_moves_on_and_closes() -> None:
     sessions.acknowledge("g", "m", 2)
     assert sessions.fetch("g", "m", 3, [], []) == [B, C]
     assert sessions.fetch("g", "m", -1, [], []) == [], "the final fetch fetches nothing"
+    assert sessions.final("g", "m") == EndedSession("g", "m", [B, C]), "what the member holds there goes back"
     assert refused(sessions.fetch, "g", "m", 5, [], []) is ErrorCode.share_session_not_found
     assert len(sessions) == 0
 
@@ -48,3 +50,18 @@ def test_the_cache_is_bounded_and_epochs_wrap_past_the_maximum() -> None:
     sessions._sessions[("g", "a")].epoch = MAX_EPOCH
     sessions.fetch("g", "a", MAX_EPOCH, [], [])
     assert sessions.fetch("g", "a", 1, [], []) == [B]
+
+
+def test_a_session_ends_with_the_connection_that_opened_it() -> None:
+    sessions = ShareSessions()
+    first, second = object(), object()
+    sessions.fetch("g", "a", 0, [A, B], [], first)
+    sessions.fetch("g", "b", 0, [C], [], first)
+    sessions.fetch("g", "c", 0, [A], [], second)
+    sessions.fetch("g", "b", 0, [B], [], second)  # b's consumer reconnected: its new session is second's
+    assert sessions.disconnected(first) == [EndedSession("g", "a", [A, B])]
+    assert refused(sessions.fetch, "g", "a", 1, [], []) is ErrorCode.share_session_not_found
+    assert sessions.fetch("g", "b", 1, [], [], first) == [B], "a later request on another connection moves nothing"
+    assert sessions.disconnected(first) == []
+    assert sessions.disconnected(second) == [EndedSession("g", "b", [B]), EndedSession("g", "c", [A])]
+    assert len(sessions) == 0 and not sessions._by_connection

@@ -16,8 +16,9 @@ import dataclasses
 import datetime
 import functools
 import ipaddress
+import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,7 +32,12 @@ from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway.groups import share_fetch
 from groupcoord.gateway.groups.leadership import LeadershipTable
-from groupcoord.gateway.groups.share_sessions import ShareSessionError, ShareSessions
+from groupcoord.gateway.groups.share_sessions import (
+    FINAL_EPOCH,
+    EndedSession,
+    ShareSessionError,
+    ShareSessions,
+)
 from groupcoord.gateway.groups.topic_catalog import TopicCatalog
 from groupcoord.gateway.groups.wire_translation import from_proto, to_proto
 from groupcoord.gateway.groups.worker_client import ShardReply, WorkerClient, failed
@@ -44,7 +50,10 @@ from groupcoord.rpc.v1 import offsets_pb2 as op
 from groupcoord.rpc.v1 import share_group_pb2 as sh
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
+log = logging.getLogger(__name__)
+
 Address = tuple[str, int]
+SHARE_API_VERSION = 1  # of ShareAcknowledge, sent for a share session its connection ended
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 T = TypeVar("T")
 
@@ -91,6 +100,8 @@ class CallContext:
     #: under the client's identity (:meth:`~groupcoord.gateway.proxy.upstream.UpstreamLink.ask`):
     #: the upstream's share of this request never borrows the coordinator's rights
     ask: Ask = _no_client_link
+    #: the client connection it came on (a share session belongs to the one that opened it)
+    connection: Hashable = None
 
     @property
     def member_host(self) -> str:
@@ -166,6 +177,29 @@ class GroupApis:
         self.apis = GROUP_APIS if authorization is None else authorizable_versions(GROUP_APIS)
         # KIP-932 share sessions of the members fetching through this gateway
         self.share_sessions = ShareSessions()
+        self._ending: set[asyncio.Task[None]] = set()  # sessions of closed connections ending
+
+    def connection_closed(self, connection: Hashable) -> None:
+        """A client connection closed: the share sessions it opened end, and what their members
+        hold is given back now (Kafka 4.4 ends a share session with its connection)."""
+        for ended in self.share_sessions.disconnected(connection):
+            task = asyncio.get_running_loop().create_task(self._end_share_session(ended))
+            self._ending.add(task)
+            task.add_done_callback(self._ending.discard)
+
+    async def _end_share_session(self, ended: EndedSession) -> None:
+        request = share_fetch.delivery_request(
+            ended.group_id, ended.member_id, (), {}, SHARE_API_VERSION, ended.partitions
+        )
+        reply = await self.call(ended.group_id, Envelope(share_acknowledge=request))
+        code = reply.error_code if reply.response is None else reply.response.error_code
+        if code:  # its locks still run out: the records come back then
+            log.info(
+                "share session of %s in %s ended with its connection; giving back its records failed: %s",
+                ended.member_id,
+                ended.group_id,
+                ErrorCode(code).name,
+            )
 
     async def handle(
         self,
@@ -175,10 +209,13 @@ class GroupApis:
         client_host: str = "",
         principal: str = "User:ANONYMOUS",
         ask: Ask = _no_client_link,
+        connection: Hashable = None,
     ) -> Any:
         """The response to one group-API request of a client; ``ask`` sends the upstream's
         share of it on that client's own upstream connection."""
-        ctx = CallContext(header, int(header.request_api_version), listener, client_host, principal, ask)
+        ctx = CallContext(
+            header, int(header.request_api_version), listener, client_host, principal, ask, connection
+        )
         principal_of_request.set(principal)
         handler = self.apis[int(header.request_api_key)].handler
         if self.authorization is None:
@@ -576,14 +613,16 @@ class GroupApis:
                 int(req.share_session_epoch),
                 asked,
                 [(_topic_id(t.topic_id), int(p)) for t in req.forgotten_topics_data for p in t.partitions],
+                ctx.connection,
             )
         except ShareSessionError as e:
             return _share_error(rt, e.code)
+        ended = self._final(group_id, member_id, int(req.share_session_epoch))
         step1 = await self.call(
             group_id,
             Envelope(
                 share_fetch=share_fetch.delivery_request(
-                    group_id, member_id, fetching, acknowledgements, ctx.version
+                    group_id, member_id, fetching, acknowledgements, ctx.version, ended
                 )
             ),
         )
@@ -691,11 +730,12 @@ class GroupApis:
             for t in req.topics
             for p in t.partitions
         }
+        ended = self._final(group_id, member_id, int(req.share_session_epoch))
         reply = await self.call(
             group_id,
             Envelope(
                 share_acknowledge=share_fetch.delivery_request(
-                    group_id, member_id, (), acknowledgements, ctx.version
+                    group_id, member_id, (), acknowledgements, ctx.version, ended
                 )
             ),
         )
@@ -707,6 +747,8 @@ class GroupApis:
         leader_type = partition_type.__dataclass_fields__["current_leader"].type
         by_topic: dict[bytes, list[Any]] = {}
         for p in reply.response.partitions:
+            if (p.topic_id, p.partition) not in acknowledgements:
+                continue  # a share-partition of the ended session, named only to give back
             by_topic.setdefault(p.topic_id, []).append(
                 partition_type(
                     partition_index=i32(p.partition),
@@ -723,6 +765,13 @@ class GroupApis:
             ),
             node_endpoints=(),
         )
+
+    def _final(self, group_id: str, member_id: str, epoch: int) -> list[tuple[bytes, int]] | None:
+        """A checked request with the final epoch ends the member's session here: its
+        share-partitions, where what it still holds is given back (None for any other epoch)."""
+        if epoch != FINAL_EPOCH:
+            return None
+        return self.share_sessions.final(group_id, member_id).partitions
 
     async def describe_share_group_offsets(self, ctx: CallContext, req: Any) -> Any:
         """The shard's start offsets, and (v1) the lag: the upstream's high watermark (ListOffsets

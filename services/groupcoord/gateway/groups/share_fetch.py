@@ -265,12 +265,19 @@ def delivery_request(
     fetching: Iterable[SharePartitionId],
     acknowledgements: dict[SharePartitionId, Any],
     api_version: int,
+    ended: Iterable[SharePartitionId] | None = None,
 ) -> pb.ShareDeliveryRequest:
-    """Step 1: acknowledgements, and where to fetch ``fetching`` from."""
-    request = pb.ShareDeliveryRequest(api_version=api_version, group_id=group_id, member_id=member_id)
+    """Step 1: acknowledgements, and where to fetch ``fetching`` from; when the member's share
+    session ended, its share-partitions ``ended``, where what it holds is given back."""
+    request = pb.ShareDeliveryRequest(
+        api_version=api_version, group_id=group_id, member_id=member_id, end_session=ended is not None
+    )
     parts: dict[SharePartitionId, pb.SharePartitionRequest] = {}
     for key in fetching:
         parts[key] = request.partitions.add(topic_id=key[0], partition=key[1], fetch=True)
+    for key in ended or ():
+        if key not in parts:
+            parts[key] = request.partitions.add(topic_id=key[0], partition=key[1])
     for key, batches_ in acknowledgements.items():
         part = parts.get(key) or request.partitions.add(topic_id=key[0], partition=key[1])
         for b in batches_:

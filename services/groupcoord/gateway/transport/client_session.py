@@ -274,6 +274,7 @@ class ClientSession:
                 self.peer.rpartition(":")[0],
                 self.principal,
                 self.upstream.ask,  # the upstream's share goes under this client's identity
+                self,
             )
         except Exception:  # a handler bug must not take the gateway down, but must be seen
             log.exception("group handler failed on %s from %s", name, self.peer)
@@ -341,3 +342,5 @@ class ClientSession:
         for task in list(self.tasks):
             task.cancel()
         self.writer.close()
+        if self.gateway.group_handler is not None:
+            self.gateway.group_handler.connection_closed(self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupcoord.common.kafka_security import KafkaSecurity
@@ -49,10 +49,16 @@ class GroupApiHandler(Protocol):
         client_host: str,
         principal: str,
         ask: Callable[[Any], Awaitable[Any]],
+        connection: Hashable,
     ) -> Any:
         """The response body for ``request``; ``listener`` is the gateway address it came in on,
         ``principal`` who sent it (Kafka's ``User:...``), ``ask`` the upstream's answer to a
-        request sent on that client's own upstream connection (under its identity)."""
+        request sent on that client's own upstream connection (under its identity),
+        ``connection`` that client connection."""
+        ...
+
+    def connection_closed(self, connection: Hashable) -> None:
+        """``connection`` closed: what belongs to it ends (its share sessions)."""
         ...
 
 

@@ -136,6 +136,25 @@ def test_a_member_that_leaves_or_times_out_gives_its_records_back_at_once() -> N
     ctx.assert_replay_equals_live()
 
 
+def test_a_share_session_that_ends_gives_back_what_its_member_holds_at_once() -> None:
+    """A consumer closing (its final ShareAcknowledge) or its connection dropping ends its share
+    session: after the acknowledgements it sent, what it still holds comes back at once, as a
+    RELEASE would (Kafka 4.4 keeps the delivery counts: at the limit a record is archived)."""
+    ctx = ShardContext(GroupConfig(share_group_record_lock_duration_ms=60_000, share_group_delivery_count_limit=2))
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 4), start=0) == [(0, 3, 1)]
+    step1(ctx, "a", [(0, 0, RELEASE)], fetch=False)
+    assert step2(ctx, "a", 0, range(0, 1)) == [(0, 0, 2)], "0 is at the delivery-count limit now"
+    request = pb.ShareDeliveryRequest(api_version=1, group_id="g", member_id="a", end_session=True)
+    part = request.partitions.add(topic_id=ORDERS, partition=0)
+    part.acknowledgements.add(first_offset=1, last_offset=1, acknowledge_types=[ACCEPT])
+    token, _ = ctx.call("share_delivery", request)
+    assert ctx.answer(token).partitions[0].acknowledge_error_code == 0
+    assert step1(ctx, "b").fetch_offset == 2, "given back before any lock ran out; 0 archived, 1 accepted"
+    assert step2(ctx, "b", 2, range(2, 4)) == [(2, 3, 2)]
+    ctx.assert_replay_equals_live()
+
+
 def test_offsets_are_described_altered_only_when_empty_and_deleted() -> None:
     from tests.coordinator.core.test_assignors import image  # noqa: PLC0415
 

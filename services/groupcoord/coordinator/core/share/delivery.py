@@ -9,8 +9,10 @@ snapshot record per share-partition (type 60, :mod:`.share_partition`). The gate
 two calls of the same operation, fetches the records from the upstream:
 
 1. **acknowledge** (ShareAcknowledge; ShareFetch's piggybacked acknowledgements): applied per
-   share-partition, all or nothing for each; for ShareFetch, each share-partition's next fetch
-   offset is returned too — or, for one never read, ``share.auto.offset.reset`` (the gateway
+   share-partition, all or nothing for each; when the member's share session ends
+   (``end_session``: its final epoch, or its connection closed) what it still holds there is
+   given back at once, as a RELEASE, not after its locks (Kafka's ``releaseSession``); for ShareFetch, each
+   share-partition's next fetch offset is returned too — or, for one never read, ``share.auto.offset.reset`` (the gateway
    asks the upstream where that is and says so in step 2);
 2. **acquire** (ShareFetch): the offsets the fetch returned are acquired for the member, each
    locked for ``share.record.lock.duration.ms`` and counting one more delivery.
@@ -136,6 +138,10 @@ def deliver(
                 if code is ErrorCode.none:
                     _count_acknowledgements(counts, before, batches, limits)
                     changed[key] = state
+        if request.end_session and (held := changed.get(key, states.get(key))) is not None:
+            state = sp.release_member(held, request.member_id, limits)
+            if state != held:
+                changed[key] = state
         if part.fetch:
             if state is None:
                 out.reset_to = group_config.auto_offset_reset

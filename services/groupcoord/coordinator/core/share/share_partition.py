@@ -306,7 +306,9 @@ def expire_locks(partition: SharePartition, now_ms: int, limits: DeliveryLimits)
 
 
 def release_member(partition: SharePartition, member_id: str, limits: DeliveryLimits) -> SharePartition:
-    """Release what ``member_id`` holds: it left the group, or its share session closed."""
+    """Release what ``member_id`` holds: it left the group, its session in the group ran out, or
+    its share session ended (the final epoch, or the connection that opened it closed: Kafka 4.4
+    gives the records back then with their delivery counts kept, as a RELEASE would)."""
     return _release_where(partition, limits, lambda d: d.member_id == member_id)
 
 
