@@ -191,6 +191,7 @@ def measure(opts: argparse.Namespace, extra: Sequence[str] = ()) -> dict[str, ob
     the load generator here must not share an interpreter (and a GIL) with the gateway."""
     from _up_process import UpProcess  # noqa: PLC0415
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
+    from request_path import CpuSampler, processes_of  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
 
@@ -203,7 +204,22 @@ def measure(opts: argparse.Namespace, extra: Sequence[str] = ()) -> dict[str, ob
         for fut in admin.create_topics([NewTopic(topic, 12, 1)]).values():
             fut.result(15)
         time.sleep(4)  # the shards' topic metadata refresh sees the topic
-        return run_load(up.bootstrap, topic, opts)
+        assert up.proc is not None
+        upstream = [broker.process.pid] if broker.process is not None else []
+        with CpuSampler(processes_of(up.proc.pid, upstream, "tansu")) as cpu:
+            result = run_load(up.bootstrap, topic, opts)
+        return {**result, **cpu_figures(cpu.share(last_s=opts.seconds), result["heartbeats_per_s"])}
+
+
+def cpu_figures(share: dict[str, float], per_s: object) -> dict[str, object]:
+    """Each process's CPU over the steady window (per cent of one core, every thread: gRPC's and
+    the loop's C code too), and the coordinator's CPU per heartbeat (gateway and shard
+    processes; not the upstream, not the load generator)."""
+    ours = sum(v for k, v in share.items() if k.startswith(("gateway", "shard")))
+    return {
+        "cpu_percent_of_one_core": share,
+        "coordinator_cpu_us_per_heartbeat": round(ours / 100 / max(int(per_s), 1) * 1e6, 1),  # type: ignore[call-overload]
+    }
 
 
 def add_cluster_options(parser: argparse.ArgumentParser) -> None:

@@ -159,8 +159,9 @@ class CpuSampler:
         return out
 
 
-def processes_of(up_pid: int, kafka_pids: list[int]) -> dict[int, str]:
-    """``groupcoord up`` and every process under it (shard supervisors, workers), Kafka, us."""
+def processes_of(up_pid: int, kafka_pids: list[int], upstream: str = "Kafka JVM") -> dict[int, str]:
+    """``groupcoord up`` and every process under it (shard supervisors, workers), the upstream
+    (``upstream`` names it), us."""
     children: dict[int, list[int]] = defaultdict(list)
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -179,7 +180,7 @@ def processes_of(up_pid: int, kafka_pids: list[int]) -> dict[int, str]:
         found[pid] = "shard supervisor" if " shard " in f"{cmdline} " else "shard worker"
         todo += children[pid]
     for pid in kafka_pids:
-        found[pid] = "Kafka JVM"
+        found[pid] = upstream
     found[os.getpid()] = "load generator"
     return found
 

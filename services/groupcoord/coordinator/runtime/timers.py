@@ -26,47 +26,80 @@ class TimerEvent:
     token: object
 
 
+@dataclass(slots=True)
+class _Armed:
+    token: object  # of the latest schedule: an event of an earlier one is a no-op
+    deadline: float  # loop time
+    operation: TimerOperation
+    handle: asyncio.TimerHandle | None  # wakes at or before ``deadline``; None once fired
+
+
+# A loop handle may run this much before its time (asyncio's clock resolution and more): a
+# wake-up this close to the deadline is the deadline.
+_EARLY_S = 0.001
+
+
 class LoopTimer:
     """The :class:`~groupcoord.coordinator.core.contract.Timer` of one partition.
 
     Expiry only enqueues a :class:`TimerEvent`; the operation runs on the partition's loop like
     a request, so it never races a handler. A token per schedule makes a replaced or cancelled
     timer whose event was already queued a no-op.
+
+    Moving a timer later keeps its loop handle: the handle wakes at the old time and sleeps
+    again until the new one. Every steady heartbeat moves its member's session timer later, and
+    a cancel and a new handle each time were the shard's largest cost per heartbeat after the
+    heartbeat itself (asyncio's timer heap grows with cancelled handles until it is rebuilt).
     """
 
     def __init__(self, enqueue: Callable[[TimerEvent], None]) -> None:
         self._enqueue = enqueue
-        self._timers: dict[str, tuple[object, asyncio.TimerHandle, TimerOperation]] = {}
+        self._timers: dict[str, _Armed] = {}
 
     def schedule(self, key: str, delay_ms: int, operation: TimerOperation) -> None:
-        self.cancel(key)
-        token = object()
-        handle = asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, self._expired, key, token)
-        self._timers[key] = (token, handle, operation)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(delay_ms, 0) / 1000
+        armed = self._timers.get(key)
+        if armed is not None and armed.handle is not None:
+            if armed.handle.when() <= deadline:  # it wakes first, and sleeps on till the deadline
+                armed.token, armed.deadline, armed.operation = object(), deadline, operation
+                return
+            armed.handle.cancel()
+        handle = loop.call_at(deadline, self._expired, key)
+        self._timers[key] = _Armed(object(), deadline, operation, handle)
 
     def cancel(self, key: str) -> None:
-        entry = self._timers.pop(key, None)
-        if entry is not None:
-            entry[1].cancel()
+        armed = self._timers.pop(key, None)
+        if armed is not None and armed.handle is not None:
+            armed.handle.cancel()
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._timers
 
     def cancel_all(self) -> None:
-        for _, handle, _ in self._timers.values():
-            handle.cancel()
+        for armed in self._timers.values():
+            if armed.handle is not None:
+                armed.handle.cancel()
         self._timers.clear()
 
     def __len__(self) -> int:
         return len(self._timers)
 
-    def _expired(self, key: str, token: object) -> None:
-        self._enqueue(TimerEvent(key, token))
+    def _expired(self, key: str) -> None:
+        armed = self._timers.get(key)
+        if armed is None:
+            return
+        loop = asyncio.get_running_loop()
+        if armed.deadline - loop.time() > _EARLY_S:  # moved later since: sleep on
+            armed.handle = loop.call_at(armed.deadline, self._expired, key)
+            return
+        armed.handle = None
+        self._enqueue(TimerEvent(key, armed.token))
 
     def take(self, event: TimerEvent) -> TimerOperation | None:
         """The operation of a fired timer if it is still the armed one (and forget it)."""
-        entry = self._timers.get(event.key)
-        if entry is None or entry[0] is not event.token:
+        armed = self._timers.get(event.key)
+        if armed is None or armed.token is not event.token:
             return None
         del self._timers[event.key]
-        return entry[2]
+        return armed.operation

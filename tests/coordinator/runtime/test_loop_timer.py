@@ -1,0 +1,81 @@
+"""A partition's timers on a real event loop: a timer fires once, at its latest deadline, and
+only the operation of its latest schedule runs; moving it later keeps one loop handle, moving it
+earlier fires it earlier; a timer whose event is already queued and is then scheduled again
+fires again at the new deadline, and its queued event is a no-op."""
+
+from __future__ import annotations
+
+import asyncio
+
+from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
+
+
+class Fired:
+    """The partition loop's side: events taken as the runtime takes them, with their times."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[TimerEvent, float]] = []  # and when each was queued
+        self.timer = LoopTimer(lambda event: self.events.append((event, asyncio.get_running_loop().time())))
+
+    def run(self) -> list[tuple[str, float]]:
+        out = []
+        for event, when in self.events:
+            operation = self.timer.take(event)
+            if operation is not None:
+                out.append((operation().response, when))
+        self.events.clear()
+        return out
+
+
+def answering(value: str):  # noqa: ANN201
+    from groupcoord.coordinator.core.contract import CoordinatorResult  # noqa: PLC0415
+
+    return lambda: CoordinatorResult(response=value)
+
+
+def handles(loop: asyncio.AbstractEventLoop) -> int:
+    """The loop's timer heap, cancelled handles included (they stay until it is rebuilt)."""
+    return len(loop._scheduled)  # type: ignore[attr-defined]
+
+
+async def test_a_timer_moved_later_fires_once_at_its_last_deadline_on_one_handle() -> None:
+    loop = asyncio.get_running_loop()
+    fired = Fired()
+    start = loop.time()
+    before = handles(loop)
+    fired.timer.schedule("session", 50, answering("first"))
+    for _ in range(100):  # a steady heartbeat each time
+        fired.timer.schedule("session", 150, answering("latest"))
+    assert handles(loop) - before == 1, "moving a timer later makes no new loop handle"
+    await asyncio.sleep(0.1)
+    assert fired.run() == [], "the first deadline passed: the timer sleeps on"
+    await asyncio.sleep(0.1)
+    ((what, when),) = fired.run()
+    assert what == "latest" and 0.149 <= when - start < 0.2
+    assert not fired.timer.is_scheduled("session")
+
+
+async def test_a_timer_moved_earlier_fires_earlier_and_a_cancelled_one_never() -> None:
+    loop = asyncio.get_running_loop()
+    fired = Fired()
+    start = loop.time()
+    fired.timer.schedule("rebalance", 500, answering("late"))
+    fired.timer.schedule("rebalance", 30, answering("early"))
+    fired.timer.schedule("expiry", 30, answering("cancelled"))
+    fired.timer.cancel("expiry")
+    await asyncio.sleep(0.08)
+    ((what, when),) = fired.run()
+    assert what == "early" and when - start < 0.08
+    await asyncio.sleep(0.5)
+    assert fired.run() == []
+
+
+async def test_a_timer_scheduled_again_after_its_event_was_queued_fires_at_the_new_deadline() -> None:
+    fired = Fired()
+    fired.timer.schedule("session", 10, answering("old"))
+    await asyncio.sleep(0.05)
+    assert len(fired.events) == 1, "fired: its event waits in the partition's queue"
+    fired.timer.schedule("session", 30, answering("new"))
+    assert fired.run() == [], "the queued event is of an earlier schedule"
+    await asyncio.sleep(0.06)
+    assert [what for what, _ in fired.run()] == ["new"]
