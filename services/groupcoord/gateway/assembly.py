@@ -228,6 +228,7 @@ async def build_gateway(
             upstream_at=upstream.request_at,
             state_topic=options.state_topic,
         )
+        owned.push_async_callback(group_apis.close)  # before the streams to the shards close
     metrics = None
     if options.metrics:
         from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415

@@ -187,6 +187,15 @@ class GroupApis:
             self._ending.add(task)
             task.add_done_callback(self._ending.discard)
 
+    async def close(self, grace_s: float = 5.0) -> None:
+        """The gateway stops: share sessions its closed connections ended still give their
+        records back (for up to ``grace_s``; their locks run out otherwise)."""
+        if self._ending:
+            _, late = await asyncio.wait(list(self._ending), timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
     async def _end_share_session(self, ended: EndedSession) -> None:
         request = share_fetch.delivery_request(
             ended.group_id, ended.member_id, (), {}, SHARE_API_VERSION, ended.partitions
@@ -655,24 +664,26 @@ class GroupApis:
                 group_id=group_id,
                 member_id=member_id,
                 acquire=True,
-                max_records=int(req.max_records),
             )
+            # Whole batches, until the member's max_records is reached (the batch that reaches it
+            # is taken whole: Kafka's default share.acquire.mode, batch_optimized); each fetch
+            # then covers up to the first batch left out (fetched again later), else all it
+            # returned.
+            wanted, taken = max(int(req.max_records), 1), 0
             for key, got in fetched.items():
                 if got.error_code != ErrorCode.none or got.covered_to is None or key not in offsets:
                     continue
                 part = step2.partitions.add(topic_id=key[0], partition=key[1], fetch_offset=offsets[key])
                 if key in starts:
                     part.start_offset = starts[key]
-                # Whole batches, as many as the member may take; the fetch then covers up to the
-                # first batch left out (fetched again later), else all it returned.
                 part.covered_to = got.covered_to
-                wanted, taken = max(int(req.max_records), 1), 0
                 for first, last in got.deliverable:
                     if taken >= wanted:
                         part.covered_to = first - 1
                         break
                     part.offsets.extend(range(first, last + 1))
                     taken += last - first + 1
+            step2.max_records = max(taken, 1)  # so the shard never splits a batch
             if step2.partitions:
                 reply = await self.call(group_id, Envelope(share_fetch=step2))
                 if reply.response is not None:
@@ -682,10 +693,13 @@ class GroupApis:
         leader_type = partition_type.__dataclass_fields__["current_leader"].type
         range_type = _entry(partition_type, "acquired_records")
         by_topic: dict[bytes, list[Any]] = {}
+        incremental, named = int(req.share_session_epoch) > 0, {*asked, *acknowledgements}
         for key in dict.fromkeys([*fetching, *acknowledgements]):
             got = fetched.get(key)
             code, records = (got.error_code, got.records) if got is not None else (ErrorCode.none, b"")
             ranges = acquired.get(key, ())
+            if incremental and not ranges and code == ErrorCode.none and key not in named:
+                continue  # as Kafka's share session answers a later fetch: what it named or changed
             by_topic.setdefault(key[0], []).append(
                 partition_type(
                     partition_index=i32(key[1]),

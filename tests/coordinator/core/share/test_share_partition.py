@@ -103,13 +103,18 @@ def test_renew_keeps_the_lock_for_another_lock_duration() -> None:
 def test_acknowledging_what_another_member_holds_changes_nothing() -> None:
     sp, _ = fetch(SharePartition.starting_at(0), "a", range(0, 2))
     sp, _ = fetch(sp, "b", range(0, 3))
-    for batches in ([(2, 2, [ACCEPT])], [(0, 2, [ACCEPT])], [(5, 5, [ACCEPT])]):
+    # b's offset; beyond a's into b's; overlapping batches (0 acknowledged by the first already),
+    # as Kafka 4.4 answers them
+    for batches in ([(2, 2, [ACCEPT])], [(0, 2, [ACCEPT])], [(0, 0, [ACCEPT]), (0, 1, [ACCEPT])]):
         after, error = acknowledge(sp, "a", batches, 0, LIMITS)
         assert error is ErrorCode.invalid_record_state and after is sp
-    for batches in ([(1, 0, [ACCEPT])], [(0, 1, [ACCEPT, ACCEPT, ACCEPT])], [(0, 0, [ACCEPT]), (0, 1, [ACCEPT])],
-                    [(0, 0, [9])]):  # fmt: skip
+    # backwards, too many types, an unknown type; offsets never acquired, or done and forgotten
+    done, _ = acknowledge(sp, "a", [(0, 1, [ACCEPT])], 0, LIMITS)
+    for batches in ([(1, 0, [ACCEPT])], [(0, 1, [ACCEPT, ACCEPT, ACCEPT])], [(0, 0, [9])], [(5, 5, [ACCEPT])]):
         after, error = acknowledge(sp, "a", batches, 0, LIMITS)
         assert error is ErrorCode.invalid_request and after is sp
+    after, error = acknowledge(done, "a", [(0, 1, [ACCEPT])], 0, LIMITS)
+    assert error is ErrorCode.invalid_request and after is done and done.start_offset == 2
 
 
 def test_reject_and_gap_archive() -> None:

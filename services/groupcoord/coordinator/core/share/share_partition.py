@@ -239,26 +239,30 @@ def acknowledge(
     """Apply ``member_id``'s acknowledgements (ShareAcknowledge's ``AcknowledgementBatches``:
     first offset, last offset, and one acknowledge type for the whole range or one per offset).
 
-    All or nothing for the share-partition, as Kafka answers per partition: a batch naming an
-    offset this member does not hold acquired (someone else's, done, its lock run out, outside
-    the window) is INVALID_RECORD_STATE; batches that overlap, run backwards or carry a wrong
-    number of types are INVALID_REQUEST. Then nothing changes.
+    All or nothing for the share-partition, as Kafka answers per partition. The batches apply
+    in order, as Kafka 4.4 applies them: a batch none of whose offsets is in the window (never
+    acquired, or done and forgotten) is INVALID_REQUEST; one naming an offset this member does
+    not hold acquired (someone else's, done, its lock run out, acknowledged by an earlier batch
+    of the same request: overlapping batches) is INVALID_RECORD_STATE; a batch that runs
+    backwards, carries a wrong number of types or an unknown type is INVALID_REQUEST. Then
+    nothing changes.
     """
     partition = expire_locks(partition, now_ms, limits)
     changes: dict[int, Delivery] = {}
-    previous_last = -1
     for first, last, types in batches:
-        if first > last or first <= previous_last or len(types) not in (1, last - first + 1):
+        if first > last or len(types) not in (1, last - first + 1):
             return partition, ErrorCode.invalid_request
         try:
             kinds = [AcknowledgeType(t) for t in types]
         except ValueError:
             return partition, ErrorCode.invalid_request
-        previous_last = last
+        if last < partition.start_offset or first >= partition.end_offset:
+            return partition, ErrorCode.invalid_request
         for offset in range(first, last + 1):
             delivery = partition.deliveries.get(offset)
             if (
                 delivery is None
+                or offset in changes
                 or delivery.state is not RecordState.ACQUIRED
                 or delivery.member_id != member_id
             ):

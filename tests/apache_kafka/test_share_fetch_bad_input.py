@@ -1,0 +1,260 @@
+"""Wrong ShareFetch and ShareAcknowledge requests side by side: the same raw requests (kio), each
+member on a connection of its own as a real share consumer keeps one, to Kafka 4.4's own share
+groups and to groupcoord in front of the same Kafka; both must give the same error codes.
+
+Two members of one share group, each assigned one partition of a 2-partition topic. Member a
+acquires records; then every kind of wrong request is asked: a fetch of the other member's
+partition (served: neither Kafka nor groupcoord checks assignments at fetch time, and a's
+records stay a's), a fetch with a wrong session epoch,
+a fetch and an acknowledgement with no session, an acknowledgement that tries to open one,
+acknowledgements of offsets never acquired and of offsets another member acquired,
+overlapping acknowledgement batches, an acknowledgement type that does not exist, and a huge
+acknowledgement list. Afterwards a's acquired records are still its own: its acknowledgement
+of them is accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.share_acknowledge.v1 import request as ack
+from kio.schema.share_fetch.v1 import request as fetch
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+from groupcoord.common.kafka_wire import codec
+from groupcoord.common.kafka_wire.framing import SIZE, frame_bytes
+from groupcoord.testing import BackgroundCluster
+from groupcoord.testing.apache_kafka import ApacheKafka
+from tests.e2e.test_share_groups import earliest, produce
+
+ACCEPT, RELEASE = 1, 2
+RETRIABLE = {"not_coordinator", "coordinator_not_available", "coordinator_load_in_progress"}
+
+
+class Connection:
+    """One client connection, kept open: a share session belongs to the one that opened it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer, self.correlation = reader, writer, 0
+
+    @classmethod
+    async def open(cls, bootstrap: str) -> Connection:
+        host, port = bootstrap.rsplit(":", 1)
+        return cls(*await asyncio.open_connection(host, int(port)))
+
+    async def ask(self, body: Any) -> Any:
+        self.correlation += 1
+        self.writer.write(frame_bytes(codec.encode_request(self.correlation, "share-bad-input", body)))
+        (size,) = SIZE.unpack(await self.reader.readexactly(SIZE.size))
+        correlation, response = codec.decode_response(
+            int(body.__api_key__), int(body.__version__), await self.reader.readexactly(size)
+        )
+        assert correlation == self.correlation
+        return response
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def share_fetch(
+    group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: dict[int, list[tuple[int, int, int]]]
+) -> fetch.ShareFetchRequest:
+    return fetch.ShareFetchRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=i32(epoch),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=500)),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        max_records=i32(5),
+        batch_size=i32(5),
+        topics=(
+            fetch.FetchTopic(
+                topic_id=topic_id,
+                partitions=tuple(
+                    fetch.FetchPartition(
+                        partition_index=i32(p),
+                        acknowledgement_batches=tuple(
+                            fetch.AcknowledgementBatch(
+                                first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(kind),)
+                            )
+                            for f, last, kind in batches
+                        ),
+                    )
+                    for p, batches in acks.items()
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+
+
+def share_ack(
+    group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: dict[int, list[tuple[int, int, int]]]
+) -> ack.ShareAcknowledgeRequest:
+    return ack.ShareAcknowledgeRequest(
+        group_id=group,
+        member_id=member,
+        share_session_epoch=i32(epoch),
+        topics=(
+            ack.AcknowledgeTopic(
+                topic_id=topic_id,
+                partitions=tuple(
+                    ack.AcknowledgePartition(
+                        partition_index=i32(p),
+                        acknowledgement_batches=tuple(
+                            ack.AcknowledgementBatch(
+                                first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(kind),)
+                            )
+                            for f, last, kind in batches
+                        ),
+                    )
+                    for p, batches in acks.items()
+                ),
+            ),
+        ),
+    )
+
+
+def codes(response: Any, names: dict[int, str]) -> tuple[str, list[tuple[str, str, str]]]:
+    """The request's error and each partition's errors (fetch and acknowledgement). Partitions
+    answered without an error are left out: which of them a later fetch names depends on when
+    its records were ready (Kafka initializes a share-partition at its first fetch). Partitions
+    by whose they are (``names``): which member gets which partition differs between runs."""
+    parts = [
+        (names[int(p.partition_index)], p.error_code.name, ErrorCode(getattr(p, "acknowledge_error_code", 0)).name)
+        for t in response.responses
+        for p in t.partitions
+    ]
+    return response.error_code.name, sorted(p for p in parts if p[1:] != ("none", "none"))
+
+
+def acquired(response: Any) -> list[tuple[int, int, int]]:
+    return [
+        (int(p.partition_index), int(r.first_offset), int(r.last_offset))
+        for t in response.responses
+        for p in t.partitions
+        for r in p.acquired_records
+    ]
+
+
+async def scenario(bootstrap: str, topic: str) -> dict[str, Any]:
+    group = f"sg-bad-{uuid.uuid4().hex[:6]}"
+    earliest(bootstrap, group)
+    a, b = uuid.uuid4().hex[:22], uuid.uuid4().hex[:22]
+    conn = {a: await Connection.open(bootstrap), b: await Connection.open(bootstrap)}
+    try:
+        metadata = await conn[a].ask(
+            MetadataRequest(
+                topics=(MetadataRequestTopic(topic_id=None, name=topic),),
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            )
+        )
+        topic_id = metadata.topics[0].topic_id
+        # both members join and settle on one partition each (Kafka initializes share-partitions
+        # before it assigns them: seconds, the first time)
+        epochs = {a: 0, b: 0}
+        owned: dict[str, list[int]] = {a: [], b: []}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sorted(len(v) for v in owned.values()) != [1, 1]:
+            for m in (a, b):
+                beat = await conn[m].ask(
+                    ShareGroupHeartbeatRequest(
+                        group_id=group,
+                        member_id=m,
+                        member_epoch=i32(epochs[m]),
+                        subscribed_topic_names=(topic,) if epochs[m] == 0 else None,
+                    )
+                )
+                if beat.error_code.name in RETRIABLE:  # a new Kafka creates __consumer_offsets first
+                    await conn[m].ask(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)))
+                    continue
+                assert beat.error_code.value == 0, beat
+                epochs[m] = int(beat.member_epoch)
+                if beat.assignment is not None:
+                    owned[m] = sorted(p for t in beat.assignment.topic_partitions for p in t.partitions)
+            await asyncio.sleep(0.3)
+        assert sorted(len(v) for v in owned.values()) == [1, 1], (bootstrap, owned, epochs)
+        mine, theirs = owned[a][0], owned[b][0]
+        out: dict[str, Any] = {"settled": sorted(len(v) for v in owned.values())}
+
+        def codes_of(response: Any) -> tuple[str, list[tuple[str, str, str]]]:
+            return codes(response, {mine: "a's", theirs: "b's"})
+
+        # a opens its session on its partition and acquires records
+        first = await conn[a].ask(share_fetch(group, a, 0, topic_id, {mine: []}))
+        out["a opens its session"] = codes_of(first)
+        got, epoch = acquired(first), 1
+        while not got and time.monotonic() < deadline:
+            got = acquired(await conn[a].ask(share_fetch(group, a, epoch, topic_id, {})))
+            epoch += 1
+        out["a acquired"] = [(f, last) for _, f, last in got][:1]
+        first_offset, last_offset = got[0][1], got[0][2]
+
+        out["fetch, wrong epoch"] = codes_of(await conn[a].ask(share_fetch(group, a, epoch + 5, topic_id, {})))
+        out["fetch, no session"] = codes_of(await conn[b].ask(share_fetch(group, b, 3, topic_id, {})))
+        out["ack, no session"] = codes_of(await conn[b].ask(share_ack(group, b, 3, topic_id, {mine: [(0, 0, 1)]})))
+        out["ack opening a session"] = codes_of(await conn[b].ask(share_ack(group, b, 0, topic_id, {})))
+        # b opens a session of its own on its partition
+        out["b opens its session"] = codes_of(await conn[b].ask(share_fetch(group, b, 0, topic_id, {theirs: []})))
+        out["b acks a's records"] = codes_of(
+            await conn[b].ask(share_ack(group, b, 1, topic_id, {mine: [(first_offset, last_offset, ACCEPT)]}))
+        )
+        fetched = await conn[b].ask(share_fetch(group, b, 2, topic_id, {mine: []}))
+        out["b fetches a's partition"] = (codes_of(fetched), [r[1:] for r in acquired(fetched) if r[0] == mine])
+        out["a acks offsets never acquired"] = codes_of(
+            await conn[a].ask(share_ack(group, a, epoch, topic_id, {mine: [(1000, 1004, ACCEPT)]}))
+        )
+        epoch += 1
+        out["a acks overlapping batches"] = codes_of(
+            await conn[a].ask(
+                share_ack(
+                    group,
+                    a,
+                    epoch,
+                    topic_id,
+                    {mine: [(first_offset, first_offset + 1, ACCEPT), (first_offset + 1, first_offset + 2, RELEASE)]},
+                )
+            )
+        )
+        epoch += 1
+        out["a acks with an unknown type"] = codes_of(
+            await conn[a].ask(share_ack(group, a, epoch, topic_id, {mine: [(first_offset, first_offset, 9)]}))
+        )
+        epoch += 1
+        huge = [(o, o, ACCEPT) for o in range(100_000, 110_000)]
+        out["a acks a huge list"] = codes_of(await conn[a].ask(share_ack(group, a, epoch, topic_id, {mine: huge})))
+        epoch += 1
+        # nothing of that changed a's records: it accepts them now
+        out["a accepts its records"] = codes_of(
+            await conn[a].ask(share_ack(group, a, epoch, topic_id, {mine: [(first_offset, last_offset, ACCEPT)]}))
+        )
+        return out
+    finally:
+        for c in conn.values():
+            c.close()
+
+
+def test_wrong_share_fetches_and_acknowledgements_get_kafkas_errors(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    topic = f"share-bad-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    produce(kafka.bootstrap, topic, 40, 2)
+    seen = {
+        side: asyncio.run(scenario(bootstrap, topic))
+        for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap))
+    }
+    print(seen)
+    assert seen["groupcoord"] == seen["Kafka 4.4"]
