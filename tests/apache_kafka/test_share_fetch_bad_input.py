@@ -65,9 +65,31 @@ class Connection:
         self.writer.close()
 
 
-def share_fetch(
-    group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: dict[int, list[tuple[int, int, int]]]
-) -> fetch.ShareFetchRequest:
+Acks = dict[int, list[tuple[int, int, int]]]  # partition -> (first, last, type) batches
+
+
+def topics(schema: Any, topic_type: Any, partition_type: Any, topic_id: uuid.UUID, acks: Acks) -> tuple[Any, ...]:
+    """The ``topics`` of a ShareFetch or ShareAcknowledge (``schema``: its kio request module)."""
+    return (
+        topic_type(
+            topic_id=topic_id,
+            partitions=tuple(
+                partition_type(
+                    partition_index=i32(p),
+                    acknowledgement_batches=tuple(
+                        schema.AcknowledgementBatch(
+                            first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(kind),)
+                        )
+                        for f, last, kind in batches
+                    ),
+                )
+                for p, batches in acks.items()
+            ),
+        ),
+    )
+
+
+def share_fetch(group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: Acks) -> fetch.ShareFetchRequest:
     return fetch.ShareFetchRequest(
         group_id=group,
         member_id=member,
@@ -77,51 +99,17 @@ def share_fetch(
         max_bytes=i32(1 << 20),
         max_records=i32(5),
         batch_size=i32(5),
-        topics=(
-            fetch.FetchTopic(
-                topic_id=topic_id,
-                partitions=tuple(
-                    fetch.FetchPartition(
-                        partition_index=i32(p),
-                        acknowledgement_batches=tuple(
-                            fetch.AcknowledgementBatch(
-                                first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(kind),)
-                            )
-                            for f, last, kind in batches
-                        ),
-                    )
-                    for p, batches in acks.items()
-                ),
-            ),
-        ),
+        topics=topics(fetch, fetch.FetchTopic, fetch.FetchPartition, topic_id, acks),
         forgotten_topics_data=(),
     )
 
 
-def share_ack(
-    group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: dict[int, list[tuple[int, int, int]]]
-) -> ack.ShareAcknowledgeRequest:
+def share_ack(group: str, member: str, epoch: int, topic_id: uuid.UUID, acks: Acks) -> ack.ShareAcknowledgeRequest:
     return ack.ShareAcknowledgeRequest(
         group_id=group,
         member_id=member,
         share_session_epoch=i32(epoch),
-        topics=(
-            ack.AcknowledgeTopic(
-                topic_id=topic_id,
-                partitions=tuple(
-                    ack.AcknowledgePartition(
-                        partition_index=i32(p),
-                        acknowledgement_batches=tuple(
-                            ack.AcknowledgementBatch(
-                                first_offset=i64(f), last_offset=i64(last), acknowledge_types=(i8(kind),)
-                            )
-                            for f, last, kind in batches
-                        ),
-                    )
-                    for p, batches in acks.items()
-                ),
-            ),
-        ),
+        topics=topics(ack, ack.AcknowledgeTopic, ack.AcknowledgePartition, topic_id, acks),
     )
 
 

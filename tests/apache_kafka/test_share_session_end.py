@@ -11,11 +11,7 @@ records until their locks run out: ``tests/e2e/test_share_groups.py``.)
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
-import sys
 import time
 import uuid
 
@@ -23,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.testing import BackgroundCluster
 from groupcoord.testing.apache_kafka import ApacheKafka
-from tests.e2e.test_share_groups import HOLDER, earliest, produce, share_consumer
+from tests.e2e.test_share_groups import earliest, produce, share_consumer, start_holder
 
 LOCK_MS = 15_000
 
@@ -36,18 +32,9 @@ def killed_holder_then_next(kafka: ApacheKafka, bootstrap: str) -> tuple[list[li
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     produce(kafka.bootstrap, topic, 10, 1)
     earliest(bootstrap, group, **{"share.record.lock.duration.ms": str(LOCK_MS)})
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, bootstrap, group, topic],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert holder.stdout is not None
-        held = json.loads(holder.stdout.readline())
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(10)
+    holder, held = start_holder(bootstrap, group, topic)
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(10)
     killed_at = time.monotonic()
     consumer = share_consumer(bootstrap, group)
     again: dict[int, int] = {}

@@ -239,6 +239,23 @@ while True:
 """
 
 
+def start_holder(bootstrap: str, group: str, topic: str) -> tuple[subprocess.Popen[str], list[list[int]]]:
+    """A share consumer in a process of its own (:data:`HOLDER`), and what its first poll
+    acquired: (offset, delivery count) pairs it holds from then on."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, bootstrap, group, topic],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert holder.stdout is not None
+    try:
+        return holder, json.loads(holder.stdout.readline())
+    except BaseException:
+        holder.kill()
+        raise
+
+
 def test_a_member_that_hangs_holding_records_gives_them_to_another_after_the_lock_duration(
     cluster: BackgroundCluster,
 ) -> None:
@@ -252,15 +269,8 @@ def test_a_member_that_hangs_holding_records_gives_them_to_another_after_the_loc
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
     produce(cluster.bootstrap, topic, 10, 1)
     earliest(cluster.bootstrap, group, **{"share.record.lock.duration.ms": "15000"})
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, cluster.bootstrap, group, topic],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    holder, held = start_holder(cluster.bootstrap, group, topic)
     try:
-        assert holder.stdout is not None
-        held = json.loads(holder.stdout.readline())
         acquired_at = time.monotonic()
         assert held == [[o, 1] for o in range(10)], held
         holder.send_signal(signal.SIGSTOP)
