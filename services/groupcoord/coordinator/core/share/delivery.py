@@ -11,9 +11,10 @@ two calls of the same operation, fetches the records from the upstream:
 1. **acknowledge** (ShareAcknowledge; ShareFetch's piggybacked acknowledgements): applied per
    share-partition, all or nothing for each; when the member's share session ends
    (``end_session``: its final epoch, or its connection closed) what it still holds there is
-   given back at once, as a RELEASE, not after its locks (Kafka's ``releaseSession``); for ShareFetch, each
-   share-partition's next fetch offset is returned too — or, for one never read, ``share.auto.offset.reset`` (the gateway
-   asks the upstream where that is and says so in step 2);
+   given back at once, as a RELEASE, not after its locks (Kafka's ``releaseSession``); for
+   ShareFetch, each share-partition's next fetch offset is returned too — or, for one never
+   read, ``share.auto.offset.reset`` (the gateway asks the upstream where that is and says so
+   in step 2);
 2. **acquire** (ShareFetch): the offsets the fetch returned are acquired for the member, each
    locked for ``share.record.lock.duration.ms`` and counting one more delivery.
 
