@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import random
@@ -41,7 +42,7 @@ import subprocess
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -336,10 +337,30 @@ class StatefulSetController:
             await self.task
 
 
+async def cluster_evidence(docker: Docker, k: Any, pods: list[kubelet.Pod], tail: int = 60) -> str:
+    """What a failed phase prints beside the clients' report: the placement the resource
+    publishes and the last log lines of every pod (the gateway's say which layout it routes by
+    and which shards did not answer; the shards' which partitions they load or give up)."""
+    cr = await api(k, "get", f"{CR_PATH}/{NAME}")
+    parts = [f"status.partitions: {json.dumps(((cr or {}).get('status') or {}).get('partitions'))}"]
+    for pod in pods:
+        logs = await asyncio.to_thread(docker.run, "logs", "--tail", str(tail), pod.name, check=False)
+        parts.append(f"--- {pod.name} (ready={pod.ready})\n{logs.stdout[-4000:]}{logs.stderr[-4000:]}")
+    return "\n".join(parts)
+
+
 async def run_committing_clients(
-    docker: Docker, client_image: str, net: str, bootstrap: str, name: str, topic: str, groups: list[str]
+    docker: Docker,
+    client_image: str,
+    net: str,
+    bootstrap: str,
+    name: str,
+    topic: str,
+    groups: list[str],
+    evidence: Callable[[], Awaitable[str]] | None = None,
 ) -> None:
-    """Start the committing applications (detached) and wait until every group consumes."""
+    """Start the committing applications (detached) and wait until every group consumes; if
+    they do not, fail with their report and ``evidence()``."""
     await asyncio.to_thread(
         docker.run,
         "run", "-d", "--name", name, "--network", net, "--read-only", "--tmpfs", "/tmp",
@@ -358,7 +379,8 @@ async def run_committing_clients(
         await eventually(f"the committing clients {name}", consuming, 180)
     except AssertionError as exc:
         logs = await asyncio.to_thread(docker.run, "logs", "--tail", "60", name, check=False)
-        raise AssertionError(f"{exc}\n{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}") from None
+        seen = "" if evidence is None else await evidence()
+        raise AssertionError(f"{exc}\n{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}\n{seen}") from None
 
 
 async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
@@ -462,6 +484,7 @@ async def cut_off_phase(
     bootstrap: str,
     shard_pods: list[kubelet.Pod],
     all_ready: Any,
+    evidence: Callable[[], Awaitable[str]],
 ) -> dict[str, Any]:
     """Issue 23: a shard that is alive but cut off (see ``cutter``) for CUT_S, the shard that
     leads the most partitions, while two members per group (classic and KIP-848) commit in
@@ -485,7 +508,9 @@ async def cut_off_phase(
         for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
     ]
     clients = f"{net}-{cutter.label}"
-    await run_committing_clients(docker, client_image, net, bootstrap, clients, cutter.label, groups)
+    await run_committing_clients(
+        docker, client_image, net, bootstrap, clients, cutter.label, groups, evidence
+    )
     started = await asyncio.to_thread(container_started, docker, zombie.name)
     restarts, revived = kl.restarts[zombie.name], kl.revived[zombie.name]
     fenced_families = ("groupcoord_state_records_fenced_total", "groupcoord_partitions_fenced_total")
@@ -704,6 +729,7 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
     def start_pod(pod: kubelet.Pod) -> None:
         kubelet.start(docker, pod, net, image_user, api_access, secrets)
 
+    evidence = functools.partial(cluster_evidence, docker, k, pods)
     shard_sts = next(w for w in objects if w["kind"] == "StatefulSet")
     shard_pods = [p for p in pods if p.labels.get("apps.kubernetes.io/pod-index") is not None]
     async with (
@@ -770,7 +796,9 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
             for kind, protocol in (("classic", "classic"), ("kip848", "consumer"))
         ]
         clients = f"{net}-failover"
-        await run_committing_clients(docker, client_image, net, bootstrap, clients, "failover", groups)
+        await run_committing_clients(
+            docker, client_image, net, bootstrap, clients, "failover", groups, evidence
+        )
         killed_at = time.time()
         await asyncio.to_thread(docker.run, "kill", victim.name)
 
@@ -789,18 +817,22 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         # A zombie leader: the shard leading the most partitions is cut off the network for
         # CUT_S (alive, reaching nothing, reached by nothing) under committing applications.
         await cut_off_phase(
-            NetworkCut(docker, net), docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready
+            NetworkCut(docker, net), docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready, evidence
         )
         # ... and one cut off the Kafka cluster alone: it still reaches (and is reached by) the
         # gateway, the operator and the kubelet; its readiness must say it cannot write.
         upstream_cut = UpstreamCut(docker, f"{net}-tansu")
-        await cut_off_phase(upstream_cut, docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready)
+        await cut_off_phase(
+            upstream_cut, docker, k, kl, net, client_image, bootstrap, shard_pods, all_ready, evidence
+        )
 
         # threadsPerShard 1 -> 2: the shard pods are replaced one at a time while the same kind
         # of applications commit; none sees an error beyond retriable ones, no commit is lost.
         clients = f"{net}-threads"
         groups = ["threads-classic:classic", "threads-kip848:consumer"]
-        await run_committing_clients(docker, client_image, net, bootstrap, clients, "threads", groups)
+        await run_committing_clients(
+            docker, client_image, net, bootstrap, clients, "threads", groups, evidence
+        )
         before = json.dumps(shard_sts["spec"]["template"], sort_keys=True)
         await api(k, "patch", f"{CR_PATH}/{NAME}", {"spec": {"threadsPerShard": 2}})
 
