@@ -346,7 +346,27 @@ async def cluster_evidence(docker: Docker, k: Any, pods: list[kubelet.Pod], tail
     for pod in pods:
         logs = await asyncio.to_thread(docker.run, "logs", "--tail", str(tail), pod.name, check=False)
         parts.append(f"--- {pod.name} (ready={pod.ready})\n{logs.stdout[-4000:]}{logs.stderr[-4000:]}")
+        parts.append(f"--- {pod.name} metrics\n{await asyncio.to_thread(_telling_series, pod)}")
     return "\n".join(parts)
+
+
+def _telling_series(pod: kubelet.Pod) -> str:
+    """The series of a pod's metrics port that say where requests stop: event queues,
+    partition states and loads, requests answered per API and error."""
+    wanted = (
+        "groupcoord_event_queue_size",
+        "groupcoord_partition_count",
+        "groupcoord_partition_loads_total",
+        "groupcoord_request_latency_seconds_count",
+        "groupcoord_gateway_partitions_without_leader",
+    )
+    try:
+        url = f"http://{pod.ip}:{pod.port('metrics')}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a pod of the test
+            text = resp.read().decode()
+    except (OSError, KeyError, StopIteration) as exc:
+        return f"(no metrics: {exc!r})"
+    return "\n".join(line for line in text.splitlines() if line.startswith(wanted))[-4000:]
 
 
 async def run_committing_clients(

@@ -241,19 +241,22 @@ async def test_zombie_leader_is_fenced_and_changes_nothing_anyone_reads(runtimes
     # drop x=1. B therefore reloads and rewrites x under its own fence.
     await b.settle()
     assert b.partition(P).state is PartitionState.ACTIVE and b.partition(P).keys_repaired == 1
+    # ... and serves on after the repair: a write, then a read through its loop
+    await asyncio.wait_for(call(b, "put", put("z", 7)), 10)
+    assert (await asyncio.wait_for(call(b, "get", RegisterGetRequest(name="z")), 10)).value == 7
 
     # Every replayer — B live, a fresh leader, a hot standby, a replay of the log as Kafka's
     # compaction would leave it — agrees: x is still 1.
-    assert registers(b) == {"x": 1, "y": 5}
+    assert registers(b) == {"x": 1, "y": 5, "z": 7}
     c = await started(runtimes, "c")
     await c.start_standby(P)
     d = await started(runtimes, "d")
     await d.become_leader(P, 3)
-    assert registers(d) == {"x": 1, "y": 5}
+    assert registers(d) == {"x": 1, "y": 5, "z": 7}
     assert d.partition(P).keys_repaired == 0  # the repair is the last record of x now
     await c.become_leader(P, 4)  # warm takeover from the standby's tail
-    assert registers(c) == {"x": 1, "y": 5}
-    assert await replay_compacted(broker, topic) == {"x": 1, "y": 5}
+    assert registers(c) == {"x": 1, "y": 5, "z": 7}
+    assert await replay_compacted(broker, topic) == {"x": 1, "y": 5, "z": 7}
 
 
 async def replay_compacted(broker: EmbeddedBroker, topic: str) -> dict[str, int]:
@@ -797,3 +800,75 @@ async def test_a_poisoned_log_is_skipped_counted_and_the_partition_serves_on(run
     assert set(skipped) <= {"undecodable", "impossible_fence", "unreplayable"}
     assert skipped["undecodable"] > 0 and skipped["impossible_fence"] > 0
     await call(cold, "put", put("p2", 22))
+
+
+async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(broker, topic) -> None:
+    """A zombie's late record makes the leader reload at the same epoch (to repair the keys it
+    shadows): the reloaded shard is fresh and knows no topics until the metadata follower
+    gives it the image again. Without it every KIP-848 heartbeat of the partition's groups
+    was answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry silently, for ever (the
+    deployment test's stuck groups)."""
+    from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
+    from groupcoord.coordinator.runtime.topic_metadata import follow_topics  # noqa: PLC0415
+    from groupcoord.coordinator.server.coordinator_service import OPERATIONS, group_shard_factory  # noqa: PLC0415
+    from groupcoord.rpc.v1 import consumer_group_pb2  # noqa: PLC0415
+
+    await ensure_topic(broker.bootstrap, "orders", 2)
+
+    def worker(shard_id: str) -> WorkerRuntime:
+        return WorkerRuntime(
+            bootstrap=broker.bootstrap,
+            topic=topic,
+            partitions=2,
+            shard_factory=group_shard_factory,
+            shard_id=shard_id,
+            writer=StateLogWriter(broker.bootstrap, topic),
+            retry_backoff_s=0.1,
+        )
+
+    def joining(member_id: str) -> object:
+        request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
+            api_version=1, group_id="kip848", member_id=member_id, member_epoch=0, rebalance_timeout_ms=30_000
+        )
+        request.subscribed_topic_names.SetInParent()
+        request.subscribed_topic_names.names.append("orders")
+        request.topic_partitions.SetInParent()
+        return OPERATIONS["consumer_group_heartbeat"](request)
+
+    async def joined(member_id: str) -> int:
+        """The error of the member's join once the shard knows the topics (or the last one)."""
+        code = -1
+        for _ in range(100):
+            code = (await b.submit(P, joining(member_id))).error_code
+            if code != ErrorCode.coordinator_load_in_progress.value:
+                break
+            await asyncio.sleep(0.1)
+        return code
+
+    a, b = worker("a"), worker("b")
+    await a.start()
+    await b.start()
+    follower = follow_topics(b, TopicsImage.from_descriptions)
+    follower.interval_s, follower.tick_s = 0.5, 0.05
+    follower.start()
+    try:
+        await a.become_leader(P, 1)
+        await b.become_leader(P, 2)  # nobody told A
+        assert await joined("m1") == 0
+        # A's late write lands after B's marker, on a key B never writes: B's next write finds
+        # it, and B reloads at epoch 2 to repair the key.
+        with pytest.raises(CoordinatorError):
+            await a.submit(P, _admin_commit(1))
+        with contextlib.suppress(CoordinatorError):
+            await b.submit(P, joining("m2"))
+        for _ in range(100):
+            part = b.partition(P)
+            if part is not None and part.state is PartitionState.ACTIVE and part.keys_repaired:
+                break
+            await asyncio.sleep(0.05)
+        assert b.partition(P).keys_repaired and b.partition(P).epoch == 2
+        assert await joined("m3") == 0, "the reloaded shard never got the topics"
+    finally:
+        await follower.stop()
+        await a.close()
+        await b.close()

@@ -73,3 +73,38 @@ async def test_fetch_goes_on_to_the_next_bootstrap_address_when_the_first_is_dow
     assert name in {d.name for d in await fetch_topics(f"{dead},{broker.bootstrap}")}
     with pytest.raises(ConnectionError):
         await fetch_topics(dead, timeout_s=2)
+
+
+async def test_a_partition_that_loads_again_or_refused_the_image_gets_it_again(broker: EmbeddedBroker) -> None:
+    """``active`` names each partition with the id of its load: a reload at the same epoch
+    (after a failed write) is a fresh shard; a delivery the partition refused (it was
+    reloading) is sent again on the next tick."""
+    import asyncio  # noqa: PLC0415
+
+    loop = asyncio.get_running_loop()
+    delivered: list[int] = []
+    refuse = True
+
+    def deliver(partition: int, image: object) -> asyncio.Future[None]:
+        delivered.append(partition)
+        future: asyncio.Future[None] = loop.create_future()
+        if refuse:
+            future.set_exception(RuntimeError("partition 0 loading"))
+        else:
+            future.set_result(None)
+        return future
+
+    active = [(0, 7)]
+    refresher = TopicMetadataRefresher(
+        broker.bootstrap, build_image=lambda ds: len(ds), active=lambda: list(active), deliver=deliver
+    )
+    await refresher.refresh()
+    refresher.push()
+    await asyncio.sleep(0)  # the refusal's callback
+    refuse = False
+    refresher.push()
+    refresher.push()
+    assert delivered == [0, 0], "refused once, then delivered once"
+    active[0] = (0, 8)  # loaded again (same partition, same epoch or not)
+    refresher.push()
+    assert delivered == [0, 0, 0]

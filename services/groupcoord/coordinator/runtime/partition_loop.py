@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -67,6 +68,9 @@ from groupcoord.coordinator.runtime.write_pipeline import Fenced, Waiter, WriteP
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 log = logging.getLogger(__name__)
+
+
+_LOAD_IDS = itertools.count(1)
 
 
 def now_ms() -> int:
@@ -116,6 +120,9 @@ class PartitionRuntime:
         self.error: str | None = None
         self.keys_repaired = 0
         self.writes_reverted = 0
+        # which load of the process this leadership is (0: none yet); any reload, at any
+        # epoch, is a fresh shard and gets a new one
+        self.load_id = 0
         self._bootstrap = bootstrap
         self._topic = topic
         self._writer = writer
@@ -279,6 +286,7 @@ class PartitionRuntime:
             metrics=self._metrics,
         )
         assert self._replicas is not None
+        self.load_id = next(_LOAD_IDS)
         self._transition_to(PartitionState.ACTIVE)
         self._tasks = [
             asyncio.create_task(self._loop(), name=f"loop-{self.partition}"),

@@ -71,8 +71,11 @@ class TopicMetadataRefresher:
     """Keeps every active partition of a worker on the latest topic image.
 
     ``build_image`` turns the descriptions into the shards' image type; ``active`` lists the
-    partitions to feed and ``deliver(partition, image)`` submits the update to a partition's
-    loop. A partition that starts leading later gets the current image on the next tick.
+    partitions to feed, each with the id of its load (a partition that loads again, at a new
+    epoch or at the same one after a failure, is a fresh shard without an image); and
+    ``deliver(partition, image)`` submits the update to a partition's loop, returning its
+    future. A partition that starts leading (or loads again) gets the current image on the
+    next tick, and one whose delivery failed gets it again.
     """
 
     def __init__(
@@ -80,7 +83,7 @@ class TopicMetadataRefresher:
         bootstrap: str,
         build_image: Callable[[list[TopicDescription]], Any],
         active: Callable[[], list[tuple[int, int]]],
-        deliver: Callable[[int, Any], Any],
+        deliver: Callable[[int, Any], asyncio.Future[Any] | None],
         interval_s: float = 3.0,
         tick_s: float = 0.2,
     ) -> None:
@@ -93,7 +96,7 @@ class TopicMetadataRefresher:
         self.image: Any = None
         self._descriptions: list[TopicDescription] | None = None
         self._version = 0
-        self._sent: dict[int, tuple[int, int]] = {}  # partition -> (leader epoch, image version)
+        self._sent: dict[int, tuple[int, int]] = {}  # partition -> (its load, image version)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -119,10 +122,18 @@ class TopicMetadataRefresher:
         """Give the current image to every active partition that has not had it yet."""
         if self.image is None:
             return
-        for partition, epoch in self.active():
-            if self._sent.get(partition) != (epoch, self._version):
-                self._sent[partition] = (epoch, self._version)
-                self.deliver(partition, self.image)
+        for partition, load in self.active():
+            sent = (load, self._version)
+            if self._sent.get(partition) != sent:
+                self._sent[partition] = sent
+                delivered = self.deliver(partition, self.image)
+                if delivered is not None:
+                    delivered.add_done_callback(lambda f, p=partition, s=sent: self._delivered(p, s, f))
+
+    def _delivered(self, partition: int, sent: tuple[int, int], future: asyncio.Future[Any]) -> None:
+        """A delivery the partition refused (it was failing or reloading) is sent again."""
+        if (future.cancelled() or future.exception() is not None) and self._sent.get(partition) == sent:
+            del self._sent[partition]
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -161,9 +172,8 @@ def follow_topics(
     def update_of(image: ImageT) -> Callable[[TopicMetadataShard[ImageT], int, Any], CoordinatorResult[None]]:
         return lambda shard, now_ms, _: shard.on_metadata_update(image, now_ms)
 
-    def deliver(partition: int, image: ImageT) -> None:
+    def deliver(partition: int, image: ImageT) -> asyncio.Future[Any]:
         update = write_operation("on_metadata_update", update_of(image))
-        fut = runtime.submit(partition, update, every_replica=True)  # reads use the image too
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # errors: retried on the next change
+        return runtime.submit(partition, update, every_replica=True)  # type: ignore[no-any-return]  # reads use the image too
 
-    return TopicMetadataRefresher(runtime.bootstrap, build_image, runtime.active_partitions, deliver)
+    return TopicMetadataRefresher(runtime.bootstrap, build_image, runtime.loaded_partitions, deliver)

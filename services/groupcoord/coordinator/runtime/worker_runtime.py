@@ -217,6 +217,14 @@ class WorkerRuntime:
             (p, part.epoch) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
         ]
 
+    def loaded_partitions(self) -> list[tuple[int, int]]:
+        """(partition, its load id) of every partition this worker serves: a reload, even at
+        the same epoch (after a failure), is a fresh shard, which news from outside the log
+        (topic metadata) must reach again."""
+        return [
+            (p, part.load_id) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
+        ]
+
     def led_partitions(self) -> list[int]:
         """Partitions the control plane wants this worker to lead (loaded or not)."""
         return sorted(p for p, role in self._desired.items() if role.kind is RoleKind.LEADER)
