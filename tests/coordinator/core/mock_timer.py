@@ -44,6 +44,14 @@ class MockTimer:
         self._live[key] = entry
         heapq.heappush(self._heap, entry)
 
+    def offload(
+        self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]
+    ) -> None:
+        """An offloaded computation finishes at the current time: the next ``pop_expired``
+        runs it and its continuation, so a test decides what happens on the loop meanwhile
+        (Kafka's MockCoordinatorExecutor runs tasks only when the test polls it)."""
+        self.schedule(key, 0, lambda: then(task()))
+
     def cancel(self, key: str) -> None:
         self._live.pop(key, None)
 

@@ -1,11 +1,14 @@
 """A partition's timers on a real event loop: a timer fires once, at its latest deadline, and
 only the operation of its latest schedule runs; moving it later keeps one loop handle, moving it
 earlier fires it earlier; a timer whose event is already queued and is then scheduled again
-fires again at the new deadline, and its queued event is a no-op."""
+fires again at the new deadline, and its queued event is a no-op. An offloaded computation
+(KIP-1263's assignments) runs on the offload thread while the loop goes on, and comes back as
+its key's fired timer, unless cancelled or replaced meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
 
@@ -79,3 +82,61 @@ async def test_a_timer_scheduled_again_after_its_event_was_queued_fires_at_the_n
     assert fired.run() == [], "the queued event is of an earlier schedule"
     await asyncio.sleep(0.06)
     assert [what for what, _ in fired.run()] == ["new"]
+
+
+def computing(seconds: float, value: str):  # noqa: ANN201
+    """A task that holds the interpreter for ``seconds`` (as an assignor does), then answers."""
+
+    def task() -> str:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+        return value
+
+    return task
+
+
+def then_answer(result: str):  # noqa: ANN201
+    from groupcoord.coordinator.core.contract import CoordinatorResult  # noqa: PLC0415
+
+    return CoordinatorResult(response=f"assigned {result}")
+
+
+async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
+    loop = asyncio.get_running_loop()
+    fired = Fired()
+    fired.timer.offload("assignment", computing(0.3, "big"), then_answer)
+    assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
+    # the loop keeps turning while the task holds the interpreter: it waits for the lock one
+    # switch interval at a time, never for the whole computation
+    gaps, last = [], loop.time()
+    while not fired.events:
+        await asyncio.sleep(0.001)
+        gaps.append(loop.time() - last)
+        last = loop.time()
+    assert len(gaps) > 10 and max(gaps) < 0.15, f"the loop waited {max(gaps):.3f} s at once"
+    assert [what for what, _ in fired.run()] == ["assigned big"]
+    assert not fired.timer.is_scheduled("assignment")
+
+
+async def test_an_offloaded_computation_cancelled_or_replaced_meanwhile_is_dropped() -> None:
+    fired = Fired()
+    fired.timer.offload("a", computing(0.05, "first"), then_answer)
+    fired.timer.cancel("a")
+    fired.timer.offload("b", computing(0.05, "stale"), then_answer)
+    fired.timer.offload("b", computing(0.05, "fresh"), then_answer)
+    fired.timer.offload("c", computing(0.05, "offloaded"), then_answer)
+    fired.timer.schedule("c", 10, answering("a timer replaced it"))
+    await asyncio.sleep(0.5)
+    assert sorted(what for what, _ in fired.run()) == ["a timer replaced it", "assigned fresh"]
+
+
+async def test_an_offloaded_computation_that_raises_is_logged_and_unarmed(caplog) -> None:  # noqa: ANN001
+    def failing() -> str:
+        raise ValueError("assignor bug")
+
+    fired = Fired()
+    fired.timer.offload("assignment", failing, then_answer)
+    await asyncio.sleep(0.1)
+    assert fired.run() == [] and not fired.timer.is_scheduled("assignment")
+    assert "assignor bug" in caplog.text

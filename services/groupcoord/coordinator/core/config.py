@@ -60,6 +60,10 @@ class GroupConfig:
     consumer_group_assignment_interval_ms: int = 0
     consumer_group_min_assignment_interval_ms: int = 0
     consumer_group_max_assignment_interval_ms: int = 600_000
+    # Assignments at least this large (members + subscribed partitions) run off the partition's
+    # loop (KIP-1263's group.consumer.assignor.offload.enable, with a size: a small assignment
+    # costs less than the hop and answers the heartbeat that asked for it); -1 never offloads.
+    consumer_group_assignor_offload_min_size: int = 10_000
     # group.consumer.max.size: a join beyond it is answered GROUP_MAX_SIZE_REACHED.
     consumer_group_max_size: int = 2_147_483_647
     # group.consumer.assignors: the server-side assignors; the first is the default.

@@ -62,8 +62,8 @@ class CoordinatorResult(Generic[R]):
     response: R | None = None
     completions: list[tuple[Any, Any]] = field(default_factory=list)
     timers: list[TimerIntent] = field(default_factory=list)
-    """Timers to schedule or cancel (h11's habit: effects are values). The runtime applies
-    them in order as soon as the handler returns, before the next event on the loop."""
+    """Timers to schedule, offload or cancel (h11's habit: effects are values). The runtime
+    applies them in order as soon as the handler returns, before the next event on the loop."""
     transaction: TransactionalWrite | None = None
     """Set when ``records`` belong to a client's transaction (TxnOffsetCommit): the runtime
     writes them as one transactional batch of that producer, so the upstream transaction
@@ -116,7 +116,24 @@ class CancelTimer(NamedTuple):
     key: str
 
 
-TimerIntent = ScheduleTimer | CancelTimer
+class Offload(NamedTuple):
+    """A timer whose wait is a computation (Kafka's ``CoordinatorExecutor.schedule``, which
+    KIP-1263 uses for assignments): run ``task()`` off the partition's loop, then
+    ``then(task's result)`` on the loop, whose result is handled exactly like a timer's.
+
+    ``task`` reads only values it was given (a snapshot taken by the handler), never the shard:
+    the loop goes on changing the shard meanwhile, which is the point. ``then`` re-validates
+    what the result was computed from, as every timer operation does. The key is armed from
+    scheduling until ``then`` runs (``is_scheduled``), so a handler starts one computation per
+    key; a cancel, a replacing schedule or a revert drops the result. A task that raises is
+    logged and dropped, as Kafka's executor hands the error to the operation that logs it."""
+
+    key: str
+    task: Callable[[], Any]
+    then: Callable[[Any], CoordinatorResult[Any]]
+
+
+TimerIntent = ScheduleTimer | CancelTimer | Offload
 
 
 def deadline_timer(
@@ -136,6 +153,8 @@ def apply_timer_intents(timer: Timer, intents: list[TimerIntent]) -> None:
     for intent in intents:
         if isinstance(intent, ScheduleTimer):
             timer.schedule(intent.key, intent.delay_ms, intent.operation)
+        elif isinstance(intent, Offload):
+            timer.offload(intent.key, intent.task, intent.then)
         else:
             timer.cancel(intent.key)
 
@@ -193,6 +212,12 @@ class Timer(Protocol):
     """
 
     def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[Any]]) -> None: ...
+
+    def offload(
+        self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]
+    ) -> None:
+        """Run ``task()`` off the loop, then ``then(result)`` as a fired timer (see :class:`Offload`);
+        replaces any timer with the same key."""
 
     def cancel(self, key: str) -> None: ...
 

@@ -9,13 +9,36 @@ and their operations close over it. Both replicas see the timers only as a read-
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
+import logging
+import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.coordinator.core.contract import CoordinatorResult
 
+log = logging.getLogger(__name__)
+
 TimerOperation = Callable[[], CoordinatorResult[Any]]
+
+
+# How long a thread holds the interpreter lock while another waits for it (CPython's default
+# is 5 ms). A loop thread waiting on an offloaded assignment waits this long at every turn.
+OFFLOAD_SWITCH_INTERVAL_S = 0.001
+
+
+@functools.cache
+def offload_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's thread for offloaded computations (assignments, KIP-1263). One thread:
+    the tasks are Python and share the interpreter lock with the loops, so a second thread
+    would not compute faster; what the thread buys is that a loop waits for the lock one
+    switch interval at a time instead of for the whole computation, and the interval is
+    shortened for that (only threads that contend for the lock feel it)."""
+    sys.setswitchinterval(min(sys.getswitchinterval(), OFFLOAD_SWITCH_INTERVAL_S))
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupcoord-offload")
 
 
 @dataclass(slots=True)
@@ -68,6 +91,29 @@ class LoopTimer:
         handle = loop.call_at(deadline, self._expired, key)
         self._timers[key] = _Armed(object(), deadline, operation, handle)
 
+    def offload(self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]) -> None:
+        """Run ``task`` on the offload thread; once it returns, ``then(result)`` is queued on the
+        partition's loop as this key's fired timer (dropped if the key was cancelled or
+        scheduled again meanwhile)."""
+        self.cancel(key)
+        token = object()
+        self._timers[key] = _Armed(token, math.inf, _never, None)
+        future = asyncio.get_running_loop().run_in_executor(offload_executor(), task)
+        future.add_done_callback(functools.partial(self._computed, key, token, then))
+
+    def _computed(
+        self, key: str, token: object, then: Callable[[Any], CoordinatorResult[Any]], future: asyncio.Future[Any]
+    ) -> None:
+        armed = self._timers.get(key)
+        if armed is None or armed.token is not token or future.cancelled():
+            return  # cancelled or replaced meanwhile: nobody wants this result
+        if (error := future.exception()) is not None:
+            log.error("offloaded %s failed: %r", key, error, exc_info=error)
+            del self._timers[key]
+            return
+        armed.operation = functools.partial(then, future.result())
+        self._enqueue(TimerEvent(key, token))
+
     def cancel(self, key: str) -> None:
         armed = self._timers.pop(key, None)
         if armed is not None and armed.handle is not None:
@@ -103,3 +149,7 @@ class LoopTimer:
             return None
         del self._timers[event.key]
         return armed.operation
+
+
+def _never() -> CoordinatorResult[Any]:
+    raise AssertionError("an offloaded computation's operation ran before the computation returned")

@@ -5,7 +5,8 @@ Each history mixes joins, heartbeats, lost and duplicated responses, leaves, sta
 expires), partition count changes and topic recreation (same name, new id), with the clock
 moving in heartbeat-interval ticks. After every step:
 
-* the coordinator never has a partition with two members (assigned or pending revocation);
+* the coordinator never has a partition with two members (assigned or pending revocation),
+  nor a target for a member it does not have;
 * no two clients the coordinator still knows hold the same partition, and each holds only
   what the coordinator has it holding;
 * replaying every record written so far into an empty shard gives the live state.
@@ -132,6 +133,8 @@ class World:
             self.ctx.set_topics(foo=slot + 1)
         elif kind == "recreate":
             self.ctx.recreate_topic("bar", 1 + slot % 3)
+        elif kind == "offloaded":
+            self.ctx.advance(0)  # an offloaded assignment in flight returns now
         elif c is None or not c.alive:
             return
         elif kind == "hb":
@@ -178,6 +181,8 @@ class World:
         if group is not None:
             # epochs: member <= assignment <= group; partitions assigned no later than the member's epoch
             assert group.assignment_epoch <= group.group_epoch  # type: ignore[attr-defined]
+            # a target only for members (a member's leave deletes its target with it)
+            assert set(group.target) <= set(group.members), group.target.keys()  # type: ignore[attr-defined]
             for m in group.members.values():  # type: ignore[attr-defined]
                 if m.member_epoch != -2:
                     assert 0 <= m.member_epoch <= group.assignment_epoch  # type: ignore[attr-defined]
@@ -268,3 +273,14 @@ def test_heterogeneous_and_regex_subscriptions_with_batched_assignment(
 ) -> None:
     """Names, regexes and narrower subscriptions mixed; the target computed at most every 3 s."""
     _run(World(GroupConfig(consumer_group_assignment_interval_ms=3_000), mixed=True, assignor=assignor), ops)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.lists(st.one_of(OPS, st.tuples(st.just("offloaded"), st.just(0))), min_size=5, max_size=40),
+    mixed=st.booleans(),
+)
+def test_offloaded_assignments_are_safe_replayable_and_converge(ops: list[tuple[str, int]], mixed: bool) -> None:
+    """Every assignment off the loop (KIP-1263): members heartbeat, join, leave and bounce
+    while a run is in flight, and a run returns only when the history says so (or at a tick)."""
+    _run(World(GroupConfig(consumer_group_assignor_offload_min_size=0), mixed=mixed), ops)

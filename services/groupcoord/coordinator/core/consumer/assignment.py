@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from groupcoord.coordinator.core.assignors.api import PartitionAssignor
+from groupcoord.coordinator.core.assignors.api import GroupSpec, PartitionAssignor
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroup,
@@ -29,15 +30,20 @@ from groupcoord.coordinator.core.consumer.group import (
 )
 from groupcoord.coordinator.core.consumer.reconciliation import reconcile
 from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
-from groupcoord.coordinator.core.consumer.target_assignment import compute_target_assignment
+from groupcoord.coordinator.core.consumer.target_assignment import (
+    TargetAssignment,
+    assignment_size,
+    compute_target,
+    group_spec,
+)
 from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     CoordinatorResult,
+    Offload,
     TimerIntent,
     deadline_timer,
 )
-from groupcoord.records.v1 import consumer_group_pb2 as rpb
 
 
 def subscribed_topics(
@@ -167,30 +173,15 @@ def advance_member(
             if replaced is not None:
                 current_target = dict(group.target)
                 current_target[member_id] = member_target
-            target = compute_target_assignment(
-                group,
-                members,
-                current_target,
-                resolved,
-                _assignor(ctx, group, member, updated),
-                image,
-                group_epoch,
-                now_ms,
-            )
-            if replaced is not None:
-                # the new member's target record was written above; write it again only if changed
-                target.records[:] = [
-                    rec
-                    for rec in target.records
-                    if not (
-                        isinstance(rec.key, rpb.ConsumerGroupTargetAssignmentMemberKey)
-                        and rec.key.member_id == member_id
-                        and target.by_member[member_id] == member_target
-                    )
-                ]
-            records += target.records
-            target_epoch = group_epoch
-            member_target = target.by_member.get(member_id, {})
+            spec = group_spec(members, current_target, resolved, image)
+            assignor = _assignor(ctx, group, member, updated)
+            if offloads(ctx, spec):
+                timers += offloaded_assignment(ctx, gid, spec, assignor, group_epoch, now_ms)
+            else:
+                target = compute_target(gid, spec, assignor, image, group_epoch, now_ms)
+                records += target.records
+                target_epoch = group_epoch
+                member_target = target.by_member.get(member_id, {})
         else:
             timers += assignment_timer(ctx, group, now_ms)
 
@@ -246,16 +237,66 @@ def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> Coordinator
     if group is None or group.group_epoch <= group.assignment_epoch or not group.members:
         return CoordinatorResult()
     resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
-    target = compute_target_assignment(
-        group,
-        group.members,
-        group.target,
-        resolved,
-        ctx.assignors[group.preferred_assignor(ctx.default_assignor)],
-        ctx.image,
-        group.group_epoch,
-        now_ms,
-    )
+    spec = group_spec(group.members, group.target, resolved, ctx.image)
+    assignor = ctx.assignors[group.preferred_assignor(ctx.default_assignor)]
+    if offloads(ctx, spec):
+        return CoordinatorResult(timers=offloaded_assignment(ctx, group_id, spec, assignor, group.group_epoch, now_ms))
+    return CoordinatorResult(records=compute_target(group_id, spec, assignor, ctx.image, group.group_epoch, now_ms).records)
+
+
+def offloads(ctx: ConsumerContext, spec: GroupSpec) -> bool:
+    """Whether the assignment of ``spec`` runs off the partition's loop (KIP-1263's assignor
+    offload): only one large enough that holding the loop for it would delay the other groups
+    of the partition (``consumer_group_assignor_offload_min_size``). A small one runs at once,
+    so that the member whose heartbeat asked for it gets its assignment in the answer; an
+    offloaded one reaches the members with their next heartbeats."""
+    min_size = ctx.config.consumer_group_assignor_offload_min_size
+    return min_size >= 0 and assignment_size(spec, ctx.image) >= min_size
+
+
+def offloaded_assignment(
+    ctx: ConsumerContext,
+    group_id: str,
+    spec: GroupSpec,
+    assignor: PartitionAssignor,
+    epoch: int,
+    now_ms: int,
+) -> list[TimerIntent]:
+    """Run the assignor over ``spec`` (the group at ``epoch``) off the loop; one run per group
+    at a time: while one is in flight, members reconcile towards the current target and the
+    run's end computes again if the group moved on (:func:`_offloaded_done`)."""
+    key = assignment_timer_key(group_id)
+    if ctx.armed.is_scheduled(key):
+        return []
+    return [
+        Offload(
+            key,
+            partial(compute_target, group_id, spec, assignor, ctx.image, epoch, now_ms),
+            partial(_offloaded_done, ctx, group_id, epoch, frozenset(spec.members), now_ms),
+        )
+    ]
+
+
+def _offloaded_done(
+    ctx: ConsumerContext,
+    group_id: str,
+    epoch: int,
+    member_ids: frozenset[str],
+    now_ms: int,
+    target: TargetAssignment,
+) -> CoordinatorResult[None]:
+    """An offloaded assignment returned: its target is written only if the group is still
+    the one it was computed for (same group epoch, same members); a target for members that
+    left or without ones that joined would hand partitions to nobody or to two targets.
+    Its records were made against the targets of the snapshot, which are the group's still:
+    only an assignment (one in flight per group) or a member leaving changes a target.
+    Otherwise it computes again for the group as it is now (Kafka's run-again of a stale
+    offloaded assignment)."""
+    group = ctx.consumer_group(group_id)
+    if group is None or group.assignment_epoch >= epoch:
+        return CoordinatorResult()
+    if group.group_epoch != epoch or group.members.keys() != member_ids:
+        return _assign_now(ctx, group_id, now_ms)
     return CoordinatorResult(records=target.records)
 
 

@@ -5,16 +5,19 @@ regex, as topic ids of the current image), rack and current target (for stickine
 returns the records of the new target: one record per member whose target changed, then the
 target metadata with the new assignment epoch. The result is deterministic, so the same
 inputs always give the same target.
+
+In two steps, so that the second may run off the partition's loop (KIP-1263's offload): the
+:func:`group_spec`, a snapshot of values taken on the loop, and :func:`compute_target`, which
+reads only that snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from groupcoord.coordinator.core.assignors.api import GroupSpec, MemberSpec, PartitionAssignor
 from groupcoord.coordinator.core.consumer.group import (
-    ConsumerGroup,
     ConsumerGroupMember,
     target_member_record,
     target_metadata_record,
@@ -31,17 +34,24 @@ class TargetAssignment:
     records: list[CoordinatorRecord]
 
 
-def compute_target_assignment(
-    group: ConsumerGroup,
+def compute_target(
+    group_id: str, spec: GroupSpec, assignor: PartitionAssignor, image: TopicsImage, epoch: int, now_ms: int
+) -> TargetAssignment:
+    """The target at ``epoch`` for the members of ``spec``, with the records of what changed
+    against the targets the spec holds. Reads nothing but its arguments (values), so it may
+    run off the partition's loop: an assignment offloaded whole, records included."""
+    return target_records(group_id, spec, assignor.assign(spec, image), epoch, now_ms)
+
+
+def group_spec(
     members: Mapping[str, ConsumerGroupMember],
     current_target: Mapping[str, Mapping[bytes, frozenset[int]]],
     resolved_regexes: Mapping[str, frozenset[str]],
-    assignor: PartitionAssignor,
     image: TopicsImage,
-    epoch: int,
-    now_ms: int,
-) -> TargetAssignment:
-    """The target for ``members`` (the group's members as they will be after this request)."""
+) -> GroupSpec:
+    """The assignor's input: every member's subscription as topic ids of ``image``, its rack
+    and its current target. Only values: a spec stays valid while the group changes, so an
+    assignor may run on it off the loop."""
     ids_cache: dict[str, bytes | None] = {}
     # Members mostly share subscriptions: one frozenset per distinct subscription (which also
     # makes the assignor's homogeneity check an identity comparison).
@@ -69,16 +79,37 @@ def compute_target_assignment(
                 out.add(tid)
         return frozenset(out)
 
-    specs = {
-        mid: MemberSpec(m.rack_id, topic_ids(m), current_target.get(mid, {})) for mid, m in members.items()
-    }
-    result = assignor.assign(GroupSpec(specs), image)
+    return GroupSpec(
+        {mid: MemberSpec(m.rack_id, topic_ids(m), current_target.get(mid, {})) for mid, m in members.items()}
+    )
+
+
+def assignment_size(spec: GroupSpec, image: TopicsImage) -> int:
+    """What an assignment of ``spec`` costs, roughly, in the assignors' unit of work: its
+    members plus the partitions they subscribe to (the uniform and range assignors walk
+    both; bench/assignor.py)."""
+    topics: set[bytes] = set()
+    for subscription in {id(m.subscribed_topic_ids): m.subscribed_topic_ids for m in spec.members.values()}.values():
+        topics |= subscription
+    return len(spec.members) + sum(image.num_partitions(tid) for tid in topics)
+
+
+def target_records(
+    group_id: str,
+    spec: GroupSpec,
+    result: Mapping[str, Mapping[bytes, Iterable[int]]],
+    epoch: int,
+    now_ms: int,
+) -> TargetAssignment:
+    """The records of an assignor's ``result`` at ``epoch``: one per member of ``spec`` whose
+    target differs from the one the spec holds (the group's, when the spec was taken), then
+    the target metadata."""
     by_member: dict[str, dict[bytes, frozenset[int]]] = {}
     records: list[CoordinatorRecord] = []
-    for mid in members:
+    for mid, member in spec.members.items():
         new = {tid: frozenset(parts) for tid, parts in result.get(mid, {}).items() if parts}
         by_member[mid] = new
-        if group.target.get(mid) != new:
-            records.append(target_member_record(group.group_id, mid, new))
-    records.append(target_metadata_record(group.group_id, epoch, now_ms))
+        if member.assignment != new:
+            records.append(target_member_record(group_id, mid, new))
+    records.append(target_metadata_record(group_id, epoch, now_ms))
     return TargetAssignment(epoch, by_member, records)
