@@ -15,7 +15,9 @@ coordinator that let two generations (or two leaders) assign at once.
 
 from __future__ import annotations
 
+import collections
 import json
+import logging
 import sys
 import threading
 import time
@@ -80,6 +82,17 @@ class Ownership:
 OWNERSHIP = Ownership()
 
 
+class RecentLines(logging.Handler):
+    """The last lines of a consumer's librdkafka log."""
+
+    def __init__(self, keep: int = 25) -> None:
+        super().__init__()
+        self.lines: collections.deque[str] = collections.deque(maxlen=keep)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.created:.3f} {record.getMessage()}"[:300])
+
+
 class CommittingConsumer(threading.Thread):
     def __init__(
         self, bootstrap: str, topic: str, group: str, protocol: str, stop: threading.Event, member: int = 0
@@ -100,6 +113,11 @@ class CommittingConsumer(threading.Thread):
         self.ack_seconds: dict[int, int] = {}  # acknowledged commits per wall-clock second
         self.started = threading.Event()
         self.assignments: list[str] = []  # every assignment change, for a run that never consumes
+        self.log = logging.getLogger(f"rdkafka.{group}.{member}")
+        self.log.propagate = False
+        self.log.setLevel(logging.DEBUG)
+        self.recent = RecentLines()
+        self.log.addHandler(self.recent)
 
     def run(self) -> None:
         config = {
@@ -111,7 +129,10 @@ class CommittingConsumer(threading.Thread):
         }
         if self.protocol == "classic":
             config["session.timeout.ms"] = 10000
-        consumer = Consumer(config)
+        # librdkafka's group-coordination log, kept in memory: printed only by a run that never
+        # consumes (it hands coordinator errors to nobody, so its log is the only witness)
+        config["debug"] = "cgrp"
+        consumer = Consumer(config, logger=self.log)
 
         def assigned(_: Consumer, tps: list[TopicPartition]) -> None:
             self.assignments.append(f"{time.time():.1f} +{[tp.partition for tp in tps]}")
@@ -190,6 +211,10 @@ def main(argv: list[str]) -> int:
                 }
                 for d in consumers
             }
+            for d in consumers:
+                if not d.consumed:
+                    print(f"--- {d.name}: the end of its librdkafka log", flush=True)
+                    print("\n".join(d.recent.lines), flush=True)
             print(f"{c.name} consumed nothing: {json.dumps(stuck)}", flush=True)
             stop.set()
             return 2

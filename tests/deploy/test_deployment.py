@@ -391,7 +391,7 @@ async def run_committing_clients(
     async def consuming() -> bool:
         logs = (await asyncio.to_thread(docker.run, "logs", name, check=False)).stdout
         if "consumed nothing" in logs:
-            raise AssertionError(f"the committing clients {name} did not all consume:\n{logs[-3000:]}")
+            raise AssertionError(f"the committing clients {name} did not all consume:\n{logs[-20000:]}")
         return "consuming" in logs
 
     # the clients give up after creating the topic and 120 s of consuming, and say what they saw
