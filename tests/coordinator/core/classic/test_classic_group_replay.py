@@ -9,6 +9,7 @@ from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
 from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
+from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 
@@ -95,3 +96,48 @@ def test_a_takeover_replays_the_log_and_rearms_session_timers() -> None:
     group = successor.groups[G]
     assert not group.members
     assert group.state is S.PREPARING_REBALANCE or group.state is S.EMPTY
+
+
+def _successor(ctx: ShardContext, after_ms: int) -> ShardContext:
+    """The shard that takes over ``ctx``'s partition ``after_ms`` later: the log replayed,
+    the load hook applied; requests waiting at the old leader are gone with it."""
+    successor = ShardContext(ctx.config)
+    successor.clock.now_ms = ctx.clock.now_ms + after_ms
+    for record in ctx.log.records():
+        successor.shard.replay(record)
+    successor.log.entries = list(ctx.log.entries)
+    successor.apply(successor.shard.on_loaded(successor.clock.now_ms))
+    return successor
+
+
+def test_a_group_forming_at_a_takeover_answers_its_rejoining_members_after_the_initial_delay() -> None:
+    """Two librdkafka members join a new group (rebalance timeout: max.poll.interval.ms, 300 s)
+    and the leader changes within the initial delay. They rejoin the new leader with their
+    member ids, and the join phase ends once the initial delay passes, as it does for a new
+    group: they were held for the whole rebalance timeout, 5 minutes without a consumer (the
+    deployment test's stuck classic group)."""
+    ctx = ShardContext(GroupConfig(classic_group_initial_rebalance_delay_ms=3_000))
+    ids = [ctx.answer(ctx.join(G, rebalance_ms=300_000)).member_id for _ in range(2)]
+    waiting = [ctx.join(G, member, rebalance_ms=300_000) for member in ids]
+    assert ctx.classic(G).state is S.PREPARING_REBALANCE and not any(ctx.answer(t) for t in waiting)
+
+    successor = _successor(ctx, after_ms=1_000)
+    rejoined = [successor.join(G, member, rebalance_ms=300_000) for member in ids]
+    successor.advance(2_999)
+    assert not any(successor.answer(t) for t in rejoined), "the initial delay, as for a new group"
+    successor.advance(1)
+    answers = [successor.answer(t) for t in rejoined]
+    assert [a.error_code for a in answers] == [0, 0] and {a.generation_id for a in answers} == {1}
+    successor.assert_replay_equals_live()
+
+
+def test_a_stable_group_rebalancing_at_a_takeover_completes_once_every_member_rejoined() -> None:
+    ctx = ShardContext()
+    ids, gen = ctx.form_group(G, 2, session_ms=10_000)
+    ctx.join(G, ids[0], session_ms=10_000)  # a rejoin starts a rebalance; the leader changes
+    assert ctx.classic(G).state is S.PREPARING_REBALANCE
+
+    successor = _successor(ctx, after_ms=1_000)
+    rejoined = [successor.join(G, member, session_ms=10_000) for member in ids]
+    answers = [successor.answer(t) for t in rejoined]
+    assert [a.error_code for a in answers] == [0, 0] and {a.generation_id for a in answers} == {gen + 1}

@@ -355,7 +355,18 @@ def timers_after_load(ctx: ClassicContext, now_ms: int) -> CoordinatorResult[Non
             timers.append(session_timer(ctx, gid, member.member_id, member.session_timeout_ms, now_ms))
         for member_id, session_ms in group.pending_members.items():
             timers.append(pending_member_timer(ctx, gid, member_id, session_ms, now_ms))
-        if group.state is State.PREPARING_REBALANCE:
+        if group.state is State.PREPARING_REBALANCE and group.previous_state is State.EMPTY:
+            # a group forming when the leader changed forms again as a new one does: its
+            # members' JoinGroups are answered once the initial delay passes with nobody new
+            # (waiting for the rebalance timeout instead held them for minutes: librdkafka's
+            # is max.poll.interval.ms, 300 s by default, and no member completes this join
+            # early, as with Kafka a group that was empty never does)
+            delay = ctx.config.classic_group_initial_rebalance_delay_ms
+            remaining = max(group.rebalance_timeout_ms() - delay, 0)
+            timers.append(_initial_join_timer(ctx, gid, delay, remaining, frozenset(group.members), now_ms))
+        elif group.state is State.PREPARING_REBALANCE:
+            # members rejoin and the join completes once all have (maybe_complete_join); one
+            # that never does is dropped when the rebalance timeout ends the join phase
             delay = max(group.rebalance_timeout_ms(), ctx.config.classic_group_initial_rebalance_delay_ms)
             timers.append(join_timer(ctx, gid, delay, now_ms))
         elif group.state is State.COMPLETING_REBALANCE:
