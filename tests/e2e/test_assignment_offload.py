@@ -6,23 +6,20 @@ members learn their offloaded targets from the heartbeats that follow."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.testing import BackgroundCluster
 
-from .consumers import CLIENTS
 from .test_consumer_groups import (
     PARTITIONS,
     PER_PARTITION,
     assert_no_double_ownership,
     disjoint_cover,
-    produce,
     progress,
+    three_consumers,
     wait_until,
 )
 
@@ -37,16 +34,7 @@ def offloading(broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_kip848_consumers_converge_on_offloaded_assignments(offloading: BackgroundCluster) -> None:
-    kind, config = CLIENTS["confluent-consumer-protocol"]
-    bootstrap = offloading.bootstrap
-    topic, group = f"offload-{uuid.uuid4().hex[:6]}", f"g-offload-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        fut.result(15)
-    produce(bootstrap, topic, 0)
-    consumers = [kind(bootstrap, topic, group, f"offload-{i}", **config) for i in range(3)]
-    for c in consumers:
-        c.start()
+    _, _, consumers = three_consumers(offloading.bootstrap, "confluent-consumer-protocol")
     try:
         wait_until(
             lambda: disjoint_cover(consumers) and all(c.history.owned for c in consumers),

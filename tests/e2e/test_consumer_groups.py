@@ -59,19 +59,26 @@ def disjoint_cover(consumers: list[ConsumerThread]) -> bool:
     return union == frozenset(range(PARTITIONS)) and sum(len(o) for o in owned) == PARTITIONS
 
 
-@pytest.mark.parametrize("client", list(CLIENTS))
-def test_three_consumers_share_take_over_and_keep_offsets(cluster: BackgroundCluster, client: str) -> None:
+def three_consumers(bootstrap: str, client: str) -> tuple[str, str, list[ConsumerThread]]:
+    """(topic, group, consumers): a fresh topic of PARTITIONS partitions with PER_PARTITION
+    records each, and three started ``client`` consumers of a fresh group subscribed to it."""
     kind, config = CLIENTS[client]
-    bootstrap = cluster.bootstrap
     topic, group = f"e2e-{client}-{uuid.uuid4().hex[:6]}", f"g-{client}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         fut.result(15)
     produce(bootstrap, topic, 0)
-
     consumers = [kind(bootstrap, topic, group, f"{client}-{i}", **config) for i in range(3)]
     for c in consumers:
         c.start()
+    return topic, group, consumers
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_three_consumers_share_take_over_and_keep_offsets(cluster: BackgroundCluster, client: str) -> None:
+    bootstrap = cluster.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic, group, consumers = three_consumers(bootstrap, client)
     try:
         # given three members, then the assignments converge to disjoint sets covering all 12
         wait_until(

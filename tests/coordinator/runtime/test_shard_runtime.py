@@ -802,7 +802,7 @@ async def test_a_poisoned_log_is_skipped_counted_and_the_partition_serves_on(run
     await call(cold, "put", put("p2", 22))
 
 
-async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(broker, topic) -> None:
+async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(runtimes, broker) -> None:
     """A zombie's late record makes the leader reload at the same epoch (to repair the keys it
     shadows): the reloaded shard is fresh and knows no topics until the metadata follower
     gives it the image again. Without it every KIP-848 heartbeat of the partition's groups
@@ -814,17 +814,6 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(brok
     from groupcoord.rpc.v1 import consumer_group_pb2  # noqa: PLC0415
 
     await ensure_topic(broker.bootstrap, "orders", 2)
-
-    def worker(shard_id: str) -> WorkerRuntime:
-        return WorkerRuntime(
-            bootstrap=broker.bootstrap,
-            topic=topic,
-            partitions=2,
-            shard_factory=group_shard_factory,
-            shard_id=shard_id,
-            writer=StateLogWriter(broker.bootstrap, topic),
-            retry_backoff_s=0.1,
-        )
 
     def joining(member_id: str) -> object:
         request = consumer_group_pb2.ConsumerGroupHeartbeatRequest(
@@ -845,9 +834,8 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(brok
             await asyncio.sleep(0.1)
         return code
 
-    a, b = worker("a"), worker("b")
-    await a.start()
-    await b.start()
+    a = await started(runtimes, "a", group_shard_factory)
+    b = await started(runtimes, "b", group_shard_factory)
     follower = follow_topics(b, TopicsImage.from_descriptions)
     follower.interval_s, follower.tick_s = 0.5, 0.05
     follower.start()
@@ -870,5 +858,3 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(brok
         assert await joined("m3") == 0, "the reloaded shard never got the topics"
     finally:
         await follower.stop()
-        await a.close()
-        await b.close()
