@@ -361,9 +361,7 @@ def _telling_series(pod: kubelet.Pod) -> str:
         "groupcoord_gateway_partitions_without_leader",
     )
     try:
-        url = f"http://{pod.ip}:{pod.port('metrics')}/metrics"
-        with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a pod of the test
-            text = resp.read().decode()
+        text = metrics_text(pod)
     except (OSError, KeyError, StopIteration) as exc:
         return f"(no metrics: {exc!r})"
     return "\n".join(line for line in text.splitlines() if line.startswith(wanted))[-4000:]
@@ -420,12 +418,17 @@ async def committing_report(docker: Docker, name: str) -> dict[str, Any]:
     return report
 
 
+def metrics_text(pod: kubelet.Pod) -> str:
+    """The exposition of a pod's metrics port."""
+    url = f"http://{pod.ip}:{pod.port('metrics')}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a pod of the test
+        return resp.read().decode()  # type: ignore[no-any-return]
+
+
 def shard_metric(pod: kubelet.Pod, family: str, **labels: str) -> float | None:
     """The sum of a family's series on a shard pod's metrics port (every worker process), over
     the series carrying ``labels``; None if the port shows no such series."""
-    url = f"http://{pod.ip}:{pod.port('metrics')}/metrics"
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a pod of the test
-        text = resp.read().decode()
+    text = metrics_text(pod)
     wanted = [f'{k}="{v}"' for k, v in labels.items()]
     total: float | None = None
     for line in text.splitlines():

@@ -213,17 +213,16 @@ class WorkerRuntime:
 
     def active_partitions(self) -> list[tuple[int, int]]:
         """(partition, epoch) of every partition this worker currently leads and serves."""
-        return [
-            (p, part.epoch) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
-        ]
+        return [(p, part.epoch) for p, part in self._serving()]
 
     def loaded_partitions(self) -> list[tuple[int, int]]:
         """(partition, its load id) of every partition this worker serves: a reload, even at
         the same epoch (after a failure), is a fresh shard, which news from outside the log
         (topic metadata) must reach again."""
-        return [
-            (p, part.load_id) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE
-        ]
+        return [(p, part.load_id) for p, part in self._serving()]
+
+    def _serving(self) -> list[tuple[int, PartitionRuntime]]:
+        return [(p, part) for p, part in sorted(self._parts.items()) if part.state is PartitionState.ACTIVE]
 
     def led_partitions(self) -> list[int]:
         """Partitions the control plane wants this worker to lead (loaded or not)."""

@@ -114,11 +114,7 @@ def prepare_rebalance(ctx: ClassicContext, change: GroupChange, reason: str) -> 
     change.transition_to(State.PREPARING_REBALANCE)
     gid = group.group_id
     if initial:
-        delay = ctx.config.classic_group_initial_rebalance_delay_ms
-        remaining = max(group.rebalance_timeout_ms() - delay, 0)
-        change.timers.append(
-            _initial_join_timer(ctx, gid, delay, remaining, frozenset(group.members), change.now_ms)
-        )
+        change.timers.append(initial_join_timer(ctx, group, change.now_ms))
     else:
         change.timers.append(join_timer(ctx, gid, group.rebalance_timeout_ms(), change.now_ms))
         maybe_complete_join(ctx, change)
@@ -244,6 +240,14 @@ def _sync_timer(ctx: ClassicContext, group: ClassicGroup, now_ms: int) -> Schedu
     )
 
 
+def initial_join_timer(ctx: ClassicContext, group: ClassicGroup, now_ms: int) -> ScheduleTimer:
+    """The join phase of a group that was empty: it ends once group.initial.rebalance.delay.ms
+    passes with nobody new, at the latest after the group's rebalance timeout."""
+    delay = ctx.config.classic_group_initial_rebalance_delay_ms
+    remaining = max(group.rebalance_timeout_ms() - delay, 0)
+    return _initial_join_timer(ctx, group.group_id, delay, remaining, frozenset(group.members), now_ms)
+
+
 def _initial_join_timer(
     ctx: ClassicContext, group_id: str, delay_ms: int, remaining_ms: int, seen: frozenset[str], now_ms: int
 ) -> ScheduleTimer:
@@ -361,9 +365,7 @@ def timers_after_load(ctx: ClassicContext, now_ms: int) -> CoordinatorResult[Non
             # (waiting for the rebalance timeout instead held them for minutes: librdkafka's
             # is max.poll.interval.ms, 300 s by default, and no member completes this join
             # early, as with Kafka a group that was empty never does)
-            delay = ctx.config.classic_group_initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            timers.append(_initial_join_timer(ctx, gid, delay, remaining, frozenset(group.members), now_ms))
+            timers.append(initial_join_timer(ctx, group, now_ms))
         elif group.state is State.PREPARING_REBALANCE:
             # members rejoin and the join completes once all have (maybe_complete_join); one
             # that never does is dropped when the rebalance timeout ends the join phase

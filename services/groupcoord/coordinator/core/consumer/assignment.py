@@ -174,11 +174,9 @@ def advance_member(
                 current_target = dict(group.target)
                 current_target[member_id] = member_target
             spec = group_spec(members, current_target, resolved, image)
-            assignor = _assignor(ctx, group, member, updated)
-            if offloads(ctx, spec):
-                timers += offloaded_assignment(ctx, gid, spec, assignor, group_epoch, now_ms)
-            else:
-                target = compute_target(gid, spec, assignor, image, group_epoch, now_ms)
+            target, offloaded = assign(ctx, gid, spec, _assignor(ctx, group, member, updated), group_epoch, now_ms)
+            timers += offloaded
+            if target is not None:
                 records += target.records
                 target_epoch = group_epoch
                 member_target = target.by_member.get(member_id, {})
@@ -239,9 +237,18 @@ def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> Coordinator
     resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
     spec = group_spec(group.members, group.target, resolved, ctx.image)
     assignor = ctx.assignors[group.preferred_assignor(ctx.default_assignor)]
+    target, offloaded = assign(ctx, group_id, spec, assignor, group.group_epoch, now_ms)
+    return CoordinatorResult(records=target.records if target is not None else [], timers=offloaded)
+
+
+def assign(
+    ctx: ConsumerContext, group_id: str, spec: GroupSpec, assignor: PartitionAssignor, epoch: int, now_ms: int
+) -> tuple[TargetAssignment | None, list[TimerIntent]]:
+    """The group's target at ``epoch`` computed now, or (a large one, see :func:`offloads`)
+    None and the intent that computes it off the loop."""
     if offloads(ctx, spec):
-        return CoordinatorResult(timers=offloaded_assignment(ctx, group_id, spec, assignor, group.group_epoch, now_ms))
-    return CoordinatorResult(records=compute_target(group_id, spec, assignor, ctx.image, group.group_epoch, now_ms).records)
+        return None, offloaded_assignment(ctx, group_id, spec, assignor, epoch, now_ms)
+    return compute_target(group_id, spec, assignor, ctx.image, epoch, now_ms), []
 
 
 def offloads(ctx: ConsumerContext, spec: GroupSpec) -> bool:
