@@ -131,8 +131,37 @@ def acquired(response: Any) -> list[tuple[int, int, int]]:
         (int(p.partition_index), int(r.first_offset), int(r.last_offset))
         for t in response.responses
         for p in t.partitions
-        for r in p.acquired_records
+        for r in getattr(p, "acquired_records", ())
     ]
+
+
+async def settle(conn: dict[str, Connection], group: str, topic: str) -> dict[str, list[int]]:
+    """The members (each on its connection) join ``group`` subscribed to ``topic`` and heartbeat
+    until each is assigned one partition (Kafka initializes share-partitions before it assigns
+    them: seconds, the first time); the partitions each got."""
+    epochs = dict.fromkeys(conn, 0)
+    owned: dict[str, list[int]] = {m: [] for m in conn}
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(len(v) != 1 for v in owned.values()):
+        for m in conn:
+            beat = await conn[m].ask(
+                ShareGroupHeartbeatRequest(
+                    group_id=group,
+                    member_id=m,
+                    member_epoch=i32(epochs[m]),
+                    subscribed_topic_names=(topic,) if epochs[m] == 0 else None,
+                )
+            )
+            if beat.error_code.name in RETRIABLE:  # a new Kafka creates __consumer_offsets first
+                await conn[m].ask(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)))
+                continue
+            assert beat.error_code.value == 0, beat
+            epochs[m] = int(beat.member_epoch)
+            if beat.assignment is not None:
+                owned[m] = sorted(p for t in beat.assignment.topic_partitions for p in t.partitions)
+        await asyncio.sleep(0.3)
+    assert all(len(v) == 1 for v in owned.values()), (group, owned, epochs)
+    return owned
 
 
 async def scenario(bootstrap: str, topic: str) -> dict[str, Any]:
@@ -149,30 +178,7 @@ async def scenario(bootstrap: str, topic: str) -> dict[str, Any]:
             )
         )
         topic_id = metadata.topics[0].topic_id
-        # both members join and settle on one partition each (Kafka initializes share-partitions
-        # before it assigns them: seconds, the first time)
-        epochs = {a: 0, b: 0}
-        owned: dict[str, list[int]] = {a: [], b: []}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sorted(len(v) for v in owned.values()) != [1, 1]:
-            for m in (a, b):
-                beat = await conn[m].ask(
-                    ShareGroupHeartbeatRequest(
-                        group_id=group,
-                        member_id=m,
-                        member_epoch=i32(epochs[m]),
-                        subscribed_topic_names=(topic,) if epochs[m] == 0 else None,
-                    )
-                )
-                if beat.error_code.name in RETRIABLE:  # a new Kafka creates __consumer_offsets first
-                    await conn[m].ask(FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,)))
-                    continue
-                assert beat.error_code.value == 0, beat
-                epochs[m] = int(beat.member_epoch)
-                if beat.assignment is not None:
-                    owned[m] = sorted(p for t in beat.assignment.topic_partitions for p in t.partitions)
-            await asyncio.sleep(0.3)
-        assert sorted(len(v) for v in owned.values()) == [1, 1], (bootstrap, owned, epochs)
+        owned = await settle(conn, group, topic)
         mine, theirs = owned[a][0], owned[b][0]
         out: dict[str, Any] = {"settled": sorted(len(v) for v in owned.values())}
 
@@ -182,7 +188,7 @@ async def scenario(bootstrap: str, topic: str) -> dict[str, Any]:
         # a opens its session on its partition and acquires records
         first = await conn[a].ask(share_fetch(group, a, 0, topic_id, {mine: []}))
         out["a opens its session"] = codes_of(first)
-        got, epoch = acquired(first), 1
+        got, epoch, deadline = acquired(first), 1, time.monotonic() + 30
         while not got and time.monotonic() < deadline:
             got = acquired(await conn[a].ask(share_fetch(group, a, epoch, topic_id, {})))
             epoch += 1

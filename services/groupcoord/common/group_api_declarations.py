@@ -107,8 +107,9 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     # KIP-932 share groups: membership and delivery
     GroupApi(ApiKey.SHARE_GROUP_HEARTBEAT, (1, 1), write("share_group_heartbeat")),
     GroupApi(ApiKey.SHARE_GROUP_DESCRIBE, (1, 1), read("share_group_describe")),
-    GroupApi(ApiKey.SHARE_FETCH, (1, 1), write("share_fetch")),
-    GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 1), write("share_acknowledge")),
+    # v2: acquire modes (KIP-1206) and RENEW (KIP-1222)
+    GroupApi(ApiKey.SHARE_FETCH, (1, 2), write("share_fetch")),
+    GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 2), write("share_acknowledge")),
     GroupApi(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1), read("describe_share_group_offsets")),
     GroupApi(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0), write("alter_share_group_offsets")),
     GroupApi(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0), write("delete_share_group_offsets")),

@@ -48,6 +48,7 @@ from groupcoord.coordinator.core.group_configs import (
     SHARE_ISOLATION_LEVEL,
     SHARE_PARTITION_MAX_RECORD_LOCKS,
     SHARE_RECORD_LOCK_DURATION_MS,
+    SHARE_RENEW_ACKNOWLEDGE_ENABLE,
     SHARE_SESSION_TIMEOUT_MS,
     GroupConfigManager,
     replay_group_config,
@@ -290,6 +291,7 @@ class GroupCoordinatorShard(ActsOnState):
             ),
             auto_offset_reset=str(value(group_id, SHARE_AUTO_OFFSET_RESET)),
             isolation_level=str(value(group_id, SHARE_ISOLATION_LEVEL)),
+            renew_enabled=bool(value(group_id, SHARE_RENEW_ACKNOWLEDGE_ENABLE)),
         )
 
     def describe_share_group_offsets(

@@ -615,6 +615,9 @@ class GroupApis:
             if p.acknowledgement_batches
         }
         asked = [(_topic_id(t.topic_id), int(p.partition_index)) for t in req.topics for p in t.partitions]
+        renew = ctx.version >= share_fetch.RENEW_VERSION and bool(req.is_renew_ack)
+        if renew and (req.max_wait or req.min_bytes or req.max_bytes or req.max_records):
+            return _share_error(rt, ErrorCode.invalid_request)  # a renewal fetches nothing
         try:
             fetching = self.share_sessions.fetch(
                 group_id,
@@ -626,12 +629,17 @@ class GroupApis:
             )
         except ShareSessionError as e:
             return _share_error(rt, e.code)
+        mode = int(getattr(req, "share_acquire_mode", share_fetch.BATCH_OPTIMIZED))
+        if mode not in (share_fetch.BATCH_OPTIMIZED, share_fetch.RECORD_LIMIT):
+            return _share_error(rt, ErrorCode.unknown_server_error)  # Kafka 4.4's, the session moved on
+        if renew:
+            fetching = []  # acknowledgements only: nothing is fetched or acquired
         ended = self._final(group_id, member_id, int(req.share_session_epoch))
         step1 = await self.call(
             group_id,
             Envelope(
                 share_fetch=share_fetch.delivery_request(
-                    group_id, member_id, fetching, acknowledgements, ctx.version, ended
+                    group_id, member_id, fetching, acknowledgements, ctx.version, ended, renew
                 )
             ),
         )
@@ -665,10 +673,10 @@ class GroupApis:
                 member_id=member_id,
                 acquire=True,
             )
-            # Whole batches, until the member's max_records is reached (the batch that reaches it
-            # is taken whole: Kafka's default share.acquire.mode, batch_optimized); each fetch
-            # then covers up to the first batch left out (fetched again later), else all it
-            # returned.
+            # batch_optimized (Kafka's default share.acquire.mode): whole batches, until the
+            # member's max_records is reached (the batch that reaches it is taken whole); each
+            # fetch then covers up to the first batch left out (fetched again later), else all it
+            # returned. record_limit: every batch offered, the shard acquires max_records exactly.
             wanted, taken = max(int(req.max_records), 1), 0
             for key, got in fetched.items():
                 if got.error_code != ErrorCode.none or got.covered_to is None or key not in offsets:
@@ -678,12 +686,13 @@ class GroupApis:
                     part.start_offset = starts[key]
                 part.covered_to = got.covered_to
                 for first, last in got.deliverable:
-                    if taken >= wanted:
+                    if taken >= wanted and mode == share_fetch.BATCH_OPTIMIZED:
                         part.covered_to = first - 1
                         break
                     part.offsets.extend(range(first, last + 1))
                     taken += last - first + 1
-            step2.max_records = max(taken, 1)  # so the shard never splits a batch
+            # batch_optimized: so the shard never splits a batch
+            step2.max_records = wanted if mode == share_fetch.RECORD_LIMIT else max(taken, 1)
             if step2.partitions:
                 reply = await self.call(group_id, Envelope(share_fetch=step2))
                 if reply.response is not None:
@@ -745,11 +754,12 @@ class GroupApis:
             for p in t.partitions
         }
         ended = self._final(group_id, member_id, int(req.share_session_epoch))
+        renew = ctx.version >= share_fetch.RENEW_VERSION and bool(req.is_renew_ack)
         reply = await self.call(
             group_id,
             Envelope(
                 share_acknowledge=share_fetch.delivery_request(
-                    group_id, member_id, (), acknowledgements, ctx.version, ended
+                    group_id, member_id, (), acknowledgements, ctx.version, ended, renew
                 )
             ),
         )
@@ -770,6 +780,11 @@ class GroupApis:
                     current_leader=leader_type(leader_id=i32(-1), leader_epoch=i32(-1)),
                 )
             )
+        lock = {  # v2 tells the member how long what it renewed is now locked for
+            "acquisition_lock_timeout": i32Timedelta.parse(
+                datetime.timedelta(milliseconds=reply.response.acquisition_lock_timeout_ms)
+            )
+        }
         return rt(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.none,
@@ -778,6 +793,7 @@ class GroupApis:
                 for tid, parts in by_topic.items()
             ),
             node_endpoints=(),
+            **(lock if ctx.version >= share_fetch.RENEW_VERSION else {}),
         )
 
     def _final(self, group_id: str, member_id: str, epoch: int) -> list[tuple[bytes, int]] | None:

@@ -38,6 +38,8 @@ from groupcoord.gateway.groups.share_sessions import SharePartitionId
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 
 PARTITION_MAX_BYTES = 1 << 20
+RENEW_VERSION = 2  # ShareFetch's and ShareAcknowledge's first with RENEW and acquire modes
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # share.acquire.mode (KIP-1206), as v2 requests carry it
 MAX_WAIT_MS = 5_000  # well inside the upstream link's request timeout
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
@@ -266,11 +268,17 @@ def delivery_request(
     acknowledgements: dict[SharePartitionId, Any],
     api_version: int,
     ended: Iterable[SharePartitionId] | None = None,
+    renew: bool = False,
 ) -> pb.ShareDeliveryRequest:
     """Step 1: acknowledgements, and where to fetch ``fetching`` from; when the member's share
-    session ended, its share-partitions ``ended``, where what it holds is given back."""
+    session ended, its share-partitions ``ended``, where what it holds is given back; ``renew``:
+    the request says it carries RENEW acknowledgements (v2's ``is_renew_ack``)."""
     request = pb.ShareDeliveryRequest(
-        api_version=api_version, group_id=group_id, member_id=member_id, end_session=ended is not None
+        api_version=api_version,
+        group_id=group_id,
+        member_id=member_id,
+        end_session=ended is not None,
+        is_renew_ack=renew,
     )
     parts: dict[SharePartitionId, pb.SharePartitionRequest] = {}
     for key in fetching:

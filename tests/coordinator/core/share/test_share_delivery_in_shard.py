@@ -21,13 +21,17 @@ from groupcoord.rpc.v1 import share_group_pb2 as pb  # noqa: E402
 from tests.coordinator.core.test_assignors import tid  # noqa: E402
 
 ORDERS = tid("orders")
-ACCEPT, RELEASE, REJECT = 1, 2, 3
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
 
 
 def step1(
-    ctx: ShardContext, member: str, acks: list[tuple[int, int, int]] = (), fetch: bool = True
-) -> pb.SharePartitionResponse:  # type: ignore[assignment]
-    request = pb.ShareDeliveryRequest(api_version=1, group_id="g", member_id=member)
+    ctx: ShardContext,
+    member: str,
+    acks: list[tuple[int, int, int]] = (),  # type: ignore[assignment]
+    fetch: bool = True,
+    renew: bool = False,
+) -> pb.SharePartitionResponse:
+    request = pb.ShareDeliveryRequest(api_version=2 if renew else 1, group_id="g", member_id=member, is_renew_ack=renew)
     part = request.partitions.add(topic_id=ORDERS, partition=0, fetch=fetch)
     for first, last, kind in acks:
         part.acknowledgements.add(first_offset=first, last_offset=last, acknowledge_types=[kind])
@@ -88,6 +92,43 @@ def test_a_lock_that_runs_out_gives_the_record_to_the_next_fetch() -> None:
     late = step1(ctx, "a", [(0, 2, ACCEPT)], fetch=False)
     assert late.acknowledge_error_code == ErrorCode.invalid_record_state.value, "a's lock ran out"
     ctx.assert_replay_equals_live()
+
+
+def test_a_renewed_record_stays_the_members_past_its_first_lock() -> None:
+    """KIP-1222: RENEW, in a request that says it carries RENEW, locks the record again for a
+    whole lock duration; RENEW in any other request is INVALID_REQUEST and changes nothing."""
+    ctx = context()
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
+    ctx.advance(10_000)
+    unflagged = step1(ctx, "a", [(0, 0, RENEW)], fetch=False)
+    assert unflagged.acknowledge_error_code == ErrorCode.invalid_request.value
+    assert step1(ctx, "a", [(0, 1, RENEW)], fetch=False, renew=True).acknowledge_error_code == 0
+    ctx.advance(6_000)
+    assert step1(ctx, "b").fetch_offset == 2, "2's lock ran out; 0 and 1 were renewed"
+    assert step1(ctx, "a", [(0, 1, ACCEPT)], fetch=False).acknowledge_error_code == 0
+    ctx.assert_replay_equals_live()
+
+
+def test_a_group_that_disables_renewal_refuses_renew() -> None:
+    ctx = context()
+    token, _ = ctx.call(
+        "alter_group_configs",
+        admin_pb.AlterGroupConfigsRequest(
+            group_id="g",
+            configs=[
+                admin_pb.AlterableGroupConfig(
+                    name="share.renew.acknowledge.enable", config_operation=0, value="false"
+                )
+            ],
+        ),
+    )
+    assert ctx.answer(token).error_code == 0
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
+    refused = step1(ctx, "a", [(0, 0, RENEW)], fetch=False, renew=True)
+    assert refused.acknowledge_error_code == ErrorCode.invalid_record_state.value
+    assert step1(ctx, "a", [(0, 2, ACCEPT)], fetch=False, renew=True).acknowledge_error_code == 0
 
 
 def test_a_revert_restores_the_delivery_state_and_deleting_the_group_deletes_it() -> None:

@@ -14,7 +14,11 @@ two calls of the same operation, fetches the records from the upstream:
    given back at once, as a RELEASE, not after its locks (Kafka's ``releaseSession``); for
    ShareFetch, each share-partition's next fetch offset is returned too — or, for one never
    read, ``share.auto.offset.reset`` (the gateway asks the upstream where that is and says so
-   in step 2);
+   in step 2). RENEW (KIP-1222) keeps a record acquired with a fresh lock; it must come in a
+   request that says it carries RENEW (v2's ``is_renew_ack``, which fetches nothing), else
+   that share-partition's acknowledgement is INVALID_REQUEST, and a group with
+   ``share.renew.acknowledge.enable=false`` refuses it with INVALID_RECORD_STATE, as Kafka 4.4
+   answers;
 2. **acquire** (ShareFetch): the offsets the fetch returned are acquired for the member, each
    locked for ``share.record.lock.duration.ms`` and counting one more delivery.
 
@@ -51,6 +55,7 @@ class DeliveryConfig:
     limits: sp.DeliveryLimits
     auto_offset_reset: str = "latest"
     isolation_level: str = "read_uncommitted"
+    renew_enabled: bool = True  # share.renew.acknowledge.enable
 
 
 def state_record(key: SharePartitionKey, partition: sp.SharePartition | None) -> CoordinatorRecord:
@@ -130,7 +135,10 @@ def deliver(
             batches = [
                 (b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in part.acknowledgements
             ]
-            if state is None:
+            renewing = any(sp.AcknowledgeType.RENEW in b[2] for b in batches)
+            if renewing and not request.is_renew_ack:  # v1 has no RENEW; v2 must say it has
+                out.acknowledge_error_code = ErrorCode.invalid_request.value
+            elif state is None or (renewing and not group_config.renew_enabled):
                 out.acknowledge_error_code = ErrorCode.invalid_record_state.value
             else:
                 before = sp.expire_locks(state, now_ms, limits)
