@@ -116,3 +116,62 @@ def test_list_prints_what_kafka_share_groups_prints(cluster: BackgroundCluster, 
         mine = ours(cluster.bootstrap, "list", *our_args)
         assert rows_in_any_order(mine) == rows_in_any_order(kafkas(cluster.bootstrap, "--list", *kafka_args))
         assert groups[0] in mine and (groups[1] in mine) == ("Stable" not in our_args)
+
+
+def left_group(bootstrap: str, topics: list[str]) -> str:
+    """A new share group whose one member read ``topics`` and left: Empty, with start offsets."""
+    group = f"sg-left-{uuid.uuid4().hex[:6]}"
+    earliest(bootstrap, group)
+    member = share_consumer(bootstrap, group)
+    member.subscribe(topics)
+    deadline = time.monotonic() + 30
+    while not [m for m in member.poll(0.5) if m.error() is None] and time.monotonic() < deadline:
+        pass
+    member.close()
+    return group
+
+
+def test_reset_and_delete_offsets_print_what_kafka_share_groups_prints(
+    cluster: BackgroundCluster, groups: tuple[str, str]
+) -> None:
+    """The same plans (rows in any order: Kafka's tool prints a hash map's), the same refusals of
+    a group with a member, and the same results when each tool resets and deletes the offsets of
+    a group of its own."""
+    live, empty = groups
+    topic = next(line.split()[1] for line in ours(cluster.bootstrap, "describe", empty).splitlines()[1:])
+    names = {"live": live, "empty": empty, "topic": topic}
+    for our_args, kafka_args in (
+        (["{empty}", "--topic", "{topic}", "--to-earliest", "--dry-run"], ["--topic", "{topic}", "--to-earliest", "--dry-run"]),
+        # (not --to-latest: the embedded broker's ListOffsets "latest" counts batches, which
+        # Kafka's tool prints; ours reads the log end from a Fetch)
+        (["{empty}", "--all-topics", "--to-earliest", "--dry-run"], ["--all-topics", "--to-earliest", "--dry-run"]),
+        (["{empty}", "--topic", "{topic}:1", "--to-offset", "1", "--dry-run"], ["--topic", "{topic}:1", "--to-offset", "1", "--dry-run"]),
+        (["{empty}", "--topic", "{topic}", "--to-current", "--dry-run"], ["--topic", "{topic}", "--to-current", "--dry-run"]),
+        (
+            ["{empty}", "--topic", "{topic}", "--to-datetime", "2020-01-01T00:00:00.000", "--dry-run"],
+            ["--topic", "{topic}", "--to-datetime", "2020-01-01T00:00:00.000", "--dry-run"],
+        ),
+        (["{live}", "--topic", "{topic}", "--to-earliest", "--execute"], ["--topic", "{topic}", "--to-earliest", "--execute"]),
+    ):
+        group = (our_args[0]).format(**names)
+        mine = ours(cluster.bootstrap, "reset-offsets", *(a.format(**names) for a in our_args))
+        theirs = kafkas(cluster.bootstrap, "--reset-offsets", "--group", group, *(a.format(**names) for a in kafka_args))
+        assert rows_in_any_order(mine) == rows_in_any_order(theirs), (our_args, mine, theirs)
+    assert ours(cluster.bootstrap, "delete-offsets", live, "--topic", topic) == kafkas(
+        cluster.bootstrap, "--delete-offsets", "--group", live, "--topic", topic
+    )
+    done: dict[str, list[str]] = {}
+    for side, run, reset, delete, describe in (
+        ("groupcoord", ours, ["reset-offsets"], ["delete-offsets"], ["describe"]),
+        ("Kafka", kafkas, ["--reset-offsets", "--group"], ["--delete-offsets", "--group"], ["--describe", "--group"]),
+    ):
+        group = left_group(cluster.bootstrap, [topic])
+        done[side] = [
+            run(cluster.bootstrap, *reset, group, "--topic", topic, "--to-earliest", "--execute").replace(group, "<group>"),
+            run(cluster.bootstrap, *describe, group).replace(group, "<group>"),
+            run(cluster.bootstrap, *delete, group, "--topic", topic, "--topic", f"nosuch-{topic}"),
+            run(cluster.bootstrap, *describe, group).replace(group, "<group>"),
+        ]
+    print(done)
+    assert [rows_in_any_order(text) for text in done["groupcoord"]] == [rows_in_any_order(text) for text in done["Kafka"]]
+    assert "Successful" in done["groupcoord"][2]

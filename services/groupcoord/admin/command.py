@@ -97,6 +97,40 @@ def groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--all-groups", action="store_true", help="every group")
 
 
+def reset_arguments(reset: argparse.ArgumentParser, all_topics: str, *, relative: bool) -> None:
+    """``reset-offsets``' scope, target and mode, as Kafka's group tools take them (``relative``:
+    ``--by-duration`` and ``--shift-by`` too, which ``kafka-share-groups.sh`` has not)."""
+    scope = reset.add_mutually_exclusive_group()
+    scope.add_argument("--topic", action="append", help="TOPIC or TOPIC:P,P (repeatable)")
+    scope.add_argument("--all-topics", action="store_true", help=all_topics)
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="the log start")
+    target.add_argument("--to-latest", action="store_true", help="the log end")
+    target.add_argument(
+        "--to-current", action="store_true", help="the current offset (the log end if none)"
+    )
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
+    target.add_argument(
+        "--to-datetime", metavar="ISO", help="first offset at or after this time (UTC if no zone)"
+    )
+    if relative:
+        target.add_argument(
+            "--by-duration",
+            metavar="PnDTnHnMnS",
+            help="first offset at or after now minus this ISO 8601 duration",
+        )
+        target.add_argument(
+            "--shift-by", type=int, metavar="N", help="current committed offset + N (may be negative)"
+        )
+    target.add_argument(
+        "--from-file", metavar="CSV", help="offsets from Kafka's CSV (topic,partition,offset per line)"
+    )
+    mode = reset.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the new offsets only")
+    mode.add_argument("--execute", action="store_true", help="set the new offsets")
+    reset.add_argument("--export", action="store_true", help="print the plan as --from-file's CSV")
+
+
 def list_and_describe_parsers(
     parser: argparse.ArgumentParser, what: str, rows: str, describes: str
 ) -> tuple[argparse._SubParsersAction[argparse.ArgumentParser], argparse.ArgumentParser, argparse.ArgumentParser]:
@@ -138,34 +172,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     reset = actions.add_parser("reset-offsets", help="move a group's committed offsets (group must be empty)")
     groups_arguments(reset, "a group to reset (repeatable; or GROUP...)")
-    scope = reset.add_mutually_exclusive_group()
-    scope.add_argument("--topic", action="append", help="TOPIC or TOPIC:P,P (repeatable)")
-    scope.add_argument("--all-topics", action="store_true", help="every partition the group has committed")
-    target = reset.add_mutually_exclusive_group(required=True)
-    target.add_argument("--to-earliest", action="store_true", help="the log start")
-    target.add_argument("--to-latest", action="store_true", help="the log end")
-    target.add_argument(
-        "--to-current", action="store_true", help="the committed offset (the log end if none)"
-    )
-    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped to the log)")
-    target.add_argument(
-        "--to-datetime", metavar="ISO", help="first offset at or after this time (UTC if no zone)"
-    )
-    target.add_argument(
-        "--by-duration",
-        metavar="PnDTnHnMnS",
-        help="first offset at or after now minus this ISO 8601 duration",
-    )
-    target.add_argument(
-        "--shift-by", type=int, metavar="N", help="current committed offset + N (may be negative)"
-    )
-    target.add_argument(
-        "--from-file", metavar="CSV", help="offsets from Kafka's CSV (topic,partition,offset per line)"
-    )
-    mode = reset.add_mutually_exclusive_group()
-    mode.add_argument("--dry-run", action="store_true", help="print the new offsets only (the default)")
-    mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    reset.add_argument("--export", action="store_true", help="print the plan as --from-file's CSV")
+    reset_arguments(reset, "every partition the group has committed", relative=True)
     delete = actions.add_parser("delete", help="delete empty groups and their offsets")
     groups_arguments(delete, "a group to delete (repeatable; or GROUP...)")
     delete_offsets = actions.add_parser(
@@ -276,24 +283,24 @@ async def run_describe(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> 
     return status
 
 
-def _reset_spec(args: argparse.Namespace, file_plan: dict[TopicPartition, int] | None) -> ResetSpec:
+def reset_spec(args: argparse.Namespace, file_plan: dict[TopicPartition, int] | None) -> ResetSpec:
     at = None
     if args.to_datetime:
         at = parse_datetime(args.to_datetime)
-    elif args.by_duration:
+    elif getattr(args, "by_duration", None):
         at = datetime.now(UTC) - parse_duration(args.by_duration)
     return ResetSpec(
         to_earliest=args.to_earliest,
         to_latest=args.to_latest,
         to_datetime=at,
-        shift_by=args.shift_by,
+        shift_by=getattr(args, "shift_by", None),
         to_offset=args.to_offset,
         to_current=args.to_current,
         from_file=file_plan,
     )
 
 
-def _read_plan(path: str, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
+def read_plan(path: str, groups: list[str]) -> dict[str, dict[TopicPartition, int]]:
     try:
         with open(path, encoding="utf-8") as f:
             return parse_reset_file(f.read(), groups)
@@ -305,7 +312,7 @@ async def run_reset(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int
     if not (args.topic or args.all_topics or args.from_file):
         raise AdminError("One of the reset scopes should be defined: --all-topics, --topic.")
     group_ids = await _group_ids(admin, args)
-    file_plans = _read_plan(args.from_file, group_ids) if args.from_file else None
+    file_plans = read_plan(args.from_file, group_ids) if args.from_file else None
     if args.by_duration:
         parse_duration(args.by_duration)  # a bad duration is refused before anything is fetched
     if args.to_datetime:
@@ -336,7 +343,7 @@ async def run_reset(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int
         else:
             partitions = sorted({tp for t in args.topic for tp in parse_topic_partitions(t, counts)})
         check_partitions_exist(partitions, counts)
-        spec = _reset_spec(args, file_plan)
+        spec = reset_spec(args, file_plan)
         plan = reset_plan(spec, partitions, committed, await admin.bounds(partitions, spec.to_datetime))
         if args.execute and plan:
             await admin.commit(gid, plan)

@@ -10,15 +10,26 @@ names, widths and messages of Kafka 4.4's ``ShareGroupCommand``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aiokafka.structs import TopicPartition
+from kio.schema.alter_share_group_offsets.v0.request import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+)
+from kio.schema.delete_share_group_offsets.v0.request import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequestGroup,
 )
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.static.primitive import i32, i64
 
 from groupcoord.admin.consumer_groups import AdminError, ConsumerGroupsAdmin, Coordinator, kafka_error
 from groupcoord.admin.output import column_width, columns
@@ -106,6 +117,20 @@ def failed(code: int, message: str | None) -> AdminError:
     if message:
         text = f"{text.split(': ', 1)[0]}: {message}"
     return AdminError(f"Executing share group command failed due to {text}")
+
+
+def error_message(code: int, message: str | None = None) -> str:
+    """A Kafka error as Kafka's tool names it in a table cell: its message alone."""
+    return message or kafka_error(code).split(": ", 1)[1]
+
+
+def delete_offsets_table(results: Mapping[str, tuple[int, str | None]]) -> str:
+    """``--delete-offsets``: TOPIC STATUS per topic (share-group offsets go by topic), sorted."""
+    widths = [column_width(15, results)]
+    lines = [columns(widths, ("TOPIC", "STATUS"))]
+    for topic, (code, message) in sorted(results.items()):
+        lines.append(columns(widths, (topic, "Successful" if code == 0 else f"Error: {error_message(code, message)}")))
+    return "\n".join(lines)
 
 
 def assignment_text(assignment: Sequence[tuple[str, int]]) -> str:
@@ -202,6 +227,42 @@ class ShareGroupsAdmin(ConsumerGroupsAdmin):
         if group.error_code.value != 0:
             raise failed(group.error_code.value, group.error_message)
         return start_offsets(group)
+
+    async def alter_share_offsets(self, group_id: str, plan: Mapping[TopicPartition, int]) -> tuple[int, str | None]:
+        """AlterShareGroupOffsets (the group must be empty): the first error, if any (code, message)."""
+        by_topic: dict[str, list[AlterShareGroupOffsetsRequestPartition]] = {}
+        for tp, offset in sorted(plan.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                AlterShareGroupOffsetsRequestPartition(partition_index=i32(tp.partition), start_offset=i64(offset))
+            )
+        response = await self._at_coordinator(
+            group_id,
+            AlterShareGroupOffsetsRequest(
+                group_id=group_id,
+                topics=tuple(AlterShareGroupOffsetsRequestTopic(topic_name=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            ),
+        )
+        if response.error_code.value:
+            return response.error_code.value, response.error_message
+        for topic in response.responses:
+            for p in topic.partitions:
+                if p.error_code.value:
+                    return p.error_code.value, p.error_message
+        return 0, None
+
+    async def delete_share_offsets(
+        self, group_id: str, topics: Sequence[str]
+    ) -> tuple[tuple[int, str | None], dict[str, tuple[int, str | None]]]:
+        """DeleteShareGroupOffsets of whole topics: the request's error and each topic's."""
+        response = await self._at_coordinator(
+            group_id,
+            DeleteShareGroupOffsetsRequest(
+                group_id=group_id, topics=tuple(DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics)
+            ),
+        )
+        return (response.error_code.value, response.error_message), {
+            t.topic_name: (t.error_code.value, t.error_message) for t in response.responses
+        }
 
     async def _at_coordinator(self, group_id: str, request: Any) -> Any:
         where = await self.coordinator(group_id)
