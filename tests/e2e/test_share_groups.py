@@ -172,6 +172,23 @@ def test_the_shards_count_what_happened_to_share_records(broker: Any, tmp_path: 
         ))[:2] == (1, 1) and seen[2] >= 2):  # new epochs as the member joined and as it left: empty
             assert time.monotonic() < deadline, f"the share group is not counted: {seen}"
             time.sleep(0.2)
+        # a member holding ten records: its share-partition's own series says so
+        topic, group = f"queue-held-{uuid.uuid4().hex[:6]}", f"sg-held-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+        produce(cluster.bootstrap, topic, 10, 1)
+        earliest(cluster.bootstrap, group)
+        holder, held = start_holder(cluster.bootstrap, group, topic)
+        try:
+            assert len(held) == 10, held
+            name = "groupcoord_share_partition_records_in_flight"
+            deadline = time.monotonic() + 5
+            while scraped(cluster, name, name, group=group, topic=topic, partition="0") != 10:
+                assert time.monotonic() < deadline, "no series for the share-partition the member holds"
+                time.sleep(0.2)
+        finally:
+            holder.kill()
+            holder.wait(10)
 
 
 def test_a_read_committed_share_group_never_gets_an_aborted_transactions_records(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from groupcoord.observability.families import SHARE_PARTITION_SERIES
 from groupcoord.observability.shard_metrics import ShardMetrics
 
 from .exposition import value
@@ -162,8 +163,27 @@ def test_share_records_in_flight_are_summed_over_the_partitions_served() -> None
     r = CollectorRegistry()
     m = ShardMetrics("4", r)
     assert value(r, "groupcoord_share_records_in_flight", shard="4") == 0
-    m.set_share_records_in_flight(0, 3)
-    m.set_share_records_in_flight(1, 4)
+    m.set_share_records_in_flight(0, {("g", "orders", 0): 3})
+    m.set_share_records_in_flight(1, {("g", "orders", 1): 4})
     assert value(r, "groupcoord_share_records_in_flight", shard="4") == 7
+    assert value(r, "groupcoord_share_partition_records_in_flight", shard="4", group="g", topic="orders", partition="1") == 4
     m.set_partition_states({0: "active"})  # partition 1 moved away
     assert value(r, "groupcoord_share_records_in_flight", shard="4") == 3
+    assert value(r, "groupcoord_share_partition_records_in_flight", shard="4", group="g", topic="orders", partition="1") is None
+
+
+def test_only_the_fullest_share_partitions_get_a_series_of_their_own() -> None:
+    """Kafka's InFlightMessageCount per share-partition, bounded: however many share groups a
+    shard serves, it exports at most SHARE_PARTITION_SERIES of them, the fullest; the per-shard
+    sum counts them all."""
+    r = CollectorRegistry()
+    m = ShardMetrics("4", r)
+    many = {(f"g{i}", "orders", 0): i + 1 for i in range(SHARE_PARTITION_SERIES + 20)}
+    m.set_share_records_in_flight(0, many)
+    series = [s for f in r.collect() if f.name == "groupcoord_share_partition_records_in_flight" for s in f.samples]
+    assert len(series) == SHARE_PARTITION_SERIES
+    assert min(s.value for s in series) == 21, "the 20 emptiest are left out"
+    assert value(r, "groupcoord_share_records_in_flight", shard="4") == sum(many.values())
+    m.set_share_records_in_flight(0, {("g0", "orders", 0): 5})  # the others are done
+    series = [s for f in r.collect() if f.name == "groupcoord_share_partition_records_in_flight" for s in f.samples]
+    assert [(s.labels["group"], s.value) for s in series] == [("g0", 5)]

@@ -51,6 +51,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from groupcoord.observability.windows import WindowedCollector
 
+SHARE_PARTITION_SERIES = 100
+"""The most share-partitions a shard exports one series each for: the fullest ones. Kafka tags
+its share-partition metrics with group, topic and partition; a bound keeps our scrape cheap with
+any number of share groups."""
+
 GROUP_PROTOCOLS = ("consumer", "classic", "share")
 CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
 CLASSIC_GROUP_STATES = ("empty", "preparing_rebalance", "completing_rebalance", "stable", "dead")
@@ -183,6 +188,14 @@ class MetricFamilies:
             "Records of share-partitions not done yet (acquired, or available again), summed over "
             "the share-partitions this shard serves (Kafka's InFlightMessageCount, per shard).",
             ["shard"],
+            registry=r,
+        )
+        self.share_partition_records_in_flight = Gauge(
+            "groupcoord_share_partition_records_in_flight",
+            "Records of one share-partition not done yet (Kafka's InFlightMessageCount), for the "
+            "share-partitions of this shard with the most such records (at most "
+            f"{SHARE_PARTITION_SERIES} series a shard; the others are in the per-shard sum only).",
+            ["shard", "group", "topic", "partition"],
             registry=r,
         )
         self.share_records_archived = Counter(

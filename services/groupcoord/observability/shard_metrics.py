@@ -20,6 +20,7 @@ from groupcoord.observability.families import (
     GROUP_PROTOCOLS,
     GROUP_STATES,
     PARTITION_STATES,
+    SHARE_PARTITION_SERIES,
     SKIPPED_RECORD_REASONS,
     ApiLabel,
     check_label,
@@ -72,7 +73,8 @@ class ShardMetrics:
         self._f.share_lock_timeouts.labels(self.shard_id)
         self._f.share_records_archived.labels(self.shard_id)
         self._pending_txn_partitions: set[int] = set()
-        self._share_in_flight: dict[int, int] = {}
+        self._share_in_flight: dict[int, dict[tuple[str, str, int], int]] = {}
+        self._share_series: set[tuple[str, str, int]] = set()
         self._f.share_records_in_flight.labels(self.shard_id).set(0)
 
     # -- requests and events -------------------------------------------------------------------
@@ -130,7 +132,7 @@ class ShardMetrics:
 
     def _forget_partition(self, partition: int) -> None:
         if self._share_in_flight.pop(partition, None) is not None:
-            self._f.share_records_in_flight.labels(self.shard_id).set(sum(self._share_in_flight.values()))
+            self._publish_share_in_flight()
         if partition in self._pending_txn_partitions:
             self._pending_txn_partitions.discard(partition)
             self._f.pending_transactional_offsets.remove(self.shard_id, str(partition))
@@ -215,10 +217,22 @@ class ShardMetrics:
     def record_offset_deletions(self, n: int = 1) -> None:
         self._f.offset_deletions.labels(self.shard_id).inc(n)
 
-    def set_share_records_in_flight(self, partition: int, records: int) -> None:
-        """Share records not done yet in ``partition``'s share-partitions; exported summed."""
+    def set_share_records_in_flight(self, partition: int, records: dict[tuple[str, str, int], int]) -> None:
+        """Share records not done yet in each of ``partition``'s share-partitions (group, topic,
+        partition): exported summed, and one series for each of the fullest share-partitions."""
         self._share_in_flight[partition] = records
-        self._f.share_records_in_flight.labels(self.shard_id).set(sum(self._share_in_flight.values()))
+        self._publish_share_in_flight()
+
+    def _publish_share_in_flight(self) -> None:
+        every = [item for records in self._share_in_flight.values() for item in records.items()]
+        self._f.share_records_in_flight.labels(self.shard_id).set(sum(n for _, n in every))
+        fullest = dict(sorted(every, key=lambda item: (-item[1], item[0]))[:SHARE_PARTITION_SERIES])
+        family = self._f.share_partition_records_in_flight
+        for gone in self._share_series - fullest.keys():
+            family.remove(self.shard_id, gone[0], gone[1], str(gone[2]))
+        for (group, topic, share_partition), n in fullest.items():
+            family.labels(self.shard_id, group, topic, str(share_partition)).set(n)
+        self._share_series = set(fullest)
 
     def record_share_delivery(self, counts: ShareDeliveryCounts) -> None:
         """What one ShareFetch or ShareAcknowledge step did to records (the shard's answer says)."""

@@ -119,8 +119,8 @@ class RegisterShard:
     def group_state_counts(self) -> dict[str, dict[str, int]]:
         return {}  # no groups of any protocol
 
-    def share_records_in_flight(self) -> int:
-        return 0
+    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
+        return {}
 
     @property
     def data(self) -> dict[str, int]:

@@ -272,10 +272,10 @@ class CoordinatorShard(Protocol):
         """Groups by protocol (``consumer``, ``classic``, ``share``), then by state, for the
         metrics; a protocol a shard has no groups of may be left out or map to nothing."""
 
-    def share_records_in_flight(self) -> int:
-        """Records in the windows of this partition's share-partitions that are not done yet
-        (acquired, or available again): Kafka's ``InFlightMessageCount`` summed, for the
-        metrics; 0 for a shard without share groups."""
+    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
+        """Per share-partition (group, topic name, partition) of this partition, its records
+        not done yet (acquired, or available again): Kafka's ``InFlightMessageCount``, for the
+        metrics; share-partitions with none are left out ({} for a shard without share groups)."""
 
     @property
     def data(self) -> Any:

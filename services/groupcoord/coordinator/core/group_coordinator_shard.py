@@ -414,8 +414,12 @@ class GroupCoordinatorShard(ActsOnState):
             of_kind[state] = of_kind.get(state, 0) + 1
         return counts
 
-    def share_records_in_flight(self) -> int:
-        return sum(state.in_flight() for state in self.data.share_partitions.values())
+    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
+        out = {}
+        for (group_id, topic_id, partition), state in self.data.share_partitions.items():
+            if records := state.in_flight():
+                out[(group_id, self.image.topic_name(topic_id) or topic_id.hex(), partition)] = records
+        return out
 
     def group_counts(self) -> dict[str, int]:
         """Groups hosted here by protocol (the control plane's partition status)."""
