@@ -19,6 +19,7 @@ import asyncio
 import datetime
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -239,16 +240,29 @@ async def scenario(bootstrap: str, topic: str) -> dict[str, Any]:
             c.close()
 
 
-def test_wrong_share_fetches_and_acknowledgements_get_kafkas_errors(
-    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
-) -> None:
-    topic = f"share-bad-{uuid.uuid4().hex[:6]}"
+def side_by_side(
+    kafka: ApacheKafka,
+    kafka_cluster: BackgroundCluster,
+    partitions: int,
+    records: int,
+    run: Callable[[str, str], Awaitable[dict[str, Any]]],
+) -> dict[str, dict[str, Any]]:
+    """``run(bootstrap, topic)`` against Kafka 4.4 and against groupcoord in front of it, on a
+    new topic of ``partitions`` with ``records`` produced (one batch a partition)."""
+    topic = f"share-raw-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-    produce(kafka.bootstrap, topic, 40, 2)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    produce(kafka.bootstrap, topic, records, partitions)
     seen = {
-        side: asyncio.run(scenario(bootstrap, topic))
+        side: asyncio.run(run(bootstrap, topic))
         for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap))
     }
     print(seen)
+    return seen
+
+
+def test_wrong_share_fetches_and_acknowledgements_get_kafkas_errors(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    seen = side_by_side(kafka, kafka_cluster, 2, 40, scenario)
     assert seen["groupcoord"] == seen["Kafka 4.4"]

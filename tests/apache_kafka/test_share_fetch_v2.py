@@ -23,7 +23,6 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.share_acknowledge import v1 as ack_v1
 from kio.schema.share_acknowledge.v2 import request as ack
@@ -32,8 +31,16 @@ from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.testing import BackgroundCluster
 from groupcoord.testing.apache_kafka import ApacheKafka
-from tests.apache_kafka.test_share_fetch_bad_input import Acks, Connection, acquired, codes, settle, topics
-from tests.e2e.test_share_groups import earliest, produce
+from tests.apache_kafka.test_share_fetch_bad_input import (
+    Acks,
+    Connection,
+    acquired,
+    codes,
+    settle,
+    side_by_side,
+    topics,
+)
+from tests.e2e.test_share_groups import earliest
 
 ACCEPT, RENEW = 1, 4
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
@@ -186,14 +193,6 @@ async def both(bootstrap: str, topic: str) -> dict[str, Any]:
 def test_share_fetch_v2_acquire_modes_and_renewals_answer_as_kafka(
     kafka: ApacheKafka, kafka_cluster: BackgroundCluster
 ) -> None:
-    topic = f"share-v2-{uuid.uuid4().hex[:6]}"
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    produce(kafka.bootstrap, topic, 20, 1)
-    seen = {
-        side: asyncio.run(both(bootstrap, topic))
-        for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap))
-    }
-    print(seen)
+    seen = side_by_side(kafka, kafka_cluster, 1, 20, both)
     assert seen["Kafka 4.4"]["record_limit acquires"] == [(0, 2)]
     assert seen["groupcoord"] == seen["Kafka 4.4"]

@@ -94,6 +94,16 @@ class ShardContext:
     def answer(self, token: str) -> Any:
         return self.answers.get(token)
 
+    def set_group_configs(self, group_id: str, **configs: str) -> None:
+        """Set a group's dynamic configs (``share_session_timeout_ms="50000"`` for
+        ``share.session.timeout.ms``), as IncrementalAlterConfigs SET does."""
+        from groupcoord.rpc.v1 import group_admin_pb2 as apb  # noqa: PLC0415
+
+        request = apb.AlterGroupConfigsRequest(api_version=1, group_id=group_id)
+        for name, value in configs.items():
+            request.configs.add(name=name.replace("_", "."), value=value, config_operation=0)
+        assert self.answer(self.call("alter_group_configs", request)[0]).error_code == 0
+
     # --- replay ------------------------------------------------------------------------------
     def replayed(self) -> GroupCoordinatorShard:
         fresh = GroupCoordinatorShard(MockTimer(MockClock()), self.config)

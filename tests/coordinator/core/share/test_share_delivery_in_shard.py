@@ -112,18 +112,7 @@ def test_a_renewed_record_stays_the_members_past_its_first_lock() -> None:
 
 def test_a_group_that_disables_renewal_refuses_renew() -> None:
     ctx = context()
-    token, _ = ctx.call(
-        "alter_group_configs",
-        admin_pb.AlterGroupConfigsRequest(
-            group_id="g",
-            configs=[
-                admin_pb.AlterableGroupConfig(
-                    name="share.renew.acknowledge.enable", config_operation=0, value="false"
-                )
-            ],
-        ),
-    )
-    assert ctx.answer(token).error_code == 0
+    ctx.set_group_configs("g", share_renew_acknowledge_enable="false")
     step1(ctx, "a")
     assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
     refused = step1(ctx, "a", [(0, 0, RENEW)], fetch=False, renew=True)

@@ -228,21 +228,7 @@ def test_a_group_id_names_one_group_whatever_its_type() -> None:
 
 def test_a_share_group_s_own_session_timeout_and_heartbeat_interval_apply() -> None:
     ctx = context()
-    token, _ = ctx.call(
-        "alter_group_configs",
-        admin_pb.AlterGroupConfigsRequest(
-            group_id="g",
-            configs=[
-                admin_pb.AlterableGroupConfig(
-                    name="share.session.timeout.ms", config_operation=0, value="50000"
-                ),
-                admin_pb.AlterableGroupConfig(
-                    name="share.heartbeat.interval.ms", config_operation=0, value="6000"
-                ),
-            ],
-        ),
-    )
-    assert ctx.answer(token).error_code == 0
+    ctx.set_group_configs("g", share_session_timeout_ms="50000", share_heartbeat_interval_ms="6000")
     assert beat(ctx, "a", 0, ["orders"]).heartbeat_interval_ms == 6_000
     ctx.advance(49_999)
     assert set(ctx.shard.groups["g"].members) == {"a"}
