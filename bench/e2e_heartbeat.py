@@ -6,6 +6,10 @@ every member to reach a stable epoch, then sends steady-state heartbeats (epoch 
 other field null: what a stable Java/librdkafka member sends) as fast as the cluster answers,
 with W requests in flight per connection. Prints heartbeats/s and p50/p99 latency; the load
 generator sends precomputed frames so its own cost stays small.
+
+Then the latency curve (``--rates``): the same shape of load sent open loop at fixed rates, each
+latency counted from when its heartbeat was due, rate after rate until p99 passes 40 ms; the
+knee is the highest rate whose p99 is at most 20 ms.
 """
 
 from __future__ import annotations
@@ -40,21 +44,21 @@ async def _call(reader, writer, frame: bytes, conn):  # noqa: ANN001, ANN202
             return got[0][1]
 
 
-async def scenario(
-    bootstrap: str,
-    topic: str,
-    groups: int,
-    members: int,
-    seconds: float,
-    window: int,
-    conns: int,
-    settle_s: float = 0.0,
-) -> dict:
-    """``settle_s``: a round that changes nothing counts as stable only if another round,
+async def join(
+    bootstrap: str, topic: str, groups: int, members: int, settle_s: float = 0.0
+) -> tuple[list[tuple[str, str]], dict[str, int]]:
+    """Join ``members`` over ``groups`` and heartbeat round after round (acknowledging each
+    assignment by reporting it as owned) until a whole round changes no epoch: every group is
+    stable. The (group, member) pairs and each member's epoch.
+
+    ``settle_s``: a round that changes nothing counts as stable only if another round,
     ``settle_s`` later, changes nothing either (Kafka 4.4's own coordinator updates target
     assignments off the heartbeat path, at most every ``group.consumer.assignment.interval.ms``;
     a member heartbeating at an epoch it was since moved past is fenced)."""
-    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest  # noqa: PLC0415
+    from kio.schema.consumer_group_heartbeat.v1.request import (  # noqa: PLC0415
+        ConsumerGroupHeartbeatRequest,
+        TopicPartitions,
+    )
     from kio.static.primitive import i32, i32Timedelta  # noqa: PLC0415
 
     from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
@@ -64,10 +68,6 @@ async def scenario(
     port_i = int(port)
     group_ids = [f"hb-{uuid.uuid4().hex[:6]}-{g}" for g in range(groups)]
     member_list = [(group_ids[i % groups], uuid.uuid4().hex) for i in range(members)]
-
-    # join every member, then heartbeat round after round (acknowledging each assignment by
-    # reporting it as owned) until a whole round changes no epoch: the group is stable
-    from kio.schema.consumer_group_heartbeat.v1.request import TopicPartitions  # noqa: PLC0415
 
     reader, writer = await _connection(host, port_i)
     conn = ClientConnection()
@@ -107,11 +107,41 @@ async def scenario(
         raise RuntimeError("the group did not become stable")
     writer.close()
 
+    return member_list, epochs
+
+
+def steady_frame(group_id: str, member_id: str, epoch: int, correlation_id: int) -> bytes:
+    """A stable member's heartbeat (epoch only, every other field null), framed."""
+    from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest  # noqa: PLC0415
+    from kio.static.primitive import i32  # noqa: PLC0415
+
+    from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
+    from groupcoord.common.kafka_wire.framing import frame_bytes  # noqa: PLC0415
+
+    req = ConsumerGroupHeartbeatRequest(group_id=group_id, member_id=member_id, member_epoch=i32(epoch), topic_partitions=None)
+    return frame_bytes(codec.encode_request(correlation_id, "bench", req))
+
+
+async def scenario(
+    bootstrap: str,
+    topic: str,
+    groups: int,
+    members: int,
+    seconds: float,
+    window: int,
+    conns: int,
+    settle_s: float = 0.0,
+) -> dict:
+    """Closed loop: ``window`` heartbeats in flight on each of ``conns`` connections, as fast as
+    the cluster answers (``settle_s``: see :func:`join`)."""
+    from groupcoord.common.kafka_wire.framing import ClientConnection  # noqa: PLC0415
+
+    host, port = bootstrap.rsplit(":", 1)
+    port_i = int(port)
+    member_list, epochs = await join(bootstrap, topic, groups, members, settle_s)
+
     def steady(gid: str, mid: str, cid: int) -> bytes:
-        req = ConsumerGroupHeartbeatRequest(
-            group_id=gid, member_id=mid, member_epoch=i32(epochs[mid]), topic_partitions=None
-        )
-        return frame_bytes(codec.encode_request(cid, "bench", req))
+        return steady_frame(gid, mid, epochs[mid], cid)
 
     latencies: list[float] = []
     errors = 0
@@ -161,6 +191,102 @@ async def scenario(
     }
 
 
+KNEE_P99_MS = 20.0  # the issue's bound: the knee is the highest rate with p99 at most this
+DEFAULT_RATES = (1_000, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000, 12_000, 16_000, 20_000)
+
+
+async def open_loop(
+    host: str, port: int, member_list: list[tuple[str, str]], epochs: dict[str, int], rate: int, seconds: float, conns: int
+) -> dict[str, object]:
+    """Open loop: heartbeats sent at ``rate`` per second in all, on a fixed schedule whatever
+    the answers (as members heartbeat on their own clocks), spread over ``conns`` connections.
+    Each latency counts from when its heartbeat was due, so a cluster that falls behind shows
+    its whole queue (no coordinated omission)."""
+    from groupcoord.common.kafka_wire.framing import ClientConnection  # noqa: PLC0415
+
+    latencies: list[float] = []
+    sent_total = 0
+    errors = 0
+    per_conn = rate / conns
+    slices = [member_list[k::conns] for k in range(conns)]
+
+    async def one(members_: list[tuple[str, str]]) -> None:
+        nonlocal sent_total, errors
+        reader, writer = await _connection(host, port)
+        frames = [steady_frame(g, m, epochs[m], 0) for g, m in members_]
+        due: dict[int, float] = {}
+        start = time.perf_counter()
+        end = start + seconds
+        done = asyncio.Event()
+
+        async def receive() -> None:
+            nonlocal errors
+            c = ClientConnection()
+            while not (done.is_set() and not due):
+                try:
+                    data = await asyncio.wait_for(reader.read(1 << 16), timeout=2.0)
+                except TimeoutError:
+                    return  # answers lost past the end are counted as missing
+                if not data:
+                    return
+                now = time.perf_counter()
+                for cid, payload in c.receive_data(data):
+                    latencies.append((now - due.pop(cid)) * 1000)
+                    errors += payload[9:11] != b"\x00\x00"
+
+        receiver = asyncio.create_task(receive())
+        k = 0
+        while True:
+            now = time.perf_counter()
+            if now >= end:
+                break
+            while start + k / per_conn <= now:  # everything due by now
+                frame = frames[k % len(frames)]
+                due[k] = start + k / per_conn
+                writer.write(frame[:8] + k.to_bytes(4, "big") + frame[12:])
+                k += 1
+            await asyncio.sleep(max(0.0, start + k / per_conn - time.perf_counter()))
+        sent_total += k
+        done.set()
+        await receiver
+        writer.close()
+
+    await asyncio.gather(*(one(sl) for sl in slices if sl))
+    return {
+        "rate": rate,
+        "sent": sent_total,
+        "answered": len(latencies),
+        "p50_ms": round(statistics.median(latencies), 3) if latencies else None,
+        "p99_ms": round(_pct(latencies, 0.99), 3) if len(latencies) == sent_total else None,
+        "errors": errors,
+    }
+
+
+async def knee(
+    bootstrap: str,
+    topic: str,
+    groups: int,
+    members: int,
+    rates: Sequence[int],
+    seconds: float,
+    conns: int,
+    settle_s: float = 0.0,
+) -> dict[str, object]:
+    """The latency curve, rate by rate (open loop), until p99 passes twice the bound or answers
+    go missing; the knee is the highest rate with p99 at most :data:`KNEE_P99_MS`."""
+    host, port = bootstrap.rsplit(":", 1)
+    member_list, epochs = await join(bootstrap, topic, groups, members, settle_s)
+    curve: list[dict[str, object]] = []
+    for rate in rates:
+        point = await open_loop(host, int(port), member_list, epochs, rate, seconds, conns)
+        curve.append(point)
+        p99 = point["p99_ms"]
+        if p99 is None or p99 > 2 * KNEE_P99_MS or point["errors"]:
+            break
+    within = [p["rate"] for p in curve if p["p99_ms"] is not None and p["p99_ms"] <= KNEE_P99_MS and not p["errors"]]
+    return {"knee_heartbeats_per_s": max(within, default=0), "knee_p99_bound_ms": KNEE_P99_MS, "curve": curve}
+
+
 def add_load_options(parser: argparse.ArgumentParser) -> None:
     """The heartbeat load's shape: the options every heartbeat benchmark takes."""
     parser.add_argument("--groups", type=int, default=100, help="heartbeating groups")
@@ -208,7 +334,13 @@ def measure(opts: argparse.Namespace, extra: Sequence[str] = ()) -> dict[str, ob
         upstream = [broker.process.pid] if broker.process is not None else []
         with CpuSampler(processes_of(up.proc.pid, upstream, "tansu")) as cpu:
             result = run_load(up.bootstrap, topic, opts)
-        return {**result, **cpu_figures(cpu.share(last_s=opts.seconds), result["heartbeats_per_s"])}
+        result = {**result, **cpu_figures(cpu.share(last_s=opts.seconds), result["heartbeats_per_s"])}
+        rates = getattr(opts, "rates", ())
+        if rates:  # the latency curve on the same cluster, new groups of the same shape
+            result["latency_curve"] = asyncio.run(
+                knee(up.bootstrap, topic, opts.groups, opts.members, rates, opts.rate_seconds, opts.connections)
+            )
+        return result
 
 
 def cpu_figures(share: dict[str, float], per_s: object) -> dict[str, object]:
@@ -235,6 +367,14 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument(
         "--no-internal-tls", action="store_true", help="plaintext gateway-shard gRPC (the cost of mutual TLS)"
     )
+    parser.add_argument(
+        "--rates",
+        type=lambda text: tuple(int(r) for r in text.split(",") if r),
+        default=DEFAULT_RATES,
+        help="heartbeats/s of the open-loop latency curve after the closed-loop run, comma-separated "
+        "('' for none); the knee is the highest with p99 <= 20 ms",
+    )
+    parser.add_argument("--rate-seconds", type=float, default=3.0, help="seconds at each rate")
     opts = parser.parse_args(args)
     result = measure(opts, ["--no-internal-tls"] if opts.no_internal_tls else [])
     return {
