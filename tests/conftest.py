@@ -27,6 +27,20 @@ from groupcoord.testing.apache_kafka import ApacheKafka
 
 Upstream = EmbeddedBroker | ApacheKafka
 
+# The suite runs on two pytest-xdist workers (scripts/test, ``--dist loadgroup``). A module's
+# tests stay together on one worker, in order, with its module fixtures once; these directories
+# go to one worker each as a whole: the container tests share one Docker Engine (their fixture
+# starts it), and the Spark tests one local Spark session (a JVM; 5-15 s to start).
+_ONE_WORKER = {"deploy": "containers", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = os.path.dirname(__file__)
+    for item in items:
+        path = os.path.relpath(str(item.path), tests)
+        top = path.split(os.sep, 1)[0]
+        item.add_marker(pytest.mark.xdist_group(_ONE_WORKER.get(top, path)))
+
 
 @pytest.fixture(scope="session")
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
