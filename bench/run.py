@@ -15,6 +15,7 @@ import argparse
 import ast
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +45,12 @@ def benchmarks() -> dict[str, tuple[Path, str]]:
     return found
 
 
+def _load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages: a figure means something only on a
+    machine with nothing else running, and every run says whether it had one."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("name", nargs="?", help="benchmark to run")
@@ -64,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"benchmark {args.name} needs {missing}: pip install -e '.[test]' (benchmarks use the test tools)"
         ) from None
+    before = _load_average()
     result = module.run(rest)
-    print(json.dumps({"benchmark": args.name, **result}, indent=2, sort_keys=False))
+    loads = {"load_average_before": before, "load_average_after": _load_average()}
+    print(json.dumps({"benchmark": args.name, **loads, **result}, indent=2, sort_keys=False))
     return 0
 
 
