@@ -89,6 +89,20 @@ def connection_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> 
     )
 
 
+def one_group_arguments(parser: argparse.ArgumentParser) -> None:
+    """GROUP or --group GROUP, for the actions Kafka's tools run on one group only."""
+    parser.add_argument("group", nargs="?", metavar="GROUP")
+    parser.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
+
+
+def one_group(args: argparse.Namespace) -> str:
+    """The group :func:`one_group_arguments` named, exactly one."""
+    group = args.group or args.group_option
+    if not group or (args.group and args.group_option):
+        raise AdminError(f"Option {args.action} takes exactly one group: GROUP or --group GROUP")
+    return str(group)
+
+
 def groups_arguments(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("groups", nargs="*", metavar="GROUP")
     parser.add_argument(
@@ -178,8 +192,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete_offsets = actions.add_parser(
         "delete-offsets", help="delete a group's committed offsets of some topics (as --delete-offsets)"
     )
-    delete_offsets.add_argument("group", nargs="?", metavar="GROUP")
-    delete_offsets.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
+    one_group_arguments(delete_offsets)
     delete_offsets.add_argument(
         "--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)"
     )
@@ -396,10 +409,7 @@ async def run_delete(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> in
 async def run_delete_offsets(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     """Kafka's ``--delete-offsets``: TOPIC:P,P as given; a TOPIC's partitions from the metadata
     (a topic that does not exist is reported with partition ``-``, the others still deleted)."""
-    group = args.group or args.group_option
-    if not group or (args.group and args.group_option):
-        raise AdminError("Option delete-offsets takes exactly one group: GROUP or --group GROUP")
-    args.group = group
+    args.group = one_group(args)
     counts = await admin.partition_counts()
     partitions: set[TopicPartition] = set()
     results: dict[TopicPartition, int] = {}

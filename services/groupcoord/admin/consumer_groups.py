@@ -49,7 +49,12 @@ INACTIVE_STATES = frozenset({"Empty", "Dead"})
 
 
 class AdminError(Exception):
-    """A refusal or failure to print as one line (Kafka's wording where Kafka has one)."""
+    """A refusal or failure to print as one line (Kafka's wording where Kafka has one);
+    ``code``: the Kafka error code behind it, when a response gave one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True, slots=True)

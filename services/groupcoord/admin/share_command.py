@@ -44,7 +44,7 @@ from groupcoord.admin.share_groups import (
 )
 
 HELP = "list, describe, reset offsets of and delete offsets of share groups (like kafka-share-groups.sh)"
-GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP = 69, 68
+GROUP_ID_NOT_FOUND = 69
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,25 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "share group", "share-partition", "start offset and lag"
     )
     reset = actions.add_parser("reset-offsets", help="move a share group's start offsets (group must be empty)")
-    reset.add_argument("group", nargs="?", metavar="GROUP")
-    reset.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
+    groups_command.one_group_arguments(reset)
     groups_command.reset_arguments(reset, "every share-partition the group has", relative=False)
     delete_offsets = actions.add_parser(
         "delete-offsets", help="delete a share group's offsets of whole topics (group must be empty)"
     )
-    delete_offsets.add_argument("group", nargs="?", metavar="GROUP")
-    delete_offsets.add_argument("--group", dest="group_option", metavar="GROUP", help="the group (or GROUP)")
+    groups_command.one_group_arguments(delete_offsets)
     delete_offsets.add_argument("--topic", action="append", required=True, help="a topic (repeatable)")
     for action in (listing, describe, reset, delete_offsets):
         groups_command.connection_arguments(action, defaults=False)
-
-
-def _one_group(args: argparse.Namespace) -> str:
-    """Kafka's share tool resets and deletes offsets of one group at a time."""
-    group = args.group or args.group_option
-    if not group or (args.group and args.group_option):
-        raise AdminError(f"Option {args.action} takes exactly one group: GROUP or --group GROUP")
-    return str(group)
 
 
 async def _state(admin: ShareGroupsAdmin, group_id: str) -> str | None:
@@ -78,7 +68,7 @@ async def _state(admin: ShareGroupsAdmin, group_id: str) -> str | None:
     try:
         return (await admin.describe_share_groups([group_id]))[0].state
     except AdminError as exc:
-        if "GroupIdNotFoundException" in str(exc):
+        if exc.code == GROUP_ID_NOT_FOUND:
             return None
         raise
 
@@ -87,7 +77,7 @@ async def run_reset(admin: ShareGroupsAdmin, args: argparse.Namespace) -> int:
     """Kafka's ``ShareGroupCommand.resetOffsets``: one empty (or not yet existing) group; the
     plan from the upstream's offsets, its current start offsets for ``--to-current``; with
     ``--execute`` set by AlterShareGroupOffsets."""
-    group_id = _one_group(args)
+    group_id = groups_command.one_group(args)
     if not (args.dry_run or args.execute):
         raise AdminError("Option [reset-offsets] takes the option: [execute] or [dry-run]")
     if not (args.topic or args.all_topics or args.from_file):
@@ -128,7 +118,7 @@ async def run_reset(admin: ShareGroupsAdmin, args: argparse.Namespace) -> int:
 async def run_delete_offsets(admin: ShareGroupsAdmin, args: argparse.Namespace) -> int:
     """Kafka's ``--delete-offsets``: whole topics, one group; a group-level refusal (not empty,
     no such group) is printed first and on every topic's row, as Kafka's tool prints it."""
-    group_id = _one_group(args)
+    group_id = groups_command.one_group(args)
     topics = list(dict.fromkeys(args.topic))
     (code, message), per_topic = await admin.delete_share_offsets(group_id, topics)
     results = {t: (code, message) if code else per_topic.get(t, (0, None)) for t in topics}

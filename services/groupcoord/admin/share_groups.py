@@ -116,7 +116,7 @@ def failed(code: int, message: str | None) -> AdminError:
     text = kafka_error(code)
     if message:
         text = f"{text.split(': ', 1)[0]}: {message}"
-    return AdminError(f"Executing share group command failed due to {text}")
+    return AdminError(f"Executing share group command failed due to {text}", code)
 
 
 def error_message(code: int, message: str | None = None) -> str:
