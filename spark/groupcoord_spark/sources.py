@@ -5,8 +5,8 @@ The metrics topic is read with Spark's own Kafka source when its connector
 ``spark-submit --packages``. A plain ``pip install pyspark`` does not ship that connector, so
 otherwise the topic is read with a PySpark Python data source (:class:`KafkaTopicDataSource`,
 Spark ≥ 4) over aiokafka: one Spark partition per topic partition, each reading from the
-earliest offset to the end (at least the end offset captured when the query was planned, and
-on until the partition is quiet).
+first record to the high watermark a Fetch reports. Spark's source is given the same offsets
+(:func:`topic_offsets`), not ListOffsets' ``earliest`` and ``latest``, which tansu misreports.
 Both produce the columns of Spark's Kafka source (``key``, ``value``, ``topic``, ``partition``,
 ``offset``, ``timestamp``), so the JSON parsing after them is shared.
 
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from collections.abc import Iterator
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import Any, get_args, get_origin, get_type_hints, is_typeddict
 
 from pyspark.sql import DataFrame, SparkSession
@@ -61,67 +62,114 @@ SAMPLE_SCHEMA = T.StructType(
 
 
 class _TopicPartition(InputPartition):
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+    def __init__(self, topic: str, partition: int) -> None:
         super().__init__(partition)
         self.topic = topic
         self.partition = partition
-        self.start = start
-        self.end = end
 
 
-async def topic_offsets(bootstrap: str, topic: str) -> list[tuple[int, int, int]]:
+READ_DEADLINE_S = 120.0
+"""How long a read may go without reaching the high watermark before it fails (never cut short)."""
+
+
+@dataclass
+class _Scanned:
+    """What :func:`_scan` saw of one partition."""
+
+    first: int | None = None  # the first record's offset
+    position: int = 0  # past the last record read
+    high_watermark: int | None = None
+    records: list[Any] = field(default_factory=list)
+
+    def take(self, batch: list[Any], keep: bool) -> None:
+        if not batch:
+            return
+        if self.first is None:
+            self.first = batch[0].offset
+        self.position = batch[-1].offset + 1
+        if keep:
+            self.records.extend(batch)
+
+    def done(self, keep: bool) -> bool:
+        if self.high_watermark is None:
+            return False
+        if self.position >= self.high_watermark:
+            return True
+        return not keep and self.first is not None
+
+    @property
+    def offsets(self) -> tuple[int, int]:
+        """(first offset, end offset); equal for an empty partition."""
+        end = self.high_watermark or 0
+        return (end if self.first is None else self.first), end
+
+
+async def _scan(bootstrap: str, topic: str, partitions: list[int] | None, keep: bool) -> dict[int, _Scanned]:
+    """Read the partitions (all of the topic's when ``None``) from their first record to the high
+    watermark of a Fetch response. Both ends come from Fetch, not from ListOffsets: tansu answers
+    ``latest`` with the base offset of the last batch plus one (the rest of that batch would be
+    left out) and at times ``earliest`` past records it still serves. So the read starts at
+    offset 0 (a broker whose log starts later answers OFFSET_OUT_OF_RANGE, and the consumer moves
+    to ``earliest``), and ends only at the high watermark: an empty poll is no proof of the end
+    on a loaded machine, where a fetch can take longer than the poll waits. Without ``keep`` it
+    stops at each partition's first record."""
     from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - runs in Spark's Python worker
 
     from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415 - the worker's environment
 
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, **upstream_security().aiokafka_options()
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **upstream_security().aiokafka_options(),
     )
     await consumer.start()
     try:
-        parts = consumer.partitions_for_topic(topic)
-        if parts is None:
-            await consumer._client.force_metadata_update()  # first lookup of a topic
-            parts = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        if partitions is None:
+            found = consumer.partitions_for_topic(topic)
+            if found is None:
+                await consumer._client.force_metadata_update()  # first lookup of a topic
+                found = consumer.partitions_for_topic(topic) or set()
+            partitions = sorted(found)
+        tps = {p: TopicPartition(topic, p) for p in partitions}
         if not tps:
-            return []
-        begin = await consumer.beginning_offsets(tps)
-        end = await consumer.end_offsets(tps)
-        return [(tp.partition, begin[tp], end[tp]) for tp in tps]
+            return {}
+        consumer.assign(list(tps.values()))
+        for tp in tps.values():
+            consumer.seek(tp, 0)
+        scanned = {p: _Scanned() for p in tps}
+        deadline = asyncio.get_running_loop().time() + READ_DEADLINE_S
+        while True:
+            for tp, batch in (await consumer.getmany(timeout_ms=1000, max_records=10000)).items():
+                scanned[tp.partition].take(batch, keep)
+            for p, tp in tps.items():
+                scanned[p].high_watermark = consumer.highwater(tp)
+            if all(s.done(keep) for s in scanned.values()):
+                return scanned
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"{topic}: not read to its end in {READ_DEADLINE_S:.0f} s")
     finally:
         await consumer.stop()
+
+
+async def topic_offsets(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    """Partition -> (first record's offset, end offset), as Fetch reports them (see :func:`_scan`)."""
+    return {p: s.offsets for p, s in (await _scan(bootstrap, topic, None, keep=False)).items()}
 
 
 async def _read(bootstrap: str, part: _TopicPartition) -> list[tuple[Any, ...]]:
-    from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415
-
-    from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415
-
-    tp = TopicPartition(part.topic, part.partition)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, enable_auto_commit=False, **upstream_security().aiokafka_options()
-    )
-    await consumer.start()
-    rows: list[tuple[Any, ...]] = []
-    try:
-        consumer.assign([tp])
-        consumer.seek(tp, part.start)
-        # ``end`` (captured at planning) is a lower bound: some brokers (tansu) report a
-        # lagging end offset, so keep reading until a poll past it comes back empty.
-        position = part.start
-        while True:
-            batch = (await consumer.getmany(tp, timeout_ms=1000, max_records=10000)).get(tp, [])
-            for r in batch:
-                ts = dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC)
-                rows.append((r.key, r.value, part.topic, part.partition, r.offset, ts))
-            if batch:
-                position = batch[-1].offset + 1
-            elif position >= part.end:
-                break
-    finally:
-        await consumer.stop()
-    return rows
+    scanned = await _scan(bootstrap, part.topic, [part.partition], keep=True)
+    return [
+        (
+            r.key,
+            r.value,
+            part.topic,
+            part.partition,
+            r.offset,
+            dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC),
+        )
+        for r in scanned[part.partition].records
+    ]
 
 
 class _KafkaTopicReader(DataSourceReader):
@@ -131,7 +179,7 @@ class _KafkaTopicReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         found = asyncio.run(topic_offsets(self.bootstrap, self.topic))
-        return [_TopicPartition(self.topic, p, start, end) for p, start, end in found]
+        return [_TopicPartition(self.topic, p) for p in found]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, _TopicPartition)
@@ -176,12 +224,22 @@ def read_metrics_topic(
     (Spark's connector) or ``"python"`` (the aiokafka data source). ``prefer`` forces one."""
     use_spark = prefer == "kafka" or (prefer == "auto" and kafka_connector_available(spark))
     if use_spark:
+        # explicit offsets, not "earliest"/"latest": the connector would take them from ListOffsets
+        offsets = asyncio.run(topic_offsets(bootstrap, topic))
+        starting = (
+            json.dumps({topic: {str(p): first for p, (first, _) in offsets.items()}})
+            if offsets
+            else "earliest"
+        )
+        ending = (
+            json.dumps({topic: {str(p): end for p, (_, end) in offsets.items()}}) if offsets else "latest"
+        )
         raw = (
             spark.read.format("kafka")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("endingOffsets", "latest")
+            .option("startingOffsets", starting)
+            .option("endingOffsets", ending)
             .load()
         )
         return parse_samples(raw), "kafka"

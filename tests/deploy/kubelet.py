@@ -82,6 +82,9 @@ class Pod:
     replacing: bool = False  # a controller is replacing this pod: the kubelet leaves it alone
     host_ip: str = ""  # status.hostIP: the Docker network's gateway, the "node" it runs on
     annotations: dict[str, str] = field(default_factory=dict)  # the template's, as controllers copy them
+    # the container's name on the Docker Engine: the network's name before the pod's, so that two
+    # suites sharing one engine (or a run killed before its clean-up) never claim the same name
+    docker_name: str = ""
 
     @property
     def container(self) -> dict[str, Any]:
@@ -133,7 +136,7 @@ def docker_run_args(
     env = pod.env()
     pod_sec = pod.spec.get("securityContext", {})
     sec = {**pod_sec, **c.get("securityContext", {})}
-    args = ["run", "-d", "--name", pod.name, "--hostname", pod.hostname or pod.name]
+    args = ["run", "-d", "--name", pod.docker_name, "--hostname", pod.hostname or pod.name]
     args += ["--network", network, "--ip", pod.ip]
     for alias in pod.aliases:
         args += ["--network-alias", alias]
@@ -289,6 +292,7 @@ def start(
 ) -> None:
     """Run the pod; ``secrets`` (name -> key -> bytes) are what its Secret volumes mount."""
     on_host = secret_volumes(pod, secrets or {})
+    pod.docker_name = f"{network}-{pod.name}"
     pod.container_id = docker.run(*docker_run_args(pod, network, image_user, api, on_host)).stdout.strip()
 
 
@@ -298,7 +302,7 @@ def stop(docker: Docker, pod: Pod) -> None:
     hook = pod.container.get("lifecycle", {}).get("preStop", {})
     grace = int(pod.spec.get("terminationGracePeriodSeconds", 30))
     if "exec" in hook:
-        docker.run("exec", pod.name, *hook["exec"]["command"], check=False, timeout=grace)
+        docker.run("exec", pod.docker_name, *hook["exec"]["command"], check=False, timeout=grace)
     elif "httpGet" in hook:
         get = hook["httpGet"]
         url = f"http://{pod.ip}:{pod.port(get['port'])}{get.get('path', '/')}"
@@ -306,8 +310,8 @@ def stop(docker: Docker, pod: Pod) -> None:
             urllib.request.urlopen(url, timeout=grace).close()  # noqa: S310 - a pod's hook
     elif "sleep" in hook:
         time.sleep(float(hook["sleep"]["seconds"]))
-    docker.run("stop", "-t", str(grace), pod.name, check=False, timeout=grace + 30)
-    docker.run("rm", "-f", pod.name, check=False)
+    docker.run("stop", "-t", str(grace), pod.docker_name, check=False, timeout=grace + 30)
+    docker.run("rm", "-f", pod.docker_name, check=False)
 
 
 def kube_pod_object(pod: Pod) -> dict[str, Any]:

@@ -212,7 +212,7 @@ class Kubelet:
         self.task: asyncio.Task[None] | None = None
 
     def _running(self, pod: kubelet.Pod) -> bool:
-        state = self.docker.run("inspect", "--format", "{{.State.Running}}", pod.name, check=False)
+        state = self.docker.run("inspect", "--format", "{{.State.Running}}", pod.docker_name, check=False)
         return state.stdout.strip() == "true"
 
     async def _pod(self, pod: kubelet.Pod) -> None:
@@ -230,7 +230,7 @@ class Kubelet:
             if not await asyncio.to_thread(self._running, pod):  # restartPolicy: Always
                 exited_at = exited_at or loop.time()
                 if loop.time() - exited_at >= self.RESTART_BACKOFF_S:
-                    await asyncio.to_thread(self.docker.run, "start", pod.name)
+                    await asyncio.to_thread(self.docker.run, "start", pod.docker_name)
                     self.revived[pod.name] += 1
                     exited_at = None
             ready = await asyncio.to_thread(kubelet.probe, pod, ready_spec)
@@ -245,7 +245,7 @@ class Kubelet:
                 live_failures = 0 if live else live_failures + 1
             if live_failures >= int((live_spec or {}).get("failureThreshold", 3)):
                 self.restarts[pod.name] += 1
-                await asyncio.to_thread(self.docker.run, "restart", pod.name)
+                await asyncio.to_thread(self.docker.run, "restart", pod.docker_name)
                 live_failures = 0
 
     async def __aenter__(self) -> Kubelet:
@@ -344,7 +344,7 @@ async def cluster_evidence(docker: Docker, k: Any, pods: list[kubelet.Pod], tail
     cr = await api(k, "get", f"{CR_PATH}/{NAME}")
     parts = [f"status.partitions: {json.dumps(((cr or {}).get('status') or {}).get('partitions'))}"]
     for pod in pods:
-        logs = await asyncio.to_thread(docker.run, "logs", "--tail", str(tail), pod.name, check=False)
+        logs = await asyncio.to_thread(docker.run, "logs", "--tail", str(tail), pod.docker_name, check=False)
         parts.append(f"--- {pod.name} (ready={pod.ready})\n{logs.stdout[-4000:]}{logs.stderr[-4000:]}")
         parts.append(f"--- {pod.name} metrics\n{await asyncio.to_thread(_telling_series, pod)}")
     return "\n".join(parts)
@@ -458,11 +458,11 @@ class NetworkCut:
         self.docker, self.net = docker, net
 
     def cut(self, pod: kubelet.Pod) -> None:
-        self.docker.run("network", "disconnect", self.net, pod.name)
+        self.docker.run("network", "disconnect", self.net, pod.docker_name)
 
     def heal(self, pod: kubelet.Pod) -> None:
         aliases = [arg for alias in pod.aliases for arg in ("--alias", alias)]
-        self.docker.run("network", "connect", "--ip", pod.ip, *aliases, self.net, pod.name)
+        self.docker.run("network", "connect", "--ip", pod.ip, *aliases, self.net, pod.docker_name)
 
 
 class UpstreamCut:
@@ -480,7 +480,7 @@ class UpstreamCut:
         self.rules = [("OUTPUT", "-d"), ("INPUT", "-s")]
 
     def _iptables(self, pod: kubelet.Pod, action: str) -> None:
-        pid = self.docker.run("inspect", "--format", "{{.State.Pid}}", pod.name).stdout.strip()
+        pid = self.docker.run("inspect", "--format", "{{.State.Pid}}", pod.docker_name).stdout.strip()
         for chain, side in self.rules:
             done = subprocess.run(
                 ["nsenter", "-t", pid, "-n", "iptables", action, chain, side, self.broker_ip, "-j", "DROP"],
@@ -534,7 +534,7 @@ async def cut_off_phase(
     await run_committing_clients(
         docker, client_image, net, bootstrap, clients, cutter.label, groups, evidence
     )
-    started = await asyncio.to_thread(container_started, docker, zombie.name)
+    started = await asyncio.to_thread(container_started, docker, zombie.docker_name)
     restarts, revived = kl.restarts[zombie.name], kl.revived[zombie.name]
     fenced_families = ("groupcoord_state_records_fenced_total", "groupcoord_partitions_fenced_total")
     fenced_before = {
@@ -578,7 +578,7 @@ async def cut_off_phase(
     rejoined_at = time.time()
     await asyncio.sleep(5)  # commits go on once it leads again
     report = await committing_report(docker, clients)
-    restarted = (await asyncio.to_thread(container_started, docker, zombie.name), kl.restarts[zombie.name])
+    restarted = (await asyncio.to_thread(container_started, docker, zombie.docker_name), kl.restarts[zombie.name])
     fenced_after = {
         (p.name, f): await asyncio.to_thread(shard_metric, p, f) for p in shard_pods for f in fenced_families
     }
@@ -768,7 +768,7 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
         try:
             await eventually("every pod Ready", all_ready, READY_TIMEOUT_S)
         except AssertionError:
-            logs = {p.name: docker.run("logs", "--tail", "40", p.name, check=False) for p in pods}
+            logs = {p.name: docker.run("logs", "--tail", "40", p.docker_name, check=False) for p in pods}
             details = "\n".join(
                 f"--- {p.name} ready={p.ready}\n{logs[p.name].stdout}{logs[p.name].stderr}" for p in pods
             )
@@ -823,7 +823,7 @@ async def test_the_operators_pods_as_containers_serve_a_client_through_the_gatew
             docker, client_image, net, bootstrap, clients, "failover", groups, evidence
         )
         killed_at = time.time()
-        await asyncio.to_thread(docker.run, "kill", victim.name)
+        await asyncio.to_thread(docker.run, "kill", victim.docker_name)
 
         async def moved_away() -> bool:
             now = placement_from_status((await api(k, "get", f"{CR_PATH}/{NAME}"))["status"]["partitions"])

@@ -101,7 +101,7 @@ def check_inputs(args: argparse.Namespace) -> None:
             f"capacity: no metrics topic {args.topic!r} at {args.bootstrap} "
             "(shards publish it when metric samples are on, the default)"
         )
-    if all(end <= begin for _partition, begin, end in offsets):
+    if all(end <= first for first, end in offsets.values()):
         raise SystemExit(
             f"capacity: the metrics topic {args.topic!r} at {args.bootstrap} is empty "
             "(let the shards run for at least one sample interval)"
