@@ -2,7 +2,8 @@
 
 Starts a real Kafka-compatible broker (tansu, in-memory) unless ``--kafka`` names an existing
 cluster, then the coordinator shard processes under the local control plane, then the gateway
-in this process; prints the bootstrap address, and on Ctrl-C/SIGTERM stops everything it
+in this process (and ``--gateway-processes`` - 1 more on the same ports:
+:mod:`groupcoord.gateway.processes`); prints the bootstrap address, and on Ctrl-C/SIGTERM stops everything it
 started. The control plane's view is written to a state file that ``groupcoord status`` reads.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import functools
 import logging
 import shutil
 import ssl
@@ -32,6 +35,7 @@ from groupcoord.embedded_broker import EmbeddedBroker, EmbeddedBrokerMissing
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_bootstrap
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.gateway.processes import PROCESS_LABEL, GatewayProcesses, ProcessSpec
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.gateway.security import listener_security
@@ -64,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=50, help="state-topic partitions (default 50)")
     parser.add_argument("--standbys", type=int, default=0, help="hot standbys per partition (default 0)")
     parser.add_argument("--log-dir", type=Path, default=None, help="write shard logs here")
+    parser.add_argument(
+        "--gateway-processes",
+        type=int,
+        default=1,
+        help="gateway processes on the same ports (SO_REUSEPORT): one event loop per core (default 1)",
+    )
     parser.add_argument(
         "--metrics-port", type=int, default=0, help="gateway /metrics port (default: a free port)"
     )
@@ -125,6 +135,10 @@ class ClusterOptions:
     # Mutual TLS between gateway, control plane and shards, with a throwaway CA made at start
     # (False only to measure what it costs)
     internal_tls: bool = True
+    gateway_processes: int = 1  # more than 1: needs ``arguments``, the further processes' recipe
+    #: the flags these options were made from (:meth:`from_args`): further gateway processes
+    #: make their options from them, as policies and TLS contexts are not sent between processes
+    arguments: argparse.Namespace | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ClusterOptions:
@@ -134,6 +148,7 @@ class ClusterOptions:
             "connection_limits",
             "allow_shared_upstream_identity",
             "bootstrap_servers",
+            "arguments",
         }
         return cls(
             **{k: v for k, v in vars(args).items() if k in names},
@@ -142,6 +157,7 @@ class ClusterOptions:
             acl_policy=acl_file.from_arguments(args),
             connection_limits=connection_limits.from_arguments(args),
             allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
+            arguments=args,
         )
 
     def gateway_options(
@@ -165,6 +181,20 @@ class ClusterOptions:
         )
 
 
+def further_gateway_options(
+    arguments: argparse.Namespace, upstream: tuple[str, int], tls_dir: Path | None
+) -> GatewayOptions:
+    """A further gateway process's options, made in that process from ``groupcoord up``'s flags."""
+    tls = internal_tls.InternalTls.from_dir(tls_dir) if tls_dir is not None else None
+    options = ClusterOptions.from_args(arguments).gateway_options(upstream, tls)
+    return dataclasses.replace(options, reuse_port=True)
+
+
+def _picklable(arguments: argparse.Namespace) -> argparse.Namespace:
+    """The flags without the command line's own entries (``_module``: a module, not picklable)."""
+    return argparse.Namespace(**{k: v for k, v in vars(arguments).items() if not k.startswith("_")})
+
+
 class LocalCluster:
     """Control plane + shards + gateway in front of ``upstream``, started and stopped together."""
 
@@ -175,6 +205,7 @@ class LocalCluster:
         self.gateway: Gateway | None = None  # built by start()
         self.control: LocalControlPlane | None = None
         self.metrics_server: Any = None
+        self.gateway_processes: GatewayProcesses | None = None  # the further ones (--gateway-processes)
         self.tls_dir: Path | None = None  # the throwaway CA's certificates, removed at stop
 
     def _issue_certificates(self) -> dict[str, Path]:
@@ -189,18 +220,23 @@ class LocalCluster:
         table = None if args.no_coordinator else LeadershipTable(args.partitions)
         folders = self._issue_certificates() if table is not None and args.internal_tls else {}
         tls = {identity: internal_tls.InternalTls.from_dir(folder) for identity, folder in folders.items()}
-        self.gateway = await build_gateway(args.gateway_options(self.upstream, tls.get(internal_tls.GATEWAY)), table)
+        options = args.gateway_options(self.upstream, tls.get(internal_tls.GATEWAY))
+        if args.gateway_processes > 1:
+            self.gateway_processes = self._further_gateways(table, folders.get(internal_tls.GATEWAY))
+            options = dataclasses.replace(options, reuse_port=True)
+        self.gateway = await build_gateway(options, table)
         if table is not None:
 
             def publish(placement: dict, processes: dict) -> None:
-                table.update(
-                    {p: (a.leader, a.epoch) for p, a in placement.items()},
-                    {  # worker counts as each shard reported them when it became ready
-                        s: ShardEndpoint(proc.host, proc.grpc_port, proc.workers)
-                        for s, proc in processes.items()
-                        if proc.workers > 0
-                    },
-                )
+                leaders = {p: (a.leader, a.epoch) for p, a in placement.items()}
+                shards = {  # worker counts as each shard reported them when it became ready
+                    s: ShardEndpoint(proc.host, proc.grpc_port, proc.workers)
+                    for s, proc in processes.items()
+                    if proc.workers > 0
+                }
+                table.update(leaders, shards)
+                if self.gateway_processes is not None:
+                    self.gateway_processes.publish(leaders, shards)
 
             self.control = LocalControlPlane(
                 kafka=",".join(f"{h}:{p}" for h, p in dict.fromkeys((self.upstream, *args.bootstrap_servers))),
@@ -232,6 +268,33 @@ class LocalCluster:
                 )
                 self.control.publish()
         await self.gateway.start()
+        if self.gateway_processes is not None:
+            await self.gateway_processes.start()
+
+    def _further_gateways(self, table: LeadershipTable | None, tls_dir: Path | None) -> GatewayProcesses:
+        """The ``--gateway-processes`` beyond this one; their metrics join this process's."""
+        args = self.args
+        if args.arguments is None:
+            raise ValueError("gateway_processes > 1 needs the options made by ClusterOptions.from_args")
+        metrics = None
+        if args.metrics:
+            from prometheus_client import REGISTRY  # noqa: PLC0415
+
+            from groupcoord.observability.worker_metrics import ProcessExpositions  # noqa: PLC0415
+
+            metrics = ProcessExpositions(
+                PROCESS_LABEL,
+                "groupcoord_gateway_process_up",
+                "Whether the further gateway process's metrics were read in this scrape (1) or not (0).",
+            )
+            REGISTRY.register(metrics)
+        spec = ProcessSpec(
+            functools.partial(further_gateway_options, _picklable(args.arguments), self.upstream, tls_dir),
+            partitions=table.partitions if table is not None else 0,
+            metrics=args.metrics,
+            log_level=logging.getLogger().getEffectiveLevel(),
+        )
+        return GatewayProcesses(args.gateway_processes - 1, spec, metrics)
 
     def metrics_targets(self) -> list[str]:
         """host:port of every /metrics endpoint: the gateway's and each shard process's (which
@@ -246,6 +309,12 @@ class LocalCluster:
         return targets
 
     async def stop(self) -> None:
+        if self.gateway_processes is not None:
+            await self.gateway_processes.stop()
+            if self.gateway_processes.metrics is not None:
+                from prometheus_client import REGISTRY  # noqa: PLC0415
+
+                REGISTRY.unregister(self.gateway_processes.metrics)
         if self.gateway is not None:
             await self.gateway.stop()
         if self.metrics_server is not None:
@@ -283,6 +352,8 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
             if args.no_coordinator
             else f"{args.shards} shard(s) x {args.threads} worker(s)"
         )
+        if args.gateway_processes > 1:
+            shards += f", {args.gateway_processes} gateway processes"
         print(
             f"groupcoord is up: bootstrap {host}:{port} ({shards}, upstream {upstream[0]}:{upstream[1]})",
             flush=True,

@@ -131,6 +131,7 @@ class GatewayOptions:
     #: credentials in front of an upstream that enforces ACLs (else: refused at start)
     allow_shared_upstream_identity: bool = False
     internal_tls: InternalTls | None = None  # the gateway's certificate for the shards (None: plaintext)
+    reuse_port: bool = False  # one of several processes on the same ports (see BrokerListeners)
 
     @classmethod
     def from_arguments(
@@ -197,6 +198,7 @@ async def build_gateway(
             advertised_host(options.host, options.advertised_host),
             options.broker_ports,
             tls_context,
+            options.reuse_port,
         ),
         options.upstream_security,
         options.bootstrap_servers,

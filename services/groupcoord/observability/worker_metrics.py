@@ -1,4 +1,5 @@
-"""One ``/metrics`` port per shard process: the supervisor serves every worker's series.
+"""One ``/metrics`` port per shard process (or gateway): the first process serves every
+process's series.
 
 A shard process runs ``--threads`` worker processes, each with its own Prometheus registry.
 A pod exposes one metrics port, so the supervisor serves ``--metrics-port`` and, on each
@@ -18,6 +19,9 @@ computed it, per worker, and costs one loopback HTTP request per worker per scra
 
 ``groupcoord_shard_worker_up{shard,worker}`` says whether a worker's exposition was read in
 this scrape (0: the worker did not answer within the timeout; its series are absent).
+
+A gateway of several processes (``groupcoord up --gateway-processes``) is served the same way:
+:class:`ProcessExpositions` labels the other processes' series ``gateway_process``.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ log = logging.getLogger(__name__)
 WORKER_LABEL = "worker"
 
 
-def merge_expositions(expositions: Iterable[tuple[str, str]]) -> list[Metric]:
-    """The families of several text expositions, each sample labelled ``worker=<key>``.
+def merge_expositions(expositions: Iterable[tuple[str, str]], label: str = WORKER_LABEL) -> list[Metric]:
+    """The families of several text expositions, each sample labelled ``label=<key>``.
 
     Families of the same name are merged (the first exposition's help and type win)."""
     merged: dict[str, Metric] = {}
@@ -51,12 +55,65 @@ def merge_expositions(expositions: Iterable[tuple[str, str]]) -> list[Metric]:
                     family.name, family.documentation, family.type, family.unit
                 )
             for s in family.samples:
-                into.add_sample(s.name, {**s.labels, WORKER_LABEL: worker}, s.value, s.timestamp, s.exemplar)
+                into.add_sample(s.name, {**s.labels, label: worker}, s.value, s.timestamp, s.exemplar)
     return list(merged.values())
 
 
-class WorkerExpositions(Collector):
-    """Collects the workers' expositions (register in the supervisor's registry).
+class ProcessExpositions(Collector):
+    """Collects other processes' expositions from their loopback ``/metrics`` ports (register
+    in the serving process's registry), with a gauge ``up_name`` saying which were read."""
+
+    def __init__(
+        self,
+        label: str,
+        up_name: str,
+        up_help: str,
+        const_labels: dict[str, str] | None = None,
+        host: str = "127.0.0.1",
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.label = label
+        self.up_name = up_name
+        self.up_help = up_help
+        self.const_labels = dict(const_labels or {})
+        self.host = host
+        self.timeout_s = timeout_s
+        self._ports: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    def set_port(self, process: int, port: int) -> None:
+        with self._lock:
+            self._ports[process] = port
+
+    def processes(self) -> list[int]:
+        """Every process whose series belong here (its port known or not)."""
+        with self._lock:
+            return sorted(self._ports)
+
+    def _read(self, process: int) -> str | None:
+        port = self._ports.get(process)
+        if port is None:
+            return None
+        try:
+            with urllib.request.urlopen(f"http://{self.host}:{port}/metrics", timeout=self.timeout_s) as r:
+                return r.read().decode()
+        except OSError as exc:
+            log.warning("%s %d's metrics on port %d: %s", self.label, process, port, exc)
+            return None
+
+    def collect(self) -> Iterator[Metric]:
+        processes = self.processes()
+        with ThreadPoolExecutor(max_workers=max(1, len(processes))) as pool:
+            texts = dict(zip(processes, pool.map(self._read, processes), strict=True))
+        up = GaugeMetricFamily(self.up_name, self.up_help, labels=[*self.const_labels, self.label])
+        for process in processes:
+            up.add_metric([*self.const_labels.values(), str(process)], 0.0 if texts[process] is None else 1.0)
+        yield from merge_expositions(((str(w), t) for w, t in texts.items() if t is not None), self.label)
+        yield up
+
+
+class WorkerExpositions(ProcessExpositions):
+    """A shard's workers' expositions (register in the supervisor's registry).
 
     ``reports[i]`` is the receiving end of the pipe over which worker ``i`` sends the port of
     its loopback ``/metrics`` endpoint once it serves it."""
@@ -64,12 +121,20 @@ class WorkerExpositions(Collector):
     def __init__(
         self, shard_id: str, reports: dict[int, Connection], host: str = "127.0.0.1", timeout_s: float = 5.0
     ) -> None:
+        super().__init__(
+            WORKER_LABEL,
+            "groupcoord_shard_worker_up",
+            "Whether the worker process's metrics were read in this scrape (1) or not (0).",
+            {"shard": shard_id},
+            host,
+            timeout_s,
+        )
         self.shard_id = shard_id
-        self.host = host
-        self.timeout_s = timeout_s
         self._reports = dict(reports)
-        self._ports: dict[int, int] = {}
-        self._lock = threading.Lock()
+
+    def processes(self) -> list[int]:
+        self._learn_ports()
+        return sorted(set(super().processes()) | set(self._reports))
 
     def _learn_ports(self) -> None:
         with self._lock:
@@ -81,29 +146,3 @@ class WorkerExpositions(Collector):
                         conn.close()
                 except (EOFError, OSError):  # the worker died before it served metrics
                     del self._reports[worker]
-
-    def _read(self, worker: int) -> str | None:
-        port = self._ports.get(worker)
-        if port is None:
-            return None
-        try:
-            with urllib.request.urlopen(f"http://{self.host}:{port}/metrics", timeout=self.timeout_s) as r:
-                return r.read().decode()
-        except OSError as exc:
-            log.warning("worker %d's metrics on port %d: %s", worker, port, exc)
-            return None
-
-    def collect(self) -> Iterator[Metric]:
-        self._learn_ports()
-        workers = sorted(set(self._ports) | set(self._reports))
-        with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
-            texts = dict(zip(workers, pool.map(self._read, workers), strict=True))
-        up = GaugeMetricFamily(
-            "groupcoord_shard_worker_up",
-            "Whether the worker process's metrics were read in this scrape (1) or not (0).",
-            labels=["shard", WORKER_LABEL],
-        )
-        for worker in workers:
-            up.add_metric([self.shard_id, str(worker)], 0.0 if texts[worker] is None else 1.0)
-        yield from merge_expositions((str(w), t) for w, t in texts.items() if t is not None)
-        yield up

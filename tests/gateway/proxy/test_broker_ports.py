@@ -119,3 +119,28 @@ def test_a_real_client_reaches_the_broker_at_its_fixed_port(broker, tmp_path):
         proc.terminate()
         proc.wait(10)
         log.close()
+
+
+def test_processes_of_one_gateway_share_the_fixed_ports_and_keep_the_named_order_ones_apart():
+    """Two processes of one gateway (``reuse_port``, :mod:`groupcoord.gateway.processes`): both
+    bind the bootstrap port and the node-id ports; a broker named in order gets a port of each
+    process's own, since the order (and so port + n) differs between processes."""
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        base = free_port_block(4)
+        fixed = [BrokerListeners("127.0.0.1", base, None, broker_ports=2, reuse_port=True) for _ in range(2)]
+        ordered = [BrokerListeners("127.0.0.1", base + 3, None, reuse_port=True) for _ in range(2)]
+        try:
+            for listeners in (*fixed, *ordered):
+                await listeners.open_bootstrap(("kafka", 9092), _noop)
+            shared = [(await lst.listener_for(("kafka-1", 9092), 1)).address[1] - base for lst in fixed]
+            own = [(await lst.listener_for(("kafka-1", 9092), 1)).address[1] for lst in ordered]
+            bootstrap = [lst.listeners[("kafka", 9092)].address[1] - base for lst in (*fixed, *ordered)]
+            return shared, own, bootstrap
+        finally:
+            for listeners in (*fixed, *ordered):
+                listeners.close()
+
+    shared, own, bootstrap = asyncio.run(run())
+    assert shared == [2, 2] and bootstrap == [0, 0, 3, 3]
+    assert len(set(own)) == 2, "each process's own port for a broker named in order"

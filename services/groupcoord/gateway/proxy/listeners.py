@@ -55,6 +55,12 @@ class BrokerListeners:
     gateway pod means the same broker by the same port whatever order brokers were named in
     (Kroxylicious' port-per-broker scheme); a node id outside that range gets any free port
     (reachable only at the pod's own address) and a warning.
+
+    With ``reuse_port`` several processes of one gateway listen together (``SO_REUSEPORT``; the
+    kernel spreads connections over them): the bootstrap port and the ``broker_ports`` ones are
+    shared, as each means the same broker in every process; the listeners of brokers named in
+    order get a free port of their own instead (the order differs between processes), so a
+    client stays on the process that answered its Metadata for them.
     """
 
     def __init__(
@@ -64,8 +70,10 @@ class BrokerListeners:
         advertised_host: str | None,
         broker_ports: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        reuse_port: bool = False,
     ) -> None:
         self.ssl_context = ssl_context  # TLS on every listener when set
+        self.reuse_port = reuse_port
         self.listen_host = listen_host
         self.port = port
         self.broker_ports = broker_ports if port else 0
@@ -79,7 +87,7 @@ class BrokerListeners:
         # clients to a node their own metadata no longer has (None: no such response yet).
         self.live_nodes: frozenset[int] | None = None
         self._lock = asyncio.Lock()
-        self._next_port = port + 1 if port else 0
+        self._next_port = port + 1 if port and not reuse_port else 0
 
     async def open_bootstrap(self, upstream: Address, on_connect: OnConnect) -> Listener:
         """Open the bootstrap listener; this and every later listener hand their connections
@@ -129,7 +137,12 @@ class BrokerListeners:
 
         try:
             server = await asyncio.start_server(
-                on_connect, self.listen_host, port, limit=READ_SIZE, ssl=self.ssl_context
+                on_connect,
+                self.listen_host,
+                port,
+                limit=READ_SIZE,
+                ssl=self.ssl_context,
+                reuse_port=bool(self.reuse_port and port),
             )
         except OSError:
             if port == self.port:

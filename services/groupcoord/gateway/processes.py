@@ -1,0 +1,167 @@
+"""A gateway of several processes on the same ports, so that it scales with cores.
+
+One Python process serves one event loop: at saturation the gateway's loop is the busiest on
+the heartbeat path (docs/performance.md). ``groupcoord up --gateway-processes N`` runs N
+gateway processes behind one address: each binds the client ports with ``SO_REUSEPORT``
+(:class:`~groupcoord.gateway.proxy.listeners.BrokerListeners`) and the kernel spreads new
+connections over them. In Kubernetes the same is a gateway pod per core (``gateway.replicas``).
+
+The first process (the one ``groupcoord up`` runs, beside the control plane) supervises the
+others: it starts them, sends each the shards' layout whenever the control plane publishes one
+(they have no control plane of their own), and serves their metrics with its own, labelled
+``gateway_process`` (:class:`~groupcoord.observability.worker_metrics.ProcessExpositions`), as
+a shard process serves its workers'. A process holds only per-connection state (sessions,
+share sessions, SASL), so a client is served whole by the process its connection reached.
+Each process applies the connection limits on its own, as each gateway pod does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from groupcoord.gateway.assembly import GatewayOptions, build_gateway
+from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+
+log = logging.getLogger(__name__)
+
+PROCESS_LABEL = "gateway_process"
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+
+Layout = tuple[dict[int, tuple[int, int]], dict[int, ShardEndpoint]]
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """What a further gateway process is started with (pickled to a spawned process).
+
+    ``options`` builds its :class:`GatewayOptions` in the process (a module-level function or a
+    ``functools.partial`` of one: TLS contexts and ACL policies are made there, not pickled)."""
+
+    options: Callable[[], GatewayOptions]
+    partitions: int  # the state topic's (0: no coordinator, a plain proxy)
+    metrics: bool
+    log_level: int = logging.WARNING
+
+
+def run_process(spec: ProcessSpec, conn: Connection) -> None:
+    """A further gateway process: serves until its supervisor closes the pipe or a signal."""
+    from groupcoord.common.event_loop import new_event_loop  # noqa: PLC0415 - the spawned process's
+
+    logging.basicConfig(
+        level=spec.log_level, format=f"%(asctime)s %(levelname)s [{PROCESS_LABEL}] %(message)s"
+    )
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(_serve(spec, conn))
+
+
+async def _serve(spec: ProcessSpec, conn: Connection) -> None:
+    from groupcoord.common.event_loop import stop_on_signals  # noqa: PLC0415
+
+    stop = stop_on_signals()
+    loop = asyncio.get_running_loop()
+    table = LeadershipTable(spec.partitions) if spec.partitions else None
+
+    def follow() -> None:
+        """The supervisor's layouts, applied as they come; the pipe's end stops the process."""
+        try:
+            while True:
+                message = conn.recv()
+                if table is not None:
+                    leaders, shards = message
+                    table.update(leaders, shards)
+        except (EOFError, OSError):
+            pass
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(stop.set)
+
+    options = spec.options()
+    gateway = await build_gateway(options, table)
+    metrics_port = 0
+    server = None
+    if spec.metrics:
+        from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
+
+        server, _ = serve_metrics(0, addr="127.0.0.1")
+        metrics_port = server.server_port
+    try:
+        await gateway.start()
+        conn.send(metrics_port)  # ready
+        threading.Thread(target=follow, name="gateway-layout", daemon=True).start()
+        await stop.wait()
+    finally:
+        await gateway.stop()
+        if server is not None:
+            server.shutdown()
+
+
+class GatewayProcesses:
+    """The further processes of a gateway, seen from the first (which serves as well)."""
+
+    def __init__(self, count: int, spec: ProcessSpec, metrics: Any = None) -> None:
+        """``count`` further processes; ``metrics``: a :class:`ProcessExpositions` to tell their
+        metrics ports (registered in the first process's registry by the caller)."""
+        self.count = count
+        self.spec = spec
+        self.metrics = metrics
+        self._processes: list[tuple[BaseProcess, Connection]] = []
+        self._layout: Layout | None = None
+        self._lock = threading.Lock()
+
+    async def start(self) -> None:
+        context = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
+        for index in range(1, self.count + 1):
+            ours, theirs = context.Pipe()
+            process = context.Process(
+                target=run_process, args=(self.spec, theirs), name=f"gateway-{index}", daemon=True
+            )
+            process.start()
+            theirs.close()
+            self._processes.append((process, ours))
+        for index, (process, conn) in enumerate(self._processes, start=1):
+            if not await asyncio.to_thread(conn.poll, READY_TIMEOUT_S):
+                raise RuntimeError(f"gateway process {index} did not start in {READY_TIMEOUT_S:.0f} s")
+            try:
+                port = conn.recv()
+            except EOFError:
+                raise RuntimeError(
+                    f"gateway process {index} exited at start (code {process.exitcode})"
+                ) from None
+            if self.metrics is not None and port:
+                self.metrics.set_port(index, port)
+            with self._lock:
+                if self._layout is not None:
+                    self._send(conn, self._layout)
+
+    def publish(self, leaders: dict[int, tuple[int, int]], shards: dict[int, ShardEndpoint]) -> None:
+        """A new layout of the shards, for every process (from any thread)."""
+        with self._lock:
+            self._layout = (dict(leaders), dict(shards))
+            for _process, conn in self._processes:
+                self._send(conn, self._layout)
+
+    @staticmethod
+    def _send(conn: Connection, layout: Layout) -> None:
+        with contextlib.suppress(OSError):  # a process that died: its clients reconnect to the others
+            conn.send(layout)
+
+    async def stop(self) -> None:
+        """Close the pipes (each process stops its gateway and exits), then wait for them."""
+        with self._lock:
+            processes, self._processes = self._processes, []
+        for _process, conn in processes:
+            conn.close()
+        for process, _conn in processes:
+            await asyncio.to_thread(process.join, STOP_TIMEOUT_S)
+            if process.is_alive():
+                process.kill()
+                await asyncio.to_thread(process.join, STOP_TIMEOUT_S)

@@ -1,0 +1,108 @@
+"""``groupcoord up --gateway-processes 2``: two gateway processes behind one bootstrap port.
+
+The kernel spreads connections over the processes (``SO_REUSEPORT``); each serves whole clients
+(groups of both protocols through the shards whose layout the first process passes on), the
+first serves the metrics of both, and stopping the first stops the other.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from groupcoord.embedded_broker import EmbeddedBroker, free_port
+
+pytestmark = pytest.mark.broker
+
+
+def _start(kafka: str, port: int) -> tuple[subprocess.Popen[str], str]:
+    """``groupcoord up`` with two gateway processes; returns it and its metrics URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groupcoord.cli", "--log-level", "WARNING", "up", "--kafka", kafka]
+        + ["--port", str(port), "--partitions", "8", "--gateway-processes", "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    up = proc.stdout.readline()
+    assert up.startswith("groupcoord is up") and "2 gateway processes" in up, up
+    metrics = proc.stdout.readline().split()[1]  # the gateway's: the first target
+    return proc, metrics
+
+
+def _requests_by_process(url: str) -> dict[str, float]:
+    """ApiVersions requests each gateway process served ("0": the first, unlabelled)."""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    served: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "groupcoord_request_latency_seconds_count" and s.labels.get("api") == "api_versions":
+                process = s.labels.get("gateway_process", "0")
+                served[process] = served.get(process, 0.0) + s.value
+    return served
+
+
+def _consume_all(bootstrap: str, topic: str, records: int) -> int:
+    members = [
+        Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"{protocol}-{topic}",
+                "group.protocol": protocol,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        for protocol in ("consumer", "classic")
+        for _ in range(3)
+    ]
+    for member in members:
+        member.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 60
+    try:
+        while got < 2 * records and time.monotonic() < deadline:
+            for member in members:
+                message = member.poll(0.05)
+                if message is not None and not message.error():
+                    got += 1
+    finally:
+        for member in members:
+            member.close()
+    return got
+
+
+def test_two_gateway_processes_share_the_port_serve_whole_clients_and_stop_together(
+    broker: EmbeddedBroker,
+) -> None:
+    port = free_port()
+    proc, metrics = _start(broker.bootstrap, port)
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        topic = f"spread-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(200):
+            producer.produce(topic, b"r", partition=i % 4)
+        assert producer.flush(30) == 0
+        # a KIP-848 group and a classic one, 3 members each, their connections on both processes
+        assert _consume_all(bootstrap, topic, 200) == 400
+        served = _requests_by_process(metrics)
+        assert set(served) == {"0", "1"} and min(served.values()) > 0, served
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)  # the first process only: it stops the other
+        assert proc.wait(60) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
