@@ -390,6 +390,13 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     """The shape of the cluster :func:`measure` starts."""
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--gateway-processes",
+        type=lambda text: tuple(int(n) for n in text.split(",") if n),
+        default=(1,),
+        help="gateway processes (SO_REUSEPORT), comma-separated: one cluster and one run per "
+        "count, back to back, with ratios to the first",
+    )
 
 
 def run(args: list[str]) -> dict[str, object]:
@@ -408,10 +415,21 @@ def run(args: list[str]) -> dict[str, object]:
     )
     parser.add_argument("--rate-seconds", type=float, default=3.0, help="seconds at each rate")
     opts = parser.parse_args(args)
-    result = measure(opts, ["--no-internal-tls"] if opts.no_internal_tls else [])
-    return {
+    common = ["--no-internal-tls"] if opts.no_internal_tls else []
+    runs = {
+        n: measure(opts, [*common, "--gateway-processes", str(n)]) for n in opts.gateway_processes
+    }
+    first, *_ = runs.values()
+    result: dict[str, object] = {
         "shards": opts.shards,
         "threads_per_shard": opts.threads,
         "internal_tls": not opts.no_internal_tls,
-        **result,
     }
+    if len(runs) == 1:
+        return {**result, "gateway_processes": opts.gateway_processes[0], **first}
+    result["by_gateway_processes"] = runs
+    result["heartbeats_per_s_ratio_to_first"] = {
+        n: round(float(r["heartbeats_per_s"]) / max(float(first["heartbeats_per_s"]), 1e-9), 2)  # type: ignore[arg-type]
+        for n, r in runs.items()
+    }
+    return result

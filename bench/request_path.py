@@ -170,15 +170,20 @@ def processes_of(up_pid: int, kafka_pids: list[int], upstream: str = "Kafka JVM"
         except (OSError, ValueError, IndexError):
             continue
     found = {up_pid: "gateway (groupcoord up)"}
-    todo = list(children[up_pid])
+    todo = [(pid, up_pid) for pid in children[up_pid]]
     while todo:
-        pid = todo.pop()
+        pid, parent = todo.pop()
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        found[pid] = "shard supervisor" if " shard " in f"{cmdline} " else "shard worker"
-        todo += children[pid]
+        if " shard " in f"{cmdline} ":
+            found[pid] = "shard supervisor"
+        elif parent == up_pid:  # --gateway-processes (and multiprocessing's resource tracker)
+            found[pid] = "gateway resource tracker" if "resource_tracker" in cmdline else "gateway process"
+        else:
+            found[pid] = "shard worker"
+        todo += [(child, pid) for child in children[pid]]
     for pid in kafka_pids:
         found[pid] = upstream
     found[os.getpid()] = "load generator"
