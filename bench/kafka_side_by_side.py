@@ -325,6 +325,9 @@ def run(args: list[str]) -> dict[str, object]:
     )
     parser.add_argument("--shards", type=int, default=2, help="groupcoord shard processes")
     parser.add_argument("--threads", type=int, default=1, help="worker processes per shard")
+    parser.add_argument(
+        "--gateway-processes", type=int, default=1, help="groupcoord gateway processes (SO_REUSEPORT)"
+    )
     parser.add_argument("--hb-groups", type=int, default=100, help="heartbeating KIP-848 groups")
     parser.add_argument("--hb-members", type=int, default=1000, help="heartbeating KIP-848 members")
     parser.add_argument("--hb-seconds", type=float, default=10)
@@ -354,7 +357,13 @@ def run(args: list[str]) -> dict[str, object]:
             else {"group.consumer.assignment.interval.ms": opts.kafka_assignment_interval_ms}
         )
         kafka = ApacheKafka(Path(tmp), version=opts.kafka_version, heap_mb=opts.kafka_heap_mb, overrides=overrides)
-        with kafka, UpProcess(kafka.bootstrap, free_port(), opts.shards, opts.threads) as up:
+        with kafka, UpProcess(
+            kafka.bootstrap,
+            free_port(),
+            opts.shards,
+            opts.threads,
+            extra=["--gateway-processes", str(opts.gateway_processes)],
+        ) as up:
             bootstraps = {"kafka": kafka.bootstrap, "groupcoord": up.bootstrap}
             admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
             topics = {
@@ -415,7 +424,11 @@ def run(args: list[str]) -> dict[str, object]:
     return {
         "kafka_version": opts.kafka_version,
         "kafka_overrides": overrides,
-        "groupcoord": {"shards": opts.shards, "threads_per_shard": opts.threads},
+        "groupcoord": {
+            "shards": opts.shards,
+            "threads_per_shard": opts.threads,
+            "gateway_processes": opts.gateway_processes,
+        },
         "cpus": os.cpu_count(),
         "ratios_are": "groupcoord / Kafka: *_per_s higher is better, *_ms lower is better",
         "kip848_heartbeats": heartbeats,
