@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import shutil
 import sys
@@ -92,6 +93,8 @@ def check_inputs(args: argparse.Namespace) -> None:
         )
     if args.files or not args.bootstrap:
         return
+    # the reading consumer's INFO lines (its assignment) would come before the one line
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
     try:
         offsets = asyncio.run(topic_offsets(args.bootstrap, args.topic))
     except Exception as exc:  # noqa: BLE001 - any failure to reach the cluster: say it in one line
