@@ -2,7 +2,8 @@
 
 The kernel spreads connections over the processes (``SO_REUSEPORT``); each serves whole clients
 (groups of both protocols through the shards whose layout the first process passes on), the
-first serves the metrics of both, and stopping the first stops the other.
+first serves the metrics of both, starts the other again when it dies, and stopping the first
+stops the other.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -54,12 +57,48 @@ def _requests_by_process(url: str) -> dict[str, float]:
     return served
 
 
-def _consume_all(bootstrap: str, topic: str, records: int) -> int:
+def _process_up(url: str) -> float | None:
+    """``groupcoord_gateway_process_up`` of the further process: were its metrics read?"""
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "groupcoord_gateway_process_up" and s.labels.get("gateway_process") == "1":
+                return s.value
+    return None
+
+
+def _further_gateway(up_pid: int) -> int | None:
+    """The pid of the further gateway process under ``groupcoord up`` (a spawned child that is
+    neither a shard nor multiprocessing's resource tracker)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, rest = stat.read_text().split(" ", 1)
+            if int(rest.rsplit(")", 1)[1].split()[1]) != up_pid:
+                continue
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"multiprocessing" in cmdline and b"resource_tracker" not in cmdline:
+            return int(pid)
+    return None
+
+
+def _eventually(what: str, check: Callable[[], object], timeout_s: float = 60) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+
+
+def _consume_all(bootstrap: str, topic: str, records: int, name: str) -> int:
     members = [
         Consumer(
             {
                 "bootstrap.servers": bootstrap,
-                "group.id": f"{protocol}-{topic}",
+                "group.id": f"{protocol}-{name}-{topic}",
                 "group.protocol": protocol,
                 "auto.offset.reset": "earliest",
             }
@@ -98,9 +137,21 @@ def test_two_gateway_processes_share_the_port_serve_whole_clients_and_stop_toget
             producer.produce(topic, b"r", partition=i % 4)
         assert producer.flush(30) == 0
         # a KIP-848 group and a classic one, 3 members each, their connections on both processes
-        assert _consume_all(bootstrap, topic, 200) == 400
+        assert _consume_all(bootstrap, topic, 200, "first") == 400
         served = _requests_by_process(metrics)
         assert set(served) == {"0", "1"} and min(served.values()) > 0, served
+
+        # kill -9 of the further process: it is started again, and clients are served throughout
+        killed = _further_gateway(proc.pid)
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        again = _eventually(
+            "the further gateway process started again",
+            lambda: (pid := _further_gateway(proc.pid)) not in (None, killed) and pid,
+        )
+        assert _consume_all(bootstrap, topic, 200, "after-the-kill") == 400
+        _eventually("its metrics read again", lambda: _process_up(metrics) == 1.0)
+        assert _further_gateway(proc.pid) == again
     finally:
         os.kill(proc.pid, signal.SIGTERM)  # the first process only: it stops the other
         assert proc.wait(60) == 0

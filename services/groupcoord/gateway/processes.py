@@ -105,7 +105,10 @@ async def _serve(spec: ProcessSpec, conn: Connection) -> None:
 
 
 class GatewayProcesses:
-    """The further processes of a gateway, seen from the first (which serves as well)."""
+    """The further processes of a gateway, seen from the first (which serves as well).
+
+    A process that dies is started again (its clients meanwhile reconnect to the port, which
+    the living processes still serve), as a kubelet restarts a gateway pod's container."""
 
     def __init__(self, count: int, spec: ProcessSpec, metrics: Any = None) -> None:
         """``count`` further processes; ``metrics``: a :class:`ProcessExpositions` to tell their
@@ -113,40 +116,65 @@ class GatewayProcesses:
         self.count = count
         self.spec = spec
         self.metrics = metrics
-        self._processes: list[tuple[BaseProcess, Connection]] = []
+        self.restarts = 0
+        self._processes: dict[int, tuple[BaseProcess, Connection]] = {}
         self._layout: Layout | None = None
         self._lock = threading.Lock()
+        self._watching: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        context = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
         for index in range(1, self.count + 1):
-            ours, theirs = context.Pipe()
-            process = context.Process(
-                target=run_process, args=(self.spec, theirs), name=f"gateway-{index}", daemon=True
-            )
-            process.start()
-            theirs.close()
-            self._processes.append((process, ours))
-        for index, (process, conn) in enumerate(self._processes, start=1):
-            if not await asyncio.to_thread(conn.poll, READY_TIMEOUT_S):
-                raise RuntimeError(f"gateway process {index} did not start in {READY_TIMEOUT_S:.0f} s")
-            try:
-                port = conn.recv()
-            except EOFError:
-                raise RuntimeError(
-                    f"gateway process {index} exited at start (code {process.exitcode})"
-                ) from None
-            if self.metrics is not None and port:
-                self.metrics.set_port(index, port)
-            with self._lock:
-                if self._layout is not None:
-                    self._send(conn, self._layout)
+            self._spawn(index)
+        for index in range(1, self.count + 1):
+            await self._ready(index)
+        self._watching = asyncio.create_task(self._watch(), name="gateway-processes")
+
+    def _spawn(self, index: int) -> None:
+        context = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
+        ours, theirs = context.Pipe()
+        process = context.Process(
+            target=run_process, args=(self.spec, theirs), name=f"gateway-{index}", daemon=True
+        )
+        process.start()
+        theirs.close()
+        with self._lock:
+            self._processes[index] = (process, ours)
+
+    async def _ready(self, index: int) -> None:
+        """Wait for process ``index`` to serve; then tell it the layout and learn its metrics port."""
+        process, conn = self._processes[index]
+        if not await asyncio.to_thread(conn.poll, READY_TIMEOUT_S):
+            raise RuntimeError(f"gateway process {index} did not start in {READY_TIMEOUT_S:.0f} s")
+        try:
+            port = conn.recv()
+        except EOFError:
+            raise RuntimeError(f"gateway process {index} exited at start (code {process.exitcode})") from None
+        if self.metrics is not None and port:
+            self.metrics.set_port(index, port)
+        with self._lock:
+            if self._layout is not None:
+                self._send(conn, self._layout)
+
+    async def _watch(self, every_s: float = 1.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            for index, (process, conn) in list(self._processes.items()):
+                if process.is_alive():
+                    continue
+                log.warning("gateway process %d exited with %s; starting it again", index, process.exitcode)
+                conn.close()
+                self.restarts += 1
+                try:
+                    self._spawn(index)
+                    await self._ready(index)
+                except (OSError, RuntimeError) as exc:  # tried again at the next look
+                    log.error("gateway process %d did not start again: %s", index, exc)
 
     def publish(self, leaders: dict[int, tuple[int, int]], shards: dict[int, ShardEndpoint]) -> None:
         """A new layout of the shards, for every process (from any thread)."""
         with self._lock:
             self._layout = (dict(leaders), dict(shards))
-            for _process, conn in self._processes:
+            for _process, conn in self._processes.values():
                 self._send(conn, self._layout)
 
     @staticmethod
@@ -156,8 +184,12 @@ class GatewayProcesses:
 
     async def stop(self) -> None:
         """Close the pipes (each process stops its gateway and exits), then wait for them."""
+        if self._watching is not None:
+            self._watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watching
         with self._lock:
-            processes, self._processes = self._processes, []
+            processes, self._processes = list(self._processes.values()), {}
         for _process, conn in processes:
             conn.close()
         for process, _conn in processes:
