@@ -63,6 +63,15 @@ def test_up_without_the_local_extra_is_one_line_naming_it() -> None:
     assert run.stderr.strip() == "groupcoord up needs cryptography: pip install 'groupcoord[local]'"
 
 
+def test_gateway_processes_that_cannot_share_a_port_are_one_line() -> None:
+    for argv, said in (
+        (("--gateway-processes", "0"), "--gateway-processes must be at least 1"),
+        (("--gateway-processes", "2", "--port", "0"), "--gateway-processes needs a fixed --port: the processes share it"),
+    ):
+        run = groupcoord("up", "--kafka", "127.0.0.1:9", *argv)
+        assert run.returncode != 0 and run.stderr.strip() == said, run.stderr
+
+
 @pytest.mark.broker
 def test_capacity_without_a_metrics_topic_or_with_an_empty_one_says_so(broker: EmbeddedBroker) -> None:
     missing = groupcoord("capacity", "--bootstrap", broker.bootstrap, "--topic", f"none-{uuid.uuid4().hex[:6]}")

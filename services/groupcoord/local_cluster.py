@@ -371,6 +371,10 @@ def main(args: argparse.Namespace) -> int:
         import cryptography  # noqa: F401, PLC0415 - the throwaway CA of the processes' mutual TLS
     except ModuleNotFoundError:
         raise SystemExit("groupcoord up needs cryptography: pip install 'groupcoord[local]'") from None
+    if args.gateway_processes < 1:
+        raise SystemExit("--gateway-processes must be at least 1")
+    if args.gateway_processes > 1 and args.port == 0:
+        raise SystemExit("--gateway-processes needs a fixed --port: the processes share it")
     security = kafka_security.configure(args)
     if args.kafka is None and security.protocol != "PLAINTEXT":
         raise SystemExit(
