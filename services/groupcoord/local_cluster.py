@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
 import shutil
 import ssl
 import tempfile
@@ -25,6 +26,7 @@ from typing import Any
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.authorization.upstream_acls import UpstreamAclSource
+from groupcoord.cli import LOG_FORMAT_ENV
 from groupcoord.common import internal_tls, kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
@@ -292,7 +294,8 @@ class LocalCluster:
             functools.partial(further_gateway_options, _picklable(args.arguments), self.upstream, tls_dir),
             partitions=table.partitions if table is not None else 0,
             metrics=args.metrics,
-            log_level=logging.getLogger().getEffectiveLevel(),
+            log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+            log_format=os.environ.get(LOG_FORMAT_ENV, "text"),
         )
         return GatewayProcesses(args.gateway_processes - 1, spec, metrics)
 

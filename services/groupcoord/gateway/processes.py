@@ -50,16 +50,16 @@ class ProcessSpec:
     options: Callable[[], GatewayOptions]
     partitions: int  # the state topic's (0: no coordinator, a plain proxy)
     metrics: bool
-    log_level: int = logging.WARNING
+    log_level: str = "WARNING"
+    log_format: str = "text"  # the command's --log-format: text or json lines
 
 
 def run_process(spec: ProcessSpec, conn: Connection) -> None:
     """A further gateway process: serves until its supervisor closes the pipe or a signal."""
-    from groupcoord.common.event_loop import new_event_loop  # noqa: PLC0415 - the spawned process's
+    from groupcoord.cli import configure_logging  # noqa: PLC0415 - the spawned process's
+    from groupcoord.common.event_loop import new_event_loop  # noqa: PLC0415
 
-    logging.basicConfig(
-        level=spec.log_level, format=f"%(asctime)s %(levelname)s [{PROCESS_LABEL}] %(message)s"
-    )
+    configure_logging(spec.log_level, spec.log_format)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(_serve(spec, conn))
 
