@@ -104,40 +104,6 @@ class _Scanned:
         return (end if self.first is None else self.first), end
 
 
-def _consumer(bootstrap: str) -> Any:
-    """An unstarted aiokafka consumer of the upstream, reset to ``earliest`` where an offset is
-    out of range (see :func:`_scan`)."""
-    from aiokafka import AIOKafkaConsumer  # noqa: PLC0415 - runs in Spark's Python worker
-
-    from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415 - the worker's environment
-
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        **upstream_security().aiokafka_options(),
-    )
-
-
-async def _partitions(consumer: Any, topic: str) -> list[int]:
-    """The topic's partitions from a started consumer's metadata (none: no such topic)."""
-    found = consumer.partitions_for_topic(topic)
-    if found is None:
-        await consumer._client.force_metadata_update()  # first lookup of a topic
-        found = consumer.partitions_for_topic(topic) or set()
-    return sorted(found)
-
-
-async def topic_partitions(bootstrap: str, topic: str) -> list[int]:
-    """The topic's partitions (metadata only: no records are read)."""
-    consumer = _consumer(bootstrap)
-    await consumer.start()
-    try:
-        return await _partitions(consumer, topic)
-    finally:
-        await consumer.stop()
-
-
 async def _scan(bootstrap: str, topic: str, partitions: list[int] | None, keep: bool) -> dict[int, _Scanned]:
     """Read the partitions (all of the topic's when ``None``) from their first record to the high
     watermark of a Fetch response. Both ends come from Fetch, not from ListOffsets: tansu answers
@@ -147,13 +113,24 @@ async def _scan(bootstrap: str, topic: str, partitions: list[int] | None, keep: 
     to ``earliest``), and ends only at the high watermark: an empty poll is no proof of the end
     on a loaded machine, where a fetch can take longer than the poll waits. Without ``keep`` it
     stops at each partition's first record."""
-    from aiokafka import TopicPartition  # noqa: PLC0415 - runs in Spark's Python worker
+    from aiokafka import AIOKafkaConsumer, TopicPartition  # noqa: PLC0415 - runs in Spark's Python worker
 
-    consumer = _consumer(bootstrap)
+    from groupcoord.common.kafka_security import upstream_security  # noqa: PLC0415 - the worker's environment
+
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        **upstream_security().aiokafka_options(),
+    )
     await consumer.start()
     try:
         if partitions is None:
-            partitions = await _partitions(consumer, topic)
+            found = consumer.partitions_for_topic(topic)
+            if found is None:
+                await consumer._client.force_metadata_update()  # first lookup of a topic
+                found = consumer.partitions_for_topic(topic) or set()
+            partitions = sorted(found)
         tps = {p: TopicPartition(topic, p) for p in partitions}
         if not tps:
             return {}
@@ -201,7 +178,7 @@ class _KafkaTopicReader(DataSourceReader):
         self.topic = options["topic"]
 
     def partitions(self) -> list[InputPartition]:
-        found = asyncio.run(topic_partitions(self.bootstrap, self.topic))
+        found = asyncio.run(topic_offsets(self.bootstrap, self.topic))
         return [_TopicPartition(self.topic, p) for p in found]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
