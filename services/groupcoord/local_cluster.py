@@ -37,7 +37,7 @@ from groupcoord.embedded_broker import EmbeddedBroker, EmbeddedBrokerMissing
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_bootstrap
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.processes import PROCESS_LABEL, GatewayProcesses, ProcessSpec
+from groupcoord.gateway.processes import GatewayProcesses, ProcessSpec
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.gateway.security import listener_security
@@ -274,22 +274,10 @@ class LocalCluster:
             await self.gateway_processes.start()
 
     def _further_gateways(self, table: LeadershipTable | None, tls_dir: Path | None) -> GatewayProcesses:
-        """The ``--gateway-processes`` beyond this one; their metrics join this process's."""
+        """The ``--gateway-processes`` beyond this one (their metrics join this process's)."""
         args = self.args
         if args.arguments is None:
             raise ValueError("gateway_processes > 1 needs the options made by ClusterOptions.from_args")
-        metrics = None
-        if args.metrics:
-            from prometheus_client import REGISTRY  # noqa: PLC0415
-
-            from groupcoord.observability.worker_metrics import ProcessExpositions  # noqa: PLC0415
-
-            metrics = ProcessExpositions(
-                PROCESS_LABEL,
-                "groupcoord_gateway_process_up",
-                "Whether the further gateway process's metrics were read in this scrape (1) or not (0).",
-            )
-            REGISTRY.register(metrics)
         spec = ProcessSpec(
             functools.partial(further_gateway_options, _picklable(args.arguments), self.upstream, tls_dir),
             partitions=table.partitions if table is not None else 0,
@@ -297,7 +285,7 @@ class LocalCluster:
             log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
             log_format=os.environ.get(LOG_FORMAT_ENV, "text"),
         )
-        return GatewayProcesses(args.gateway_processes - 1, spec, metrics)
+        return GatewayProcesses(args.gateway_processes - 1, spec)
 
     def metrics_targets(self) -> list[str]:
         """host:port of every /metrics endpoint: the gateway's and each shard process's (which
@@ -314,10 +302,6 @@ class LocalCluster:
     async def stop(self) -> None:
         if self.gateway_processes is not None:
             await self.gateway_processes.stop()
-            if self.gateway_processes.metrics is not None:
-                from prometheus_client import REGISTRY  # noqa: PLC0415
-
-                REGISTRY.unregister(self.gateway_processes.metrics)
         if self.gateway is not None:
             await self.gateway.stop()
         if self.metrics_server is not None:

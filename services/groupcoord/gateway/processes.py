@@ -26,10 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any
+
+from prometheus_client import REGISTRY
 
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
+from groupcoord.observability.worker_metrics import ProcessExpositions
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +112,20 @@ class GatewayProcesses:
     A process that dies is started again (its clients meanwhile reconnect to the port, which
     the living processes still serve), as a kubelet restarts a gateway pod's container."""
 
-    def __init__(self, count: int, spec: ProcessSpec, metrics: Any = None) -> None:
-        """``count`` further processes; ``metrics``: a :class:`ProcessExpositions` to tell their
-        metrics ports (registered in the first process's registry by the caller)."""
+    def __init__(self, count: int, spec: ProcessSpec) -> None:
+        """``count`` further processes; with ``spec.metrics`` their series join this process's
+        registry from :meth:`start` to :meth:`stop`."""
         self.count = count
         self.spec = spec
-        self.metrics = metrics
+        self.metrics = (
+            ProcessExpositions(
+                PROCESS_LABEL,
+                "groupcoord_gateway_process_up",
+                "Whether the further gateway process's metrics were read in this scrape (1) or not (0).",
+            )
+            if spec.metrics
+            else None
+        )
         self.restarts = 0
         self._processes: dict[int, tuple[BaseProcess, Connection]] = {}
         self._layout: Layout | None = None
@@ -123,6 +133,8 @@ class GatewayProcesses:
         self._watching: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        if self.metrics is not None:
+            REGISTRY.register(self.metrics)
         for index in range(1, self.count + 1):
             self._spawn(index)
         for index in range(1, self.count + 1):
@@ -197,3 +209,6 @@ class GatewayProcesses:
             if process.is_alive():
                 process.kill()
                 await asyncio.to_thread(process.join, STOP_TIMEOUT_S)
+        if self.metrics is not None:
+            with contextlib.suppress(KeyError):  # never registered: start() did not get that far
+                REGISTRY.unregister(self.metrics)

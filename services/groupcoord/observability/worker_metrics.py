@@ -86,7 +86,7 @@ class ProcessExpositions(Collector):
             self._ports[process] = port
 
     def processes(self) -> list[int]:
-        """Every process whose series belong here (its port known or not)."""
+        """Every process whose series belong here (those whose ports are known)."""
         with self._lock:
             return sorted(self._ports)
 
