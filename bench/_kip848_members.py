@@ -35,7 +35,7 @@ class Connection:
         self.conn = ClientConnection()
         return self
 
-    async def heartbeat(self, member: Member, topic: str | None = None, joining: bool = False) -> Any:
+    def _request(self, member: Member, topic: str | None, joining: bool) -> bytes:
         from kio.schema.consumer_group_heartbeat.v1.request import (  # noqa: PLC0415
             ConsumerGroupHeartbeatRequest,
             TopicPartitions,
@@ -59,30 +59,52 @@ class Connection:
             ),
         )
         self.cid += 1
-        self.writer.write(frame_bytes(codec.encode_request(self.cid, "bench", req)))
-        while True:
-            got = self.conn.receive_data(await self.reader.read(1 << 16))
-            if got:
-                break
-        _, resp = codec.decode_response(68, 1, got[0][1])
-        if int(resp.error_code.value) != 0:
-            raise RuntimeError(f"heartbeat of {member.member_id}: {resp.error_code} {resp.error_message}")
-        changed = int(resp.member_epoch) != member.epoch
-        member.epoch = int(resp.member_epoch)
-        if resp.assignment is not None:
-            new = {
-                tp.topic_id: frozenset(int(p) for p in tp.partitions)
-                for tp in resp.assignment.topic_partitions
-            }
-            for t, ps in member.owned.items():
-                if ps - new.get(t, frozenset()):
-                    member.revoked_ever = True
-            changed = changed or new != member.owned
-            member.owned = new
-        return changed
+        return frame_bytes(codec.encode_request(self.cid, "bench", req))
+
+    async def _responses(self, count: int) -> list[bytes]:
+        got: list[bytes] = []
+        while len(got) < count:
+            data = await self.reader.read(1 << 16)
+            if not data:
+                raise ConnectionError(f"{self.host}:{self.port} closed the connection")
+            got.extend(frame for _, frame in self.conn.receive_data(data))
+        return got
+
+    async def heartbeat(self, member: Member, topic: str | None = None, joining: bool = False) -> Any:
+        """One heartbeat, answered before it returns; whether it changed the member."""
+        self.writer.write(self._request(member, topic, joining))
+        (frame,) = await self._responses(1)
+        return _apply(member, frame)
+
+    async def heartbeats(self, members: list[Member]) -> bool:
+        """A heartbeat of each member, all in flight at once on this connection (as members
+        of a real group heartbeat on their own clocks, not one after another); whether any
+        changed its member. Responses come back in request order, as Kafka answers."""
+        self.writer.write(b"".join(self._request(m, None, False) for m in members))
+        frames = await self._responses(len(members))
+        return any([_apply(m, frame) for m, frame in zip(members, frames, strict=True)])
 
     def close(self) -> None:
         self.writer.close()
+
+
+def _apply(member: Member, frame: bytes) -> bool:
+    """Take a heartbeat response into ``member`` (epoch, assignment); whether it changed."""
+    from groupcoord.common.kafka_wire import codec  # noqa: PLC0415
+
+    _, resp = codec.decode_response(68, 1, frame)
+    if int(resp.error_code.value) != 0:
+        raise RuntimeError(f"heartbeat of {member.member_id}: {resp.error_code} {resp.error_message}")
+    changed = int(resp.member_epoch) != member.epoch
+    member.epoch = int(resp.member_epoch)
+    if resp.assignment is not None:
+        new = {tp.topic_id: frozenset(int(p) for p in tp.partitions) for tp in resp.assignment.topic_partitions}
+        for t, ps in member.owned.items():
+            if ps - new.get(t, frozenset()):
+                member.revoked_ever = True
+        changed = changed or new != member.owned
+        member.owned = new
+    return changed
 
 
 async def converge(conn: Connection, members: list[Member], max_rounds: int = 100) -> int:

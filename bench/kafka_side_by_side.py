@@ -11,7 +11,10 @@ gateway. Each scenario runs against Kafka first, then against groupcoord, on fre
    members, heartbeats/s, p50/p99.
 2. Rebalance: how long until a KIP-848 group of N members is stable after one member joins and
    after one leaves (raw heartbeat clients, round after round; stable = a round that changes
-   nothing with every partition owned by exactly one member at one epoch), and the same for
+   nothing with every partition owned by exactly one member at one epoch): "concurrent", each
+   round's heartbeats all in flight over several connections, as a real group's members
+   heartbeat, and "sequential", one after another on one connection, which makes the time
+   mostly one request's latency times the members; and the same for
    librdkafka classic ``cooperative-sticky`` members (stable = every partition owned exactly
    once, balanced within one, as the members' own rebalance callbacks report).
 3. Offset commits from librdkafka: synchronous commits back to back from several consumers,
@@ -111,13 +114,29 @@ def warm_up(bootstrap: str, topic: str, coordinator_partitions: int) -> None:
 # -- 2. rebalances -------------------------------------------------------------------------
 
 
-async def kip848_rebalance(bootstrap: str, topic: str, partitions: int, members: int) -> dict[str, Any]:
+async def kip848_rebalance(
+    bootstrap: str, topic: str, partitions: int, members: int, connections: int
+) -> dict[str, Any]:
     """Form a group of ``members``; time until it is stable after one joins, then after one
-    leaves."""
+    leaves. With ``connections`` > 0 every round's heartbeats are in flight at once, spread
+    over that many connections, as the members of a real group heartbeat each on its own
+    clock; with 0 they go one after another on one connection, so a round takes
+    ``members`` round trips and the time is mostly one request's latency."""
     from _kip848_members import Connection, Member  # noqa: PLC0415
 
     host, port = bootstrap.rsplit(":", 1)
-    conn = await Connection(host, int(port)).open()
+    conns = [await Connection(host, int(port)).open() for _ in range(max(connections, 1))]
+    conn = conns[0]
+
+    async def round_of(group: list[Any]) -> bool:
+        if not connections:
+            changed = False
+            for m in group:
+                changed |= bool(await conn.heartbeat(m))
+            return changed
+        shares = [group[i :: len(conns)] for i in range(len(conns))]
+        changed = await asyncio.gather(*(c.heartbeats(ms) for c, ms in zip(conns, shares, strict=True) if ms))
+        return any(changed)
 
     def stable(group: list[Any], above: int) -> bool:
         """Every partition owned by exactly one member, every member at one epoch, and that
@@ -135,10 +154,7 @@ async def kip848_rebalance(bootstrap: str, topic: str, partitions: int, members:
         rounds = 0
         while time.perf_counter() < deadline:
             rounds += 1
-            changed = False
-            for m in group:
-                changed |= bool(await conn.heartbeat(m))
-            if not changed:
+            if not await round_of(group):
                 if stable(group, above):
                     return rounds
                 await asyncio.sleep(0.005)
@@ -169,7 +185,8 @@ async def kip848_rebalance(bootstrap: str, topic: str, partitions: int, members:
             m.epoch = -1
             await conn.heartbeat(m)
     finally:
-        conn.close()
+        for c in conns:
+            c.close()
     return {
         "stable_after_join_ms": round(joined * 1000, 1),
         "join_heartbeat_rounds": join_rounds,
@@ -335,6 +352,13 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--hb-connections", type=int, default=4)
     parser.add_argument("--kip848-sizes", type=_sizes, default=[10, 100, 1000], help="KIP-848 group sizes")
     parser.add_argument("--classic-sizes", type=_sizes, default=[10, 100], help="classic cooperative group sizes")
+    parser.add_argument(
+        "--rebalance-connections",
+        type=int,
+        default=8,
+        help="KIP-848 rebalances: connections a round's heartbeats are spread over, all in flight "
+        "at once (the 'concurrent' figures; 'sequential' sends them one after another)",
+    )
     parser.add_argument("--rebalance-partitions", type=int, default=200, help="partitions of the subscribed topic")
     parser.add_argument("--classic-timeout", type=float, default=120, help="seconds a classic group may take")
     parser.add_argument("--committers", type=int, default=8)
@@ -399,9 +423,13 @@ def run(args: list[str]) -> dict[str, object]:
             kip848 = [
                 {
                     "members": n,
-                    **side_by_side(
-                        lambda _t, b, n=n: asyncio.run(kip848_rebalance(b, rb_topic, rb_partitions, n)), bootstraps
-                    ),
+                    **{
+                        mode: side_by_side(
+                            lambda _t, b, n=n, c=c: asyncio.run(kip848_rebalance(b, rb_topic, rb_partitions, n, c)),
+                            bootstraps,
+                        )
+                        for mode, c in (("concurrent", opts.rebalance_connections), ("sequential", 0))
+                    },
                 }
                 for n in opts.kip848_sizes
             ]
