@@ -30,10 +30,20 @@ S = TypeVar("S")
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorRecord:
-    """One state-topic record: a key message and a value message (None = tombstone)."""
+    """One state-topic record: a key message and a value message (None = tombstone).
+
+    ``decoded``: the value in the form the shard's replay makes of it, when the handler that
+    built the record had that form at hand; replay then takes it instead of reading the
+    message. Both replicas replay a record, so a value read twice from a large message (a
+    1,000-member group's target assignment: ~15 ms per replica on the partition's loop) is
+    read not at all. It must equal what replay would decode from ``value`` (the property
+    tests replay the log and compare with the live state), and is shared by the replicas,
+    so nothing may change it. Not part of the record's value: records compare by key and
+    value, and one read from the log has none."""
 
     key: Message
     value: Message | None
+    decoded: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -172,7 +172,7 @@ class GroupCoordinatorShard(ActsOnState):
         replay = self._replay.get(type(record.key))
         if replay is None:
             raise ValueError(f"no replay for record {type(record.key).__name__}")
-        replay(record.key, record.value)
+        replay(record.key, record.value if record.decoded is None else record.decoded)
 
     def on_loaded(self, now_ms: int) -> CoordinatorResult[None]:
         """Called once after loading the partition: the timers replay does not arm."""

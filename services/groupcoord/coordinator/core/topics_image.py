@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
 
@@ -52,12 +53,28 @@ class TopicImage:
         return any(self.partition_racks)
 
 
+MEMO_ENTRIES = 65_536
+"""Answers an image remembers at most (:meth:`TopicsImage.subscription_ids` per distinct
+subscription, :meth:`TopicsImage.metadata_hash`'s bytes per topic); past it the memo starts
+again, so a stream of ever new subscriptions costs recomputation, never unbounded memory."""
+
+
 @dataclass(frozen=True, slots=True)
 class TopicsImage:
-    """Topics by id and by name. Build with :meth:`of`; treat as immutable."""
+    """Topics by id and by name. Build with :meth:`of`; treat as immutable.
+
+    An image remembers what it computed about subscriptions (``_memo``): the answers depend on
+    the image alone, and the image lives until the topics change, so a group's heartbeats stop
+    recomputing them. Measured with ``bench/run.py assignment-offload`` (1,000 members each
+    subscribed to 20 of 1,000 topics of 50 partitions): the topic ids of every member's
+    subscription were 64 % of the partition loop's time for a membership change, before any
+    assignor ran, and the metadata hash walked all 50,000 partitions' racks on every join."""
 
     by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    # Memoized answers, see the class docstring: not part of the image's value. A race
+    # between the loop and an offload thread at worst computes one answer twice.
+    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __copy__(self) -> TopicsImage:
         return self
@@ -112,6 +129,26 @@ class TopicsImage:
                 out[name] = parts
         return out
 
+    def subscription_ids(
+        self, names: tuple[str, ...], resolved: frozenset[str] | None = None
+    ) -> frozenset[bytes]:
+        """The ids of the topics a member subscribes to (``names``, and the topics its regex
+        resolved to) that this image has. The same subscription gets the same object, which
+        makes an assignor's homogeneity check an identity comparison."""
+        key = (names, resolved)
+        ids = self._memo.get(key)
+        if ids is None:
+            wanted = set(names) if resolved is None else set(names) | resolved
+            by_name = self.by_name
+            ids = frozenset(by_name[n].topic_id for n in wanted if n in by_name)
+            self._remember(key, ids)
+        return ids
+
+    def _remember(self, key: object, value: object) -> None:
+        if len(self._memo) >= MEMO_ENTRIES:
+            self._memo.clear()
+        self._memo[key] = value
+
     def num_partitions(self, topic_id: bytes) -> int:
         t = self.by_id.get(topic_id)
         return -1 if t is None else t.num_partitions
@@ -130,17 +167,27 @@ class TopicsImage:
         """
         h = hashlib.blake2b(digest_size=8)
         for name in sorted(set(topic_names)):
+            hashed = self._hashed(name)
+            if hashed:
+                h.update(hashed)
+        return int.from_bytes(h.digest(), "big") >> 1
+
+    def _hashed(self, name: str) -> bytes:
+        """What :meth:`metadata_hash` feeds its digest for one topic (nothing for a topic the
+        image lacks), remembered: a topic's racks are walked once per image, not per join."""
+        key = ("hashed", name)
+        hashed = self._memo.get(key)
+        if hashed is None:
             t = self.by_name.get(name)
             if t is None:
-                continue
-            h.update(name.encode())
-            h.update(b"\0")
-            h.update(t.topic_id)
-            h.update(t.num_partitions.to_bytes(4, "big"))
-            for racks in t.partition_racks:
-                h.update(",".join(sorted(racks)).encode())
-                h.update(b";")
-        return int.from_bytes(h.digest(), "big") >> 1
+                hashed = b""
+            else:
+                parts = [name.encode(), b"\0", t.topic_id, t.num_partitions.to_bytes(4, "big")]
+                for racks in t.partition_racks:
+                    parts += (",".join(sorted(racks)).encode(), b";")
+                hashed = b"".join(parts)
+            self._remember(key, hashed)
+        return hashed
 
 
 UNKNOWN_IMAGE = TopicsImage()

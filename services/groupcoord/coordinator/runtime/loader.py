@@ -44,6 +44,7 @@ class RecordDecoder:
         self._new = object.__new__
         self._set_key = CoordinatorRecord.key.__set__  # type: ignore[attr-defined]
         self._set_value = CoordinatorRecord.value.__set__  # type: ignore[attr-defined]
+        self._set_decoded = CoordinatorRecord.decoded.__set__  # type: ignore[attr-defined]
 
     def __call__(self, key: bytes, value: bytes | None) -> CoordinatorRecord:
         prefix = key[:2]
@@ -54,6 +55,7 @@ class RecordDecoder:
         record = self._new(CoordinatorRecord)
         self._set_key(record, parsers[0](key[2:]))
         self._set_value(record, None if value is None else parsers[1](value))
+        self._set_decoded(record, None)  # read from the log: replay decodes the message
         return record  # type: ignore[no-any-return]
 
 

@@ -216,12 +216,16 @@ def current_assignment_record(group_id: str, member: ConsumerGroupMember) -> Coo
 
 
 def target_member_record(group_id: str, member_id: str, target: Partitions) -> CoordinatorRecord:
+    """A member's target; the record carries it decoded (``CoordinatorRecord.decoded``), as
+    :meth:`ConsumerGroup.replay_target_member` would read it from the message."""
     v = pb.ConsumerGroupTargetAssignmentMemberValue()
+    decoded: dict[bytes, frozenset[int]] = {}
     for tid in sorted(target):
         if target[tid]:
             v.topic_partitions.add(topic_id=tid, partitions=sorted(target[tid]))
+            decoded[tid] = frozenset(target[tid])
     return CoordinatorRecord(
-        pb.ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), v
+        pb.ConsumerGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), v, decoded
     )
 
 
@@ -538,10 +542,14 @@ class ConsumerGroup:
     def replay_target_member(
         self,
         key: pb.ConsumerGroupTargetAssignmentMemberKey,
-        v: pb.ConsumerGroupTargetAssignmentMemberValue | None,
+        v: pb.ConsumerGroupTargetAssignmentMemberValue | dict[bytes, frozenset[int]] | None,
     ) -> None:
+        """``v`` is the message, or the record's ``decoded`` target (a record made in this
+        process): each replica gets a dict of its own, sharing only the frozen sets."""
         if v is None:
             self.target.pop(key.member_id, None)
+        elif isinstance(v, dict):
+            self.target[key.member_id] = dict(v)
         else:
             self.target[key.member_id] = {tp.topic_id: frozenset(tp.partitions) for tp in v.topic_partitions}
 

@@ -51,33 +51,18 @@ def group_spec(
 ) -> GroupSpec:
     """The assignor's input: every member's subscription as topic ids of ``image``, its rack
     and its current target. Only values: a spec stays valid while the group changes, so an
-    assignor may run on it off the loop."""
-    ids_cache: dict[str, bytes | None] = {}
-    # Members mostly share subscriptions: one frozenset per distinct subscription (which also
-    # makes the assignor's homogeneity check an identity comparison).
-    by_subscription: dict[tuple[tuple[str, ...], str | None], frozenset[bytes]] = {}
+    assignor may run on it off the loop. The image remembers each subscription's ids
+    (:meth:`~groupcoord.coordinator.core.topics_image.TopicsImage.subscription_ids`), so
+    members sharing one share its frozenset, across specs too."""
 
     def topic_ids(member: ConsumerGroupMember) -> frozenset[bytes]:
-        key = (member.subscribed_topic_names, member.subscribed_topic_regex)
-        cached = by_subscription.get(key)
-        if cached is None:
-            cached = by_subscription[key] = _topic_ids(member)
-        return cached
-
-    def _topic_ids(member: ConsumerGroupMember) -> frozenset[bytes]:
-        names = set(member.subscribed_topic_names)
         regex = member.subscribed_topic_regex
-        if regex is not None:
-            resolved = resolved_regexes.get(regex)
-            names |= resolved if resolved is not None else resolve(regex, image)
-        out = set()
-        for name in names:
-            tid = ids_cache.get(name, b"")
-            if tid == b"":
-                tid = ids_cache[name] = image.topic_id(name)
-            if tid is not None:
-                out.add(tid)
-        return frozenset(out)
+        if regex is None:
+            return image.subscription_ids(member.subscribed_topic_names)
+        resolved = resolved_regexes.get(regex)
+        return image.subscription_ids(
+            member.subscribed_topic_names, resolved if resolved is not None else resolve(regex, image)
+        )
 
     return GroupSpec(
         {mid: MemberSpec(m.rack_id, topic_ids(m), current_target.get(mid, {})) for mid, m in members.items()}
