@@ -29,6 +29,7 @@ from groupcoord.authorization.upstream_acls import UpstreamAclSource
 from groupcoord.cli import LOG_FORMAT_ENV
 from groupcoord.common import internal_tls, kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.heap import freeze_startup_objects
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.common.run_dirs import state_dir
@@ -332,6 +333,7 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
     stop = stop_on_signals()
     try:
         await cluster.start()
+        freeze_startup_objects()
         assert cluster.gateway is not None
         host, port = cluster.gateway.bootstrap_address
         shards = (

@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
+from groupcoord.common.heap import freeze_startup_objects
 from groupcoord.common.internal_tls import InternalTls
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_address, parse_bootstrap
@@ -126,6 +127,7 @@ async def serve(args: argparse.Namespace) -> None:
             serve_metrics(args.metrics_port)
         for gateway in gateways:
             await gateway.start()
+        freeze_startup_objects()
         host, port = gateways[0].bootstrap_address
         print(f"gateway ready: bootstrap {host}:{port}", flush=True)
         for listener, gateway in zip(extra, gateways[1:], strict=True):

@@ -68,6 +68,7 @@ def run_process(spec: ProcessSpec, conn: Connection) -> None:
 
 async def _serve(spec: ProcessSpec, conn: Connection) -> None:
     from groupcoord.common.event_loop import stop_on_signals  # noqa: PLC0415
+    from groupcoord.common.heap import freeze_startup_objects  # noqa: PLC0415
 
     stop = stop_on_signals()
     loop = asyncio.get_running_loop()
@@ -97,6 +98,7 @@ async def _serve(spec: ProcessSpec, conn: Connection) -> None:
         metrics_port = server.server_port
     try:
         await gateway.start()
+        freeze_startup_objects()
         conn.send(metrics_port)  # ready
         threading.Thread(target=follow, name="gateway-layout", daemon=True).start()
         await stop.wait()
