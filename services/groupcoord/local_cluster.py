@@ -38,7 +38,7 @@ from groupcoord.embedded_broker import EmbeddedBroker, EmbeddedBrokerMissing
 from groupcoord.gateway import assembly
 from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_bootstrap
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
-from groupcoord.gateway.processes import GatewayProcesses, ProcessSpec
+from groupcoord.gateway.processes import GatewayProcesses, ProcessSpec, picklable_arguments, run_process
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.upstream import UpstreamUnavailable, fetch_upstream_versions
 from groupcoord.gateway.security import listener_security
@@ -193,11 +193,6 @@ def further_gateway_options(
     return dataclasses.replace(options, reuse_port=True)
 
 
-def _picklable(arguments: argparse.Namespace) -> argparse.Namespace:
-    """The flags without the command line's own entries (``_module``: a module, not picklable)."""
-    return argparse.Namespace(**{k: v for k, v in vars(arguments).items() if not k.startswith("_")})
-
-
 class LocalCluster:
     """Control plane + shards + gateway in front of ``upstream``, started and stopped together."""
 
@@ -280,13 +275,13 @@ class LocalCluster:
         if args.arguments is None:
             raise ValueError("gateway_processes > 1 needs the options made by ClusterOptions.from_args")
         spec = ProcessSpec(
-            functools.partial(further_gateway_options, _picklable(args.arguments), self.upstream, tls_dir),
+            functools.partial(further_gateway_options, picklable_arguments(args.arguments), self.upstream, tls_dir),
             partitions=table.partitions if table is not None else 0,
             metrics=args.metrics,
             log_level=logging.getLevelName(logging.getLogger().getEffectiveLevel()),
             log_format=os.environ.get(LOG_FORMAT_ENV, "text"),
         )
-        return GatewayProcesses(args.gateway_processes - 1, spec)
+        return GatewayProcesses(args.gateway_processes - 1, functools.partial(run_process, spec), metrics=spec.metrics)
 
     def metrics_targets(self) -> list[str]:
         """host:port of every /metrics endpoint: the gateway's and each shard process's (which

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -145,12 +146,14 @@ def pods(workload_namespace: Any, broker: EmbeddedBroker, tmp_path: Path):  # ty
         p.stop()
 
 
-async def start_cluster(pods: Pods) -> tuple[dict[int, Any], ConfluentConsumer, KeepProducing, str]:
+async def start_cluster(
+    pods: Pods, *gateway_flags: str
+) -> tuple[dict[int, Any], ConfluentConsumer, KeepProducing, str]:
     placement = place(STATE_PARTITIONS, [0, 1])
     await pods.kube.publish(pods.name, placement, new=True)
     for shard in (0, 1):
         pods.start_shard(shard, threads=1)
-    pods.start_gateway()
+    pods.start_gateway(*gateway_flags)
     await asyncio.gather(pods.ready(0), pods.ready(1))
     bootstrap = f"127.0.0.1:{pods.gateway_port}"
     topic = f"lf-{uuid.uuid4().hex[:6]}"
@@ -171,28 +174,77 @@ async def start_cluster(pods: Pods) -> tuple[dict[int, Any], ConfluentConsumer, 
     return placement, consumer, producer, bootstrap
 
 
+async def roll_threads(pods: Pods, placement: dict[int, Any], consumers: list[ConfluentConsumer]) -> None:
+    """What the operator does for threadsPerShard 1 -> 2, one shard at a time; every consumer
+    commits after each step."""
+    for shard in (0, 1):
+        placement = place(STATE_PARTITIONS, [1 - shard], placement)  # move its partitions away
+        await pods.kube.publish(pods.name, placement)
+        old = pods.shards[shard]
+        old.send_signal(signal.SIGTERM)  # it drains until its partitions are gone, then exits
+        assert await asyncio.to_thread(old.wait, 40) == 0
+        pods.start_shard(shard, threads=2)
+        await pods.ready(shard)
+        placement = place(STATE_PARTITIONS, [0, 1], placement)  # it gets its share back
+        await pods.kube.publish(pods.name, placement)
+        since = time.monotonic() + 1
+        await asyncio.gather(*(committing_since(c, since) for c in consumers))
+    leader = placement[partition_for(consumers[0].group, STATE_PARTITIONS)].leader
+    assert any(p % 2 == 1 for p, a in placement.items() if a.leader == leader)
+    since = time.monotonic() + 1
+    await asyncio.gather(*(committing_since(c, since) for c in consumers))
+
+
 async def test_gateway_follows_a_rolling_threads_change(pods: Pods) -> None:
     placement, consumer, producer, _ = await start_cluster(pods)
     try:
-        for shard in (0, 1):  # what the operator does for threadsPerShard 1 -> 2
-            placement = place(STATE_PARTITIONS, [1 - shard], placement)  # move its partitions away
-            await pods.kube.publish(pods.name, placement)
-            old = pods.shards[shard]
-            old.send_signal(signal.SIGTERM)  # it drains until its partitions are gone, then exits
-            assert await asyncio.to_thread(old.wait, 40) == 0
-            pods.start_shard(shard, threads=2)
-            await pods.ready(shard)
-            placement = place(STATE_PARTITIONS, [0, 1], placement)  # it gets its share back
-            await pods.kube.publish(pods.name, placement)
-            await committing_since(consumer, time.monotonic() + 1)
-        leader = placement[partition_for(consumer.group, STATE_PARTITIONS)].leader
-        assert any(p % 2 == 1 for p, a in placement.items() if a.leader == leader)
-        await committing_since(consumer, time.monotonic() + 1)
+        await roll_threads(pods, placement, [consumer])
     finally:
         producer.stop.set()
         await asyncio.to_thread(producer.join, 30)
         await asyncio.to_thread(consumer.stop)
     assert consumer.history.errors == []
+
+
+async def test_gateway_processes_each_follow_the_layout(pods: Pods) -> None:
+    """``groupcoord gateway --processes 2``: each process follows the resource itself, as two
+    gateway pods would, so a rolling threads change goes by without an error for consumers
+    whose connections the kernel spread over both processes."""
+    metrics_port = free_port()
+    placement, consumer, producer, bootstrap = await start_cluster(
+        pods, "--processes", "2", "--metrics-port", str(metrics_port)
+    )
+    consumers = [consumer] + [
+        ConfluentConsumer(bootstrap, consumer.topic, odd_partition_group(), f"c{i}", **{"group.protocol": "consumer"})
+        for i in range(1, 4)
+    ]
+    try:
+        for c in consumers[1:]:
+            c.start()
+        await asyncio.gather(*(committing_since(c, 0) for c in consumers[1:]))
+        await roll_threads(pods, placement, consumers)
+        served = await asyncio.to_thread(api_versions_by_process, metrics_port)
+        assert set(served) == {"0", "1"} and min(served.values()) > 0, served
+    finally:
+        producer.stop.set()
+        await asyncio.to_thread(producer.join, 30)
+        for c in consumers:
+            await asyncio.to_thread(c.stop)
+    assert [c.history.errors for c in consumers] == [[], [], [], []]
+
+
+def api_versions_by_process(metrics_port: int) -> dict[str, float]:
+    """ApiVersions requests (one per connection) each gateway process served ("0": the first)."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    served: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "groupcoord_request_latency_seconds_count" and sample.labels.get("api") == "api_versions":
+                process = sample.labels.get("gateway_process", "0")
+                served[process] = served.get(process, 0.0) + sample.value
+    return served
 
 
 async def test_gateway_asks_again_when_a_worker_refuses(pods: Pods) -> None:

@@ -157,3 +157,65 @@ def test_two_gateway_processes_share_the_port_serve_whole_clients_and_stop_toget
         assert proc.wait(60) == 0
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_groupcoord_gateway_processes_are_copies_of_one_gateway_on_one_port(broker: EmbeddedBroker) -> None:
+    """``groupcoord gateway --processes 2``: two whole gateways on one port (a pod per core, in
+    one container); the first serves the metrics of both and starts the other again after a
+    kill -9; a SIGTERM to the first stops both."""
+    port, metrics_port = free_port(), free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groupcoord.cli", "--log-level", "WARNING", "gateway", "--kafka", broker.bootstrap]
+        + ["--host", "127.0.0.1", "--port", str(port), "--processes", "2", "--metrics-port", str(metrics_port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith(f"gateway ready: bootstrap 127.0.0.1:{port}")
+        bootstrap = f"127.0.0.1:{port}"
+        topic = f"copies-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        for _ in range(12):  # twelve connections: the kernel puts some on each process
+            assert topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
+        served = _requests_by_process(metrics)
+        assert set(served) == {"0", "1"} and min(served.values()) > 0, served
+
+        killed = _further_gateway(proc.pid)
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        _eventually(
+            "the further gateway process started again",
+            lambda: (pid := _further_gateway(proc.pid)) not in (None, killed) and pid,
+        )
+        _eventually("its metrics read again", lambda: _process_up(metrics) == 1.0)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(50):
+            producer.produce(topic, b"r", partition=i % 2)
+        assert producer.flush(30) == 0
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)  # the first process only: it stops the other
+        assert proc.wait(60) == 0
+    assert _further_gateway(proc.pid) is None
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--port", "0", "--processes", "2"], "--processes above 1 needs a --port other than 0: the processes share one port"),
+        (["--port", "9", "--processes", "0"], "--processes 0: at least 1"),
+    ],
+)
+def test_groupcoord_gateway_processes_that_cannot_share_a_port_are_one_line(flags: list[str], says: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord.cli", "gateway", "--kafka", "127.0.0.1:1", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and done.stderr.strip() == says, done.stderr

@@ -4,16 +4,25 @@ With ``--leadership kubernetes:<ns>/<name>`` the group APIs are served by the co
 shards named in that GroupCoordinator's status (watched, never guessed), at the addresses
 ``--shard-address-template`` gives; without it the gateway is a plain proxy and the group
 APIs go to the upstream cluster.
+
+``--processes N`` runs N copies of this gateway on the same ports (``SO_REUSEPORT``), so one
+host or container uses N cores: each copy is what a gateway pod is (it follows the resource
+itself, holds its own connections and connection limits); the first starts the others, starts
+one that dies again and serves their metrics on its ``--metrics-port``, labelled
+``gateway_process`` (:mod:`groupcoord.gateway.processes`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import os
+import threading
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.heap import freeze_startup_objects
@@ -23,6 +32,7 @@ from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_add
 from groupcoord.gateway.extra_listeners import ENV_EXTRA_LISTENERS, ExtraListenersError, parse_extra_listeners
 from groupcoord.gateway.groups.layout import LayoutFollower, ask_workers
 from groupcoord.gateway.groups.worker_client import WorkerClient
+from groupcoord.gateway.processes import GatewayProcesses, picklable_arguments
 from groupcoord.gateway.transport.connection_limits import ConnectionCounter
 from groupcoord.gateway.transport.server import Gateway
 
@@ -62,6 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(env {ENV_EXTRA_LISTENERS})",
     )
     parser.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="gateway processes on the same ports (SO_REUSEPORT; needs a --port other than 0): "
+        "one per core the gateway may use; each serves whole connections, as a gateway pod does",
+    )
+    parser.add_argument(
         "--internal-tls-dir",
         default=os.environ.get("GROUPCOORD_INTERNAL_TLS_DIR") or None,
         help="folder with ca.crt, tls.crt, tls.key (a mounted TLS Secret): the gateway's "
@@ -85,18 +102,23 @@ def _shard_addresses(template: str | None) -> Callable[[int], tuple[str, int]]:
     return lambda shard: parse_address(template.format(shard=shard))
 
 
-async def serve(args: argparse.Namespace) -> None:
+async def serve(args: argparse.Namespace, further: Connection | None = None) -> None:
+    """Serve until a signal; ``further``: this is a further process of ``--processes``, which
+    reports its metrics port through the pipe once it serves and stops when the pipe closes."""
     tls = InternalTls.from_dir(args.internal_tls_dir) if args.internal_tls_dir else None
     options = dataclasses.replace(
         GatewayOptions.from_arguments(
             args, args.kafka, broker_ports=args.broker_ports, metrics=bool(args.metrics_port)
         ),
         internal_tls=tls,
+        reuse_port=args.processes > 1,
     )
     try:
         extra = parse_extra_listeners(args.extra_listeners, options)
     except ExtraListenersError as exc:
         raise SystemExit(f"--extra-listeners: {exc}") from None
+    if args.processes > 1 and any(listener.port == 0 for listener in extra):
+        raise SystemExit("--processes above 1: every listener of --extra-listeners needs a port other than 0")
     follower: LayoutFollower | None = None
     following: asyncio.Task[None] | None = None
     if args.leadership:
@@ -115,26 +137,46 @@ async def serve(args: argparse.Namespace) -> None:
     shards = WorkerClient(tls=tls) if table is not None and extra else None
     connections = ConnectionCounter(options.connection_limits)  # the process's, as a broker's
     gateways: list[Gateway] = []
+    processes: GatewayProcesses | None = None
+    stop = stop_on_signals()
     try:
         gateways.append(await build_gateway(options, table, shards=shards, connections=connections))
         for listener in extra:
             gateways.append(
                 await build_gateway(listener.options(options), table, shards=shards, connections=connections)
             )
+        metrics_port = 0
         if args.metrics_port:
             from groupcoord.observability.metrics_endpoint import serve_metrics  # noqa: PLC0415
 
-            serve_metrics(args.metrics_port)
+            # a further process's series are read and served by the first
+            server, _ = (
+                serve_metrics(0, addr="127.0.0.1") if further is not None else serve_metrics(args.metrics_port)
+            )
+            metrics_port = server.server_port
         for gateway in gateways:
             await gateway.start()
         freeze_startup_objects()
-        host, port = gateways[0].bootstrap_address
-        print(f"gateway ready: bootstrap {host}:{port}", flush=True)
-        for listener, gateway in zip(extra, gateways[1:], strict=True):
-            host, port = gateway.bootstrap_address
-            print(f"gateway ready: listener {listener.name} bootstrap {host}:{port}", flush=True)
-        await stop_on_signals().wait()
+        if further is not None:
+            further.send(metrics_port)  # ready
+            _stop_when_closed(further, stop)
+        elif args.processes > 1:
+            processes = GatewayProcesses(
+                args.processes - 1,
+                functools.partial(run_further, picklable_arguments(args)),
+                metrics=bool(args.metrics_port),
+            )
+            await processes.start()
+        if further is None:  # the first speaks for all
+            host, port = gateways[0].bootstrap_address
+            print(f"gateway ready: bootstrap {host}:{port}", flush=True)
+            for listener, gateway in zip(extra, gateways[1:], strict=True):
+                host, port = gateway.bootstrap_address
+                print(f"gateway ready: listener {listener.name} bootstrap {host}:{port}", flush=True)
+        await stop.wait()
     finally:
+        if processes is not None:
+            await processes.stop()
         if following is not None:
             following.cancel()
         if follower is not None:
@@ -145,7 +187,35 @@ async def serve(args: argparse.Namespace) -> None:
             await shards.close()
 
 
+def _stop_when_closed(pipe: Connection, stop: asyncio.Event) -> None:
+    """Set ``stop`` when the first process closes the pipe (or dies): a further process never
+    outlives the gateway that started it."""
+    loop = asyncio.get_running_loop()
+
+    def wait() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                pipe.recv()
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=wait, name="gateway-pipe", daemon=True).start()
+
+
+def run_further(args: argparse.Namespace, pipe: Connection) -> None:
+    """A further process of ``--processes`` (spawned by the first)."""
+    from groupcoord.cli import configure_logging  # noqa: PLC0415 - the spawned process's
+
+    configure_logging(str(args.log_level), str(args.log_format))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        runner.run(serve(args, further=pipe))
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.processes < 1:
+        raise SystemExit(f"--processes {args.processes}: at least 1")
+    if args.processes > 1 and args.port == 0:
+        raise SystemExit("--processes above 1 needs a --port other than 0: the processes share one port")
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve(args))
     return 0

@@ -6,17 +6,21 @@ gateway processes behind one address: each binds the client ports with ``SO_REUS
 (:class:`~groupcoord.gateway.proxy.listeners.BrokerListeners`) and the kernel spreads new
 connections over them. In Kubernetes the same is a gateway pod per core (``gateway.replicas``).
 
-The first process (the one ``groupcoord up`` runs, beside the control plane) supervises the
-others: it starts them, sends each the shards' layout whenever the control plane publishes one
-(they have no control plane of their own), and serves their metrics with its own, labelled
-``gateway_process`` (:class:`~groupcoord.observability.worker_metrics.ProcessExpositions`), as
-a shard process serves its workers'. A process holds only per-connection state (sessions,
-share sessions, SASL), so a client is served whole by the process its connection reached.
-Each process applies the connection limits on its own, as each gateway pod does.
+The first process supervises the others (:class:`GatewayProcesses`): it starts them, starts
+one that dies again, and serves their metrics with its own, labelled ``gateway_process``
+(:class:`~groupcoord.observability.worker_metrics.ProcessExpositions`), as a shard process
+serves its workers'. Under ``groupcoord up`` (:func:`run_process`) it also sends each the
+shards' layout whenever the control plane publishes one (they have no control plane of their
+own). ``groupcoord gateway --processes N`` runs N copies of the whole gateway instead
+(``groupcoord.gateway.command``), each following the GroupCoordinator resource itself, as N
+gateway pods would. A process holds only per-connection state (sessions, share sessions,
+SASL), so a client is served whole by the process its connection reached. Each process
+applies the connection limits on its own, as each gateway pod does.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -54,6 +58,12 @@ class ProcessSpec:
     metrics: bool
     log_level: str = "WARNING"
     log_format: str = "text"  # the command's --log-format: text or json lines
+
+
+def picklable_arguments(arguments: argparse.Namespace) -> argparse.Namespace:
+    """A command's flags for a spawned process: without the command line's own entries
+    (``_module``: a module, not picklable)."""
+    return argparse.Namespace(**{k: v for k, v in vars(arguments).items() if not k.startswith("_")})
 
 
 def run_process(spec: ProcessSpec, conn: Connection) -> None:
@@ -114,18 +124,21 @@ class GatewayProcesses:
     A process that dies is started again (its clients meanwhile reconnect to the port, which
     the living processes still serve), as a kubelet restarts a gateway pod's container."""
 
-    def __init__(self, count: int, spec: ProcessSpec) -> None:
-        """``count`` further processes; with ``spec.metrics`` their series join this process's
-        registry from :meth:`start` to :meth:`stop`."""
+    def __init__(self, count: int, run: Callable[[Connection], None], *, metrics: bool) -> None:
+        """``count`` further processes, each ``run(pipe)`` in a spawned interpreter (a picklable
+        callable: :func:`run_process` with its spec, or the gateway command's). ``run`` sends
+        the port of its metrics (0: none) through the pipe once it serves, takes layouts from
+        it if it has no source of its own, and stops when the pipe closes. With ``metrics``
+        their series join this process's registry from :meth:`start` to :meth:`stop`."""
         self.count = count
-        self.spec = spec
+        self.run = run
         self.metrics = (
             ProcessExpositions(
                 PROCESS_LABEL,
                 "groupcoord_gateway_process_up",
                 "Whether the further gateway process's metrics were read in this scrape (1) or not (0).",
             )
-            if spec.metrics
+            if metrics
             else None
         )
         self.restarts = 0
@@ -146,9 +159,7 @@ class GatewayProcesses:
     def _spawn(self, index: int) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process with threads and a loop
         ours, theirs = context.Pipe()
-        process = context.Process(
-            target=run_process, args=(self.spec, theirs), name=f"gateway-{index}", daemon=True
-        )
+        process = context.Process(target=self.run, args=(theirs,), name=f"gateway-{index}", daemon=True)
         process.start()
         theirs.close()
         with self._lock:
