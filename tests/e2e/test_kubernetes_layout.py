@@ -25,7 +25,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from groupcoord.common.partitioning import partition_for
 from groupcoord.controlplane.local import free_port_block
 from groupcoord.controlplane.placement import place
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
+from tests.gateway.process_metrics import requests_by_process
 from tests.security.tls import make_pki
 
 from .consumers import ConfluentConsumer
@@ -223,7 +223,7 @@ async def test_gateway_processes_each_follow_the_layout(pods: Pods) -> None:
             c.start()
         await asyncio.gather(*(committing_since(c, 0) for c in consumers[1:]))
         await roll_threads(pods, placement, consumers)
-        served = await asyncio.to_thread(api_versions_by_process, metrics_port)
+        served = await asyncio.to_thread(requests_by_process, f"http://127.0.0.1:{metrics_port}/metrics")
         assert set(served) == {"0", "1"} and min(served.values()) > 0, served
     finally:
         producer.stop.set()
@@ -232,19 +232,6 @@ async def test_gateway_processes_each_follow_the_layout(pods: Pods) -> None:
             await asyncio.to_thread(c.stop)
     assert [c.history.errors for c in consumers] == [[], [], [], []]
 
-
-def api_versions_by_process(metrics_port: int) -> dict[str, float]:
-    """ApiVersions requests (one per connection) each gateway process served ("0": the first)."""
-    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
-
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-    served: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == "groupcoord_request_latency_seconds_count" and sample.labels.get("api") == "api_versions":
-                process = sample.labels.get("gateway_process", "0")
-                served[process] = served.get(process, 0.0) + sample.value
-    return served
 
 
 async def test_gateway_asks_again_when_a_worker_refuses(pods: Pods) -> None:

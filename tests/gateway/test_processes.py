@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from groupcoord.embedded_broker import EmbeddedBroker, free_port
+from tests.gateway.process_metrics import requests_by_process
 
 pytestmark = pytest.mark.broker
 
@@ -43,18 +44,6 @@ def _start(kafka: str, port: int) -> tuple[subprocess.Popen[str], str]:
     assert up.startswith("groupcoord is up") and "2 gateway processes" in up, up
     metrics = proc.stdout.readline().split()[1]  # the gateway's: the first target
     return proc, metrics
-
-
-def _requests_by_process(url: str) -> dict[str, float]:
-    """ApiVersions requests each gateway process served ("0": the first, unlabelled)."""
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    served: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            if s.name == "groupcoord_request_latency_seconds_count" and s.labels.get("api") == "api_versions":
-                process = s.labels.get("gateway_process", "0")
-                served[process] = served.get(process, 0.0) + s.value
-    return served
 
 
 def _process_up(url: str) -> float | None:
@@ -138,7 +127,7 @@ def test_two_gateway_processes_share_the_port_serve_whole_clients_and_stop_toget
         assert producer.flush(30) == 0
         # a KIP-848 group and a classic one, 3 members each, their connections on both processes
         assert _consume_all(bootstrap, topic, 200, "first") == 400
-        served = _requests_by_process(metrics)
+        served = requests_by_process(metrics)
         assert set(served) == {"0", "1"} and min(served.values()) > 0, served
 
         # kill -9 of the further process: it is started again, and clients are served throughout
@@ -181,7 +170,7 @@ def test_groupcoord_gateway_processes_are_copies_of_one_gateway_on_one_port(brok
         admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
         for _ in range(12):  # twelve connections: the kernel puts some on each process
             assert topic in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics
-        served = _requests_by_process(metrics)
+        served = requests_by_process(metrics)
         assert set(served) == {"0", "1"} and min(served.values()) > 0, served
 
         killed = _further_gateway(proc.pid)
