@@ -74,7 +74,7 @@ class TopicsImage:
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     # Memoized answers, see the class docstring: not part of the image's value. A race
     # between the loop and an offload thread at worst computes one answer twice.
-    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    _memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __copy__(self) -> TopicsImage:
         return self
