@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import functools
 import os
-import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
@@ -32,7 +30,7 @@ from groupcoord.gateway.assembly import GatewayOptions, build_gateway, parse_add
 from groupcoord.gateway.extra_listeners import ENV_EXTRA_LISTENERS, ExtraListenersError, parse_extra_listeners
 from groupcoord.gateway.groups.layout import LayoutFollower, ask_workers
 from groupcoord.gateway.groups.worker_client import WorkerClient
-from groupcoord.gateway.processes import GatewayProcesses, picklable_arguments
+from groupcoord.gateway.processes import GatewayProcesses, follow_supervisor, picklable_arguments
 from groupcoord.gateway.transport.connection_limits import ConnectionCounter
 from groupcoord.gateway.transport.server import Gateway
 
@@ -158,8 +156,7 @@ async def serve(args: argparse.Namespace, further: Connection | None = None) -> 
             await gateway.start()
         freeze_startup_objects()
         if further is not None:
-            further.send(metrics_port)  # ready
-            _stop_when_closed(further, stop)
+            follow_supervisor(further, metrics_port, stop)  # it follows the resource itself
         elif args.processes > 1:
             processes = GatewayProcesses(
                 args.processes - 1,
@@ -185,21 +182,6 @@ async def serve(args: argparse.Namespace, further: Connection | None = None) -> 
             await gateway.stop()
         if shards is not None:
             await shards.close()
-
-
-def _stop_when_closed(pipe: Connection, stop: asyncio.Event) -> None:
-    """Set ``stop`` when the first process closes the pipe (or dies): a further process never
-    outlives the gateway that started it."""
-    loop = asyncio.get_running_loop()
-
-    def wait() -> None:
-        with contextlib.suppress(EOFError, OSError):
-            while True:
-                pipe.recv()
-        with contextlib.suppress(RuntimeError):  # the loop is already closed
-            loop.call_soon_threadsafe(stop.set)
-
-    threading.Thread(target=wait, name="gateway-pipe", daemon=True).start()
 
 
 def run_further(args: argparse.Namespace, pipe: Connection) -> None:

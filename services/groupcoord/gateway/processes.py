@@ -66,6 +66,28 @@ def picklable_arguments(arguments: argparse.Namespace) -> argparse.Namespace:
     return argparse.Namespace(**{k: v for k, v in vars(arguments).items() if not k.startswith("_")})
 
 
+def follow_supervisor(
+    pipe: Connection, metrics_port: int, stop: asyncio.Event, on_message: Callable[[Layout], None] | None = None
+) -> None:
+    """The further process's side of the pipe, once it serves: tell the supervisor so (with
+    the port of its metrics, 0: none), then hand each message to ``on_message`` from a thread
+    of its own, and set ``stop`` when the pipe ends (the supervisor stopped or died), so a
+    further process never outlives the one that started it."""
+    loop = asyncio.get_running_loop()
+    pipe.send(metrics_port)  # ready
+
+    def follow() -> None:
+        with contextlib.suppress(EOFError, OSError):
+            while True:
+                message = pipe.recv()
+                if on_message is not None:
+                    on_message(message)
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=follow, name="gateway-supervisor", daemon=True).start()
+
+
 def run_process(spec: ProcessSpec, conn: Connection) -> None:
     """A further gateway process: serves until its supervisor closes the pipe or a signal."""
     from groupcoord.cli import configure_logging  # noqa: PLC0415 - the spawned process's
@@ -81,21 +103,12 @@ async def _serve(spec: ProcessSpec, conn: Connection) -> None:
     from groupcoord.common.heap import freeze_startup_objects  # noqa: PLC0415
 
     stop = stop_on_signals()
-    loop = asyncio.get_running_loop()
     table = LeadershipTable(spec.partitions) if spec.partitions else None
 
-    def follow() -> None:
-        """The supervisor's layouts, applied as they come; the pipe's end stops the process."""
-        try:
-            while True:
-                message = conn.recv()
-                if table is not None:
-                    leaders, shards = message
-                    table.update(leaders, shards)
-        except (EOFError, OSError):
-            pass
-        with contextlib.suppress(RuntimeError):  # the loop is already closed
-            loop.call_soon_threadsafe(stop.set)
+    def apply_layout(message: Layout) -> None:
+        if table is not None:
+            leaders, shards = message
+            table.update(leaders, shards)
 
     options = spec.options()
     gateway = await build_gateway(options, table)
@@ -109,8 +122,7 @@ async def _serve(spec: ProcessSpec, conn: Connection) -> None:
     try:
         await gateway.start()
         freeze_startup_objects()
-        conn.send(metrics_port)  # ready
-        threading.Thread(target=follow, name="gateway-layout", daemon=True).start()
+        follow_supervisor(conn, metrics_port, stop, apply_layout)
         await stop.wait()
     finally:
         await gateway.stop()
