@@ -84,6 +84,13 @@ class Connection:
         frames = await self._responses(len(members))
         return any([_apply(m, frame) for m, frame in zip(members, frames, strict=True)])
 
+    async def in_turn(self, members: list[Member]) -> bool:
+        """A heartbeat of each member, one after another; whether any changed its member."""
+        changed = False
+        for m in members:
+            changed |= bool(await self.heartbeat(m))
+        return changed
+
     def close(self) -> None:
         self.writer.close()
 
@@ -110,9 +117,6 @@ def _apply(member: Member, frame: bytes) -> bool:
 async def converge(conn: Connection, members: list[Member], max_rounds: int = 100) -> int:
     """Heartbeat every member round after round until a round changes nothing; returns rounds."""
     for rounds in range(1, max_rounds + 1):
-        changed = False
-        for m in members:
-            changed |= bool(await conn.heartbeat(m))
-        if not changed:
+        if not await conn.in_turn(members):
             return rounds
     raise RuntimeError("the group did not become stable")

@@ -130,10 +130,7 @@ async def kip848_rebalance(
 
     async def round_of(group: list[Any]) -> bool:
         if not connections:
-            changed = False
-            for m in group:
-                changed |= bool(await conn.heartbeat(m))
-            return changed
+            return await conn.in_turn(group)
         shares = [group[i :: len(conns)] for i in range(len(conns))]
         changed = await asyncio.gather(*(c.heartbeats(ms) for c, ms in zip(conns, shares, strict=True) if ms))
         return any(changed)
