@@ -82,3 +82,15 @@ def test_an_image_remembers_a_bounded_number_of_answers(monkeypatch: pytest.Monk
         subscription = tuple(NAMES[j] for j in range(len(NAMES)) if i >> j & 1)
         assert image.subscription_ids(subscription) == frozenset(n.encode().ljust(16, b"\0") for n in subscription)
         assert len(image._memo) <= 10
+
+
+@given(topics, st.lists(st.lists(st.sampled_from([*NAMES, "missing"]), max_size=6), min_size=1, max_size=6))
+def test_a_large_subscription_s_whole_hash_is_remembered_and_is_the_same_hash(spec, subscriptions) -> None:
+    image = image_of(spec)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(topics_image, "HASH_MEMO_MIN_TOPICS", 0)  # every subscription counts as large
+        m.setattr(topics_image, "HASH_MEMO_ENTRIES", 3)
+        for names in [*subscriptions, *reversed(subscriptions)]:
+            assert image.metadata_hash(names) == reference_hash(image, names)
+            assert image.metadata_hash(iter(names)) == reference_hash(image, names)  # any iterable
+            assert len(image._hashes) <= 3

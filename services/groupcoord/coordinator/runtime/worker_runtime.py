@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.heap import space_out_full_collections
 from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
@@ -105,6 +106,7 @@ class WorkerRuntime:
         self._background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
+        space_out_full_collections()  # a worker's state churns: see groupcoord.common.heap
         await self.writer.start()
 
     async def close(self) -> None:

@@ -14,9 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
-from groupcoord.coordinator.core.assignors.api import GroupSpec, PartitionAssignor
+from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroup,
@@ -31,10 +30,10 @@ from groupcoord.coordinator.core.consumer.group import (
 from groupcoord.coordinator.core.consumer.reconciliation import reconcile
 from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
 from groupcoord.coordinator.core.consumer.target_assignment import (
+    GroupSnapshot,
     TargetAssignment,
-    assignment_size,
+    compute_snapshot_target,
     compute_target,
-    group_spec,
 )
 from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
 from groupcoord.coordinator.core.contract import (
@@ -165,16 +164,14 @@ def advance_member(
         records.append(target_member_record(gid, member_id, member_target))
     if group_epoch > group.assignment_epoch:
         if may_assign(ctx, group, now_ms):
-            members = dict(group.members)
+            # copies (the snapshot's), with this request's change applied
+            members, current_target = dict(group.members), dict(group.target)
             if replaced is not None:
                 del members[replaced.member_id]
-            members[member_id] = updated
-            current_target: dict[str, Any] = group.target
-            if replaced is not None:
-                current_target = dict(group.target)
                 current_target[member_id] = member_target
-            spec = group_spec(members, current_target, resolved, image)
-            target, offloaded = assign(ctx, gid, spec, _assignor(ctx, group, member, updated), group_epoch, now_ms)
+            members[member_id] = updated
+            snapshot = GroupSnapshot(members, current_target, resolved, image)
+            target, offloaded = assign(ctx, gid, snapshot, _assignor(ctx, group, member, updated), group_epoch, now_ms)
             timers += offloaded
             if target is not None:
                 records += target.records
@@ -235,41 +232,48 @@ def _assign_now(ctx: ConsumerContext, group_id: str, now_ms: int) -> Coordinator
     if group is None or group.group_epoch <= group.assignment_epoch or not group.members:
         return CoordinatorResult()
     resolved = {k: v.topics for k, v in group.resolved_regexes.items()}
-    spec = group_spec(group.members, group.target, resolved, ctx.image)
+    snapshot = GroupSnapshot.of(group.members, group.target, resolved, ctx.image)
     assignor = ctx.assignors[group.preferred_assignor(ctx.default_assignor)]
-    target, offloaded = assign(ctx, group_id, spec, assignor, group.group_epoch, now_ms)
+    target, offloaded = assign(ctx, group_id, snapshot, assignor, group.group_epoch, now_ms)
     return CoordinatorResult(records=target.records if target is not None else [], timers=offloaded)
 
 
 def assign(
-    ctx: ConsumerContext, group_id: str, spec: GroupSpec, assignor: PartitionAssignor, epoch: int, now_ms: int
+    ctx: ConsumerContext,
+    group_id: str,
+    snapshot: GroupSnapshot,
+    assignor: PartitionAssignor,
+    epoch: int,
+    now_ms: int,
 ) -> tuple[TargetAssignment | None, list[TimerIntent]]:
     """The group's target at ``epoch`` computed now, or (a large one, see :func:`offloads`)
     None and the intent that computes it off the loop."""
-    if offloads(ctx, spec):
-        return None, offloaded_assignment(ctx, group_id, spec, assignor, epoch, now_ms)
-    return compute_target(group_id, spec, assignor, ctx.image, epoch, now_ms), []
+    if offloads(ctx, snapshot):
+        return None, offloaded_assignment(ctx, group_id, snapshot, assignor, epoch, now_ms)
+    return compute_target(group_id, snapshot.spec(), assignor, ctx.image, epoch, now_ms), []
 
 
-def offloads(ctx: ConsumerContext, spec: GroupSpec) -> bool:
-    """Whether the assignment of ``spec`` runs off the partition's loop (KIP-1263's assignor
-    offload): only one large enough that holding the loop for it would delay the other groups
-    of the partition (``consumer_group_assignor_offload_min_size``). A small one runs at once,
-    so that the member whose heartbeat asked for it gets its assignment in the answer; an
-    offloaded one reaches the members with their next heartbeats."""
+def offloads(ctx: ConsumerContext, snapshot: GroupSnapshot) -> bool:
+    """Whether the assignment of ``snapshot`` runs off the partition's loop (KIP-1263's
+    assignor offload): only one large enough that holding the loop for it would delay the
+    other groups of the partition (``consumer_group_assignor_offload_min_size``). A small one
+    runs at once, so that the member whose heartbeat asked for it gets its assignment in the
+    answer; an offloaded one reaches the members with their next heartbeats."""
     min_size = ctx.config.consumer_group_assignor_offload_min_size
-    return min_size >= 0 and assignment_size(spec, ctx.image) >= min_size
+    return min_size >= 0 and snapshot.size_reaches(min_size)
 
 
 def offloaded_assignment(
     ctx: ConsumerContext,
     group_id: str,
-    spec: GroupSpec,
+    snapshot: GroupSnapshot,
     assignor: PartitionAssignor,
     epoch: int,
     now_ms: int,
 ) -> list[TimerIntent]:
-    """Run the assignor over ``spec`` (the group at ``epoch``) off the loop; one run per group
+    """Run the assignor over ``snapshot`` (the group at ``epoch``) off the loop, its input
+    built there too (every member's subscription resolved: milliseconds for thousands of
+    members, which the loop would otherwise spend on every join and leave); one run per group
     at a time: while one is in flight, members reconcile towards the current target and the
     run's end computes again if the group moved on (:func:`_offloaded_done`)."""
     key = assignment_timer_key(group_id)
@@ -278,8 +282,8 @@ def offloaded_assignment(
     return [
         Offload(
             key,
-            partial(compute_target, group_id, spec, assignor, ctx.image, epoch, now_ms),
-            partial(_offloaded_done, ctx, group_id, epoch, frozenset(spec.members), now_ms),
+            partial(compute_snapshot_target, group_id, snapshot, assignor, epoch, now_ms),
+            partial(_offloaded_done, ctx, group_id, epoch, frozenset(snapshot.members), now_ms),
         )
     ]
 

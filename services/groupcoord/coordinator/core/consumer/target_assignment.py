@@ -6,9 +6,11 @@ returns the records of the new target: one record per member whose target change
 target metadata with the new assignment epoch. The result is deterministic, so the same
 inputs always give the same target.
 
-In two steps, so that the second may run off the partition's loop (KIP-1263's offload): the
-:func:`group_spec`, a snapshot of values taken on the loop, and :func:`compute_target`, which
-reads only that snapshot.
+In two steps, so that the second may run off the partition's loop (KIP-1263's offload): a
+:class:`GroupSnapshot` of values taken on the loop (shallow copies, as cheap for a group of
+thousands as for one), and :func:`compute_target`, which reads only that snapshot. Building the
+assignor's input from it (:func:`group_spec`: every member's subscription as topic ids) walks
+every member, so an offloaded assignment builds it off the loop too.
 """
 
 from __future__ import annotations
@@ -34,6 +36,55 @@ class TargetAssignment:
     records: list[CoordinatorRecord]
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """A group's members, current targets and resolved regexes as they are now, and the image
+    to read them with: the inputs of an assignment, fixed while the group moves on. Members
+    are immutable and a replayed target replaces its member's dict, so shallow copies of the
+    group's mappings are a snapshot (taken in C, not a Python walk over the members)."""
+
+    members: Mapping[str, ConsumerGroupMember]
+    current_target: Mapping[str, Mapping[bytes, frozenset[int]]]
+    resolved_regexes: Mapping[str, frozenset[str]]
+    image: TopicsImage
+
+    @classmethod
+    def of(
+        cls,
+        members: Mapping[str, ConsumerGroupMember],
+        current_target: Mapping[str, Mapping[bytes, frozenset[int]]],
+        resolved_regexes: Mapping[str, frozenset[str]],
+        image: TopicsImage,
+    ) -> GroupSnapshot:
+        return cls(dict(members), dict(current_target), dict(resolved_regexes), image)
+
+    def spec(self) -> GroupSpec:
+        return group_spec(self.members, self.current_target, self.resolved_regexes, self.image)
+
+    def size_reaches(self, limit: int) -> bool:
+        """Whether an assignment of this group costs at least ``limit``, roughly, in the
+        assignors' unit of work: its members plus the partitions they subscribe to (the uniform
+        and range assignors walk both; bench/assignor.py). Stops as soon as it does: for a
+        large group after the first members' subscriptions, where the full count would resolve
+        every member's on the loop."""
+        size = len(self.members)
+        if size >= limit:
+            return True
+        topics: set[bytes] = set()
+        seen: set[tuple[tuple[str, ...], str | None]] = set()
+        for member in self.members.values():
+            key = (member.subscribed_topic_names, member.subscribed_topic_regex)
+            if key in seen:
+                continue
+            seen.add(key)
+            for topic_id in _topic_ids(member, self.resolved_regexes, self.image) - topics:
+                topics.add(topic_id)
+                size += self.image.num_partitions(topic_id)
+                if size >= limit:
+                    return True
+        return False
+
+
 def compute_target(
     group_id: str, spec: GroupSpec, assignor: PartitionAssignor, image: TopicsImage, epoch: int, now_ms: int
 ) -> TargetAssignment:
@@ -41,6 +92,27 @@ def compute_target(
     against the targets the spec holds. Reads nothing but its arguments (values), so it may
     run off the partition's loop: an assignment offloaded whole, records included."""
     return target_records(group_id, spec, assignor.assign(spec, image), epoch, now_ms)
+
+
+def compute_snapshot_target(
+    group_id: str, snapshot: GroupSnapshot, assignor: PartitionAssignor, epoch: int, now_ms: int
+) -> TargetAssignment:
+    """:func:`compute_target` of a snapshot, its spec built here: what runs off the loop."""
+    return compute_target(group_id, snapshot.spec(), assignor, snapshot.image, epoch, now_ms)
+
+
+def _topic_ids(
+    member: ConsumerGroupMember, resolved_regexes: Mapping[str, frozenset[str]], image: TopicsImage
+) -> frozenset[bytes]:
+    """A member's subscription as topic ids of ``image``: its names and what its regex resolves
+    to (resolved now if the group has not resolved it yet)."""
+    regex = member.subscribed_topic_regex
+    if regex is None:
+        return image.subscription_ids(member.subscribed_topic_names)
+    resolved = resolved_regexes.get(regex)
+    return image.subscription_ids(
+        member.subscribed_topic_names, resolved if resolved is not None else resolve(regex, image)
+    )
 
 
 def group_spec(
@@ -54,29 +126,12 @@ def group_spec(
     assignor may run on it off the loop. The image remembers each subscription's ids
     (:meth:`~groupcoord.coordinator.core.topics_image.TopicsImage.subscription_ids`), so
     members sharing one share its frozenset, across specs too."""
-
-    def topic_ids(member: ConsumerGroupMember) -> frozenset[bytes]:
-        regex = member.subscribed_topic_regex
-        if regex is None:
-            return image.subscription_ids(member.subscribed_topic_names)
-        resolved = resolved_regexes.get(regex)
-        return image.subscription_ids(
-            member.subscribed_topic_names, resolved if resolved is not None else resolve(regex, image)
-        )
-
     return GroupSpec(
-        {mid: MemberSpec(m.rack_id, topic_ids(m), current_target.get(mid, {})) for mid, m in members.items()}
+        {
+            mid: MemberSpec(m.rack_id, _topic_ids(m, resolved_regexes, image), current_target.get(mid, {}))
+            for mid, m in members.items()
+        }
     )
-
-
-def assignment_size(spec: GroupSpec, image: TopicsImage) -> int:
-    """What an assignment of ``spec`` costs, roughly, in the assignors' unit of work: its
-    members plus the partitions they subscribe to (the uniform and range assignors walk
-    both; bench/assignor.py)."""
-    topics: set[bytes] = set()
-    for subscription in {id(m.subscribed_topic_ids): m.subscribed_topic_ids for m in spec.members.values()}.values():
-        topics |= subscription
-    return len(spec.members) + sum(image.num_partitions(tid) for tid in topics)
 
 
 def target_records(

@@ -206,16 +206,20 @@ class OnlineMigration:
         validateOnlineDowngradeWithReplacedMemberId), the joining member takes the leaving
         one's place and the classic group stays Stable. None when the group stays a consumer
         group: it would be empty, a consumer-protocol member remains, the policy forbids it,
-        or it is larger than group.classic.max.size."""
+        or it is larger than group.classic.max.size.
+
+        The member check stops at the first consumer-protocol member that stays: every leave
+        of a large consumer group asks, and walking its members took milliseconds of the loop."""
+        if not self.config.consumer_group_migration_policy.downgrade_enabled:
+            return None
+        if (joining is not None and not joining.uses_classic_protocol) or any(
+            not m.uses_classic_protocol and m.member_id != leaving_member_id for m in group.members.values()
+        ):
+            return None
         remaining = [m for m in group.members.values() if m.member_id != leaving_member_id]
         if joining is not None:
             remaining.append(joining)
-        if (
-            not remaining
-            or not all(m.uses_classic_protocol for m in remaining)
-            or not self.config.consumer_group_migration_policy.downgrade_enabled
-            or len(remaining) > self.config.classic_group_max_size
-        ):
+        if not remaining or len(remaining) > self.config.classic_group_max_size:
             return None
         image = self.classic.data.image
         members = [migrating_member_from_consumer(m, image) for m in remaining]
