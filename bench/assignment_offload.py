@@ -124,12 +124,21 @@ class Bench:
         assert part is not None and part.shard is not None
         return part.shard.groups[BIG]  # type: ignore[attr-defined]
 
-    async def settled(self) -> None:
-        """Until the big group's target is computed for its epoch (no run in flight)."""
+    async def settled(self, timeout_s: float = 60.0) -> None:
+        """Until the big group's target is computed for its epoch (no run in flight). Its
+        members do not heartbeat between the phases, so a target nobody asks for again would
+        never come: that fails the run (once seen in 2026-11-28's runs, not reproduced)
+        instead of hanging it."""
+        deadline = time.monotonic() + timeout_s
         while True:
             g = self.group()
             if g.assignment_epoch == g.group_epoch:
                 return
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the big group did not settle in {timeout_s:.0f} s: group epoch {g.group_epoch}, "
+                    f"assignment epoch {g.assignment_epoch}"
+                )
             await asyncio.sleep(0.05)
 
     async def form(self) -> float:
