@@ -15,8 +15,9 @@ targets are replaced as they change, and each replacement survives into the olde
 generation, so a busy partition triggers full collections that scan all of it. Measured in
 ``bench/run.py assignment-offload`` (2026-11-28 evening): a group of 1,000 members reassigning
 every half second made four full collections in 10 s, 20-39 ms each, the largest stalls of
-the other groups' heartbeats; :func:`space_out_full_collections` leaves at most one in a
-minute of that load.
+the other groups' heartbeats. That load makes about four collections of the middle
+generation a second, so :func:`space_out_full_collections` allows a full one every 25 s at
+most; none ran in the bench's 10-second phases after it.
 """
 
 from __future__ import annotations
