@@ -118,21 +118,25 @@ class Bench:
         await rt.submit(P, update, every_replica=True)
         return rt
 
-    def group(self) -> Any:
+    def group(self, *, committed: bool = False) -> Any:
+        """The big group in the live replica, or in the committed one (what the log holds)."""
         assert self.runtime is not None
         part = self.runtime.partition(P)
-        assert part is not None and part.shard is not None
-        return part.shard.groups[BIG]  # type: ignore[attr-defined]
+        assert part is not None
+        shard = part.committed_shard if committed else part.shard
+        assert shard is not None
+        return shard.groups[BIG]  # type: ignore[attr-defined]
 
     async def settled(self, timeout_s: float = 60.0) -> None:
-        """Until the big group's target is computed for its epoch (no run in flight). Its
-        members do not heartbeat between the phases, so a target nobody asks for again would
-        never come: that fails the run (once seen in 2026-11-28's runs, not reproduced)
-        instead of hanging it."""
+        """Until the big group's target is computed for its epoch (no run in flight) and in
+        the log: the next phase may reload the partition, and its members do not heartbeat
+        between phases, so a target computed but not yet written when the runtime closed
+        would never be asked for again (one run hung so on 2026-11-28). A group that does not
+        settle fails the run instead of hanging it."""
         deadline = time.monotonic() + timeout_s
         while True:
-            g = self.group()
-            if g.assignment_epoch == g.group_epoch:
+            g, c = self.group(), self.group(committed=True)
+            if g.assignment_epoch == g.group_epoch == c.assignment_epoch == c.group_epoch:
                 return
             if time.monotonic() > deadline:
                 raise RuntimeError(
