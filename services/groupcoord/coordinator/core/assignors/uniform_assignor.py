@@ -254,6 +254,11 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
             heapq.heappush(heap, (load + 1, i))
 
     # 3. balance: within each topic's subscribers, move from the most to the least loaded.
+    # ``subs`` is in ascending member order, and min/max return the first of equal keys: the
+    # least loaded member with the lowest index, the most loaded holder with the lowest. The
+    # keys are C calls, and a topic whose subscribers are within one of each other is passed
+    # over before its holders are listed: most topics, in every pass (the last pass only checks).
+    load = assigned.__getitem__
     for _ in range(n + 1):
         moved = False
         for tid, _c in topic_list:
@@ -261,11 +266,13 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
             if len(subs) < 2:
                 continue
             while True:
-                lo = min(subs, key=lambda i: (assigned[i], i))
+                lo = min(subs, key=load)
+                if assigned[max(subs, key=load)] - assigned[lo] <= 1:
+                    break  # no holder can be more loaded than the most loaded subscriber
                 holders = [i for i in subs if owned[i].get(tid)]
                 if not holders:
                     break
-                hi = max(holders, key=lambda i: (assigned[i], -i))
+                hi = max(holders, key=load)
                 if assigned[hi] - assigned[lo] <= 1:
                     break
                 p = owned[hi][tid].pop()
