@@ -33,7 +33,6 @@ from groupcoord.coordinator.core.consumer.target_assignment import (
     GroupSnapshot,
     TargetAssignment,
     compute_snapshot_target,
-    compute_target,
 )
 from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
 from groupcoord.coordinator.core.contract import (
@@ -250,7 +249,7 @@ def assign(
     None and the intent that computes it off the loop."""
     if offloads(ctx, snapshot):
         return None, offloaded_assignment(ctx, group_id, snapshot, assignor, epoch, now_ms)
-    return compute_target(group_id, snapshot.spec(), assignor, ctx.image, epoch, now_ms), []
+    return compute_snapshot_target(group_id, snapshot, assignor, epoch, now_ms), []
 
 
 def offloads(ctx: ConsumerContext, snapshot: GroupSnapshot) -> bool:
