@@ -329,7 +329,7 @@ def test_authorized_operations_are_the_callers(acl_cluster: BackgroundCluster, p
     join = next(c for c in CASES if c.name == "ConsumerGroupHeartbeat")
     group = f"ops-{uuid.uuid4().hex[:6]}"
     policy.current = Authorizer.of(bindings(G, group, {Operation.ALL}) + bindings(T, topic, {Operation.ALL}))
-    assert ask(acl_cluster, join, group, topic).error_code == 0
+    assert ask_as_a_client_retries(acl_cluster, join, group, topic).error_code == 0
     policy.current = Authorizer.of(bindings(G, group, {Operation.READ, Operation.ALTER_CONFIGS}))
     expected = (1 << 3) | (1 << 8) | (1 << 10) | (1 << 11)  # READ, DESCRIBE (implied), ALTER/DESCRIBE_CONFIGS
     describe = Case("DescribeGroups", 15, 5, lambda g, t: {"groups": [g], "include_authorized_operations": True}, lambda r: [], None)

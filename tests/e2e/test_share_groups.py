@@ -72,18 +72,39 @@ def share_metrics(cluster: BackgroundCluster) -> dict[tuple[str, str], float]:
     }
 
 
+def assigned_members(cluster: BackgroundCluster, group: str) -> int:
+    """How many of ``group``'s members ShareGroupDescribe shows with partitions assigned."""
+    from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest  # noqa: PLC0415
+
+    from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+
+    host, port = cluster.bootstrap.rsplit(":", 1)
+    request = ShareGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
+    [described] = cluster.run(exchange((host, int(port)), request, "share-e2e", 10), 15).groups
+    return sum(1 for m in described.members if any(t.partitions for t in m.assignment.topic_partitions))
+
+
 def test_four_share_consumers_on_two_partitions_each_record_once(cluster: BackgroundCluster) -> None:
+    """The records are produced once all four members hold partitions: produced first, the
+    first two members to join could drain them before the others are assigned any."""
     topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     total = 10_000
-    produce(cluster.bootstrap, topic, total, 2)
     earliest(cluster.bootstrap, group)
     consumers = [share_consumer(cluster.bootstrap, group) for _ in range(4)]
     seen: dict[int, list[tuple[int, int]]] = {}  # consumer -> (partition, offset)
     try:
         for c in consumers:
             c.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while assigned_members(cluster, group) < len(consumers):
+            assert time.monotonic() < deadline, "the four members were not all assigned partitions in 60 s"
+            for n, c in enumerate(consumers):
+                for m in c.poll(0.2):
+                    assert m.error() is None, m.error()
+                    seen.setdefault(n, []).append((m.partition(), m.offset()))
+        produce(cluster.bootstrap, topic, total, 2)
         deadline = time.monotonic() + 90
         while sum(len(v) for v in seen.values()) < total and time.monotonic() < deadline:
             for n, c in enumerate(consumers):
