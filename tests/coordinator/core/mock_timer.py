@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupcoord.common.steps import Steps, finish
 from groupcoord.coordinator.core.contract import CoordinatorResult
 
 
@@ -45,12 +46,12 @@ class MockTimer:
         heapq.heappush(self._heap, entry)
 
     def offload(
-        self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]
+        self, key: str, task: Callable[[], Steps[Any]], then: Callable[[Any], CoordinatorResult[Any]]
     ) -> None:
         """An offloaded computation finishes at the current time: the next ``pop_expired``
         runs it and its continuation, so a test decides what happens on the loop meanwhile
         (Kafka's MockCoordinatorExecutor runs tasks only when the test polls it)."""
-        self.schedule(key, 0, lambda: then(task()))
+        self.schedule(key, 0, lambda: then(finish(task())))
 
     def cancel(self, key: str) -> None:
         self._live.pop(key, None)

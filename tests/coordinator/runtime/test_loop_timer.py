@@ -2,15 +2,15 @@
 only the operation of its latest schedule runs; moving it later keeps one loop handle, moving it
 earlier fires it earlier; a timer whose event is already queued and is then scheduled again
 fires again at the new deadline, and its queued event is a no-op. An offloaded computation
-(KIP-1263's assignments) runs on the offload thread while the loop goes on, and comes back as
-its key's fired timer, unless cancelled or replaced meanwhile."""
+(KIP-1263's assignments) runs a slice at a time while the loop goes on, and comes back as its
+key's fired timer, unless cancelled or replaced meanwhile (then its steps are closed)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-from groupcoord.coordinator.runtime.timers import LoopTimer, TimerEvent
+from groupcoord.coordinator.runtime.timers import OFFLOAD_SLICE_S, LoopTimer, TimerEvent
 
 
 class Fired:
@@ -84,16 +84,29 @@ async def test_a_timer_scheduled_again_after_its_event_was_queued_fires_at_the_n
     assert [what for what, _ in fired.run()] == ["new"]
 
 
-def computing(seconds: float, value: str):  # noqa: ANN201
-    """A task that holds the interpreter for ``seconds`` (as an assignor does), then answers."""
+class Computing:
+    """A task that computes for ``seconds`` (as an assignor does) in steps of 20 µs, then
+    answers; it remembers whether its steps were closed before they ended."""
 
-    def task() -> str:
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
-        return value
+    def __init__(self, seconds: float, value: str) -> None:
+        self.seconds, self.value, self.closed = seconds, value, False
 
-    return task
+    def __call__(self):  # noqa: ANN204
+        end = time.perf_counter() + self.seconds
+        try:
+            while time.perf_counter() < end:
+                step = time.perf_counter() + 20e-6
+                while time.perf_counter() < step:
+                    pass
+                yield
+        except GeneratorExit:
+            self.closed = True
+            raise
+        return self.value
+
+
+def computing(seconds: float, value: str) -> Computing:
+    return Computing(seconds, value)
 
 
 def then_answer(result: str):  # noqa: ANN201
@@ -103,25 +116,29 @@ def then_answer(result: str):  # noqa: ANN201
 
 
 async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
-    loop = asyncio.get_running_loop()
     fired = Fired()
     fired.timer.offload("assignment", computing(0.3, "big"), then_answer)
     assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
-    # the loop keeps turning while the task holds the interpreter: it waits for the lock one
-    # switch interval at a time, never for the whole computation
-    gaps, last = [], loop.time()
+    # the loop keeps turning while the task computes: each of its turns waits for one slice
+    # of the task at most, never for the whole computation
+    gaps, last = [], time.perf_counter()
     while not fired.events:
-        await asyncio.sleep(0.001)
-        gaps.append(loop.time() - last)
-        last = loop.time()
-    assert len(gaps) > 10 and max(gaps) < 0.15, f"the loop waited {max(gaps):.3f} s at once"
+        await asyncio.sleep(0)
+        gaps.append(time.perf_counter() - last)
+        last = time.perf_counter()
+    assert len(gaps) > 100, "the computation ran in many slices"
+    gaps.sort()
+    assert gaps[len(gaps) // 2] < 10 * OFFLOAD_SLICE_S, f"a loop turn's median: {gaps[len(gaps) // 2]:.4f} s"
+    assert gaps[-1] < 0.1, f"the loop waited {gaps[-1]:.3f} s at once"
     assert [what for what, _ in fired.run()] == ["assigned big"]
     assert not fired.timer.is_scheduled("assignment")
 
 
 async def test_an_offloaded_computation_cancelled_or_replaced_meanwhile_is_dropped() -> None:
     fired = Fired()
-    fired.timer.offload("a", computing(0.05, "first"), then_answer)
+    first = computing(0.05, "first")
+    fired.timer.offload("a", first, then_answer)
+    await asyncio.sleep(0.01)
     fired.timer.cancel("a")
     fired.timer.offload("b", computing(0.05, "stale"), then_answer)
     fired.timer.offload("b", computing(0.05, "fresh"), then_answer)
@@ -129,10 +146,12 @@ async def test_an_offloaded_computation_cancelled_or_replaced_meanwhile_is_dropp
     fired.timer.schedule("c", 10, answering("a timer replaced it"))
     await asyncio.sleep(0.5)
     assert sorted(what for what, _ in fired.run()) == ["a timer replaced it", "assigned fresh"]
+    assert first.closed, "a cancelled computation's steps are closed, not left half-run"
 
 
 async def test_an_offloaded_computation_that_raises_is_logged_and_unarmed(caplog) -> None:  # noqa: ANN001
-    def failing() -> str:
+    def failing():  # noqa: ANN202
+        yield
         raise ValueError("assignor bug")
 
     fired = Fired()

@@ -22,6 +22,7 @@ from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 from google.protobuf.message import Message
 
 from groupcoord.common.records import RECORD_TYPES
+from groupcoord.common.steps import Steps
 from groupcoord.records.v1 import offsets_pb2
 
 R = TypeVar("R")
@@ -128,8 +129,10 @@ class CancelTimer(NamedTuple):
 
 class Offload(NamedTuple):
     """A timer whose wait is a computation (Kafka's ``CoordinatorExecutor.schedule``, which
-    KIP-1263 uses for assignments): run ``task()`` off the partition's loop, then
-    ``then(task's result)`` on the loop, whose result is handled exactly like a timer's.
+    KIP-1263 uses for assignments): run the steps of ``task()`` (:mod:`groupcoord.common.steps`)
+    off the partition's loop, a slice at a time between the loop's other work, then
+    ``then(task's result)`` on the partition's loop, whose result is handled exactly like a
+    timer's.
 
     ``task`` reads only values it was given (a snapshot taken by the handler), never the shard:
     the loop goes on changing the shard meanwhile, which is the point. ``then`` re-validates
@@ -139,7 +142,7 @@ class Offload(NamedTuple):
     logged and dropped, as Kafka's executor hands the error to the operation that logs it."""
 
     key: str
-    task: Callable[[], Any]
+    task: Callable[[], Steps[Any]]
     then: Callable[[Any], CoordinatorResult[Any]]
 
 
@@ -224,10 +227,10 @@ class Timer(Protocol):
     def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[Any]]) -> None: ...
 
     def offload(
-        self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]
+        self, key: str, task: Callable[[], Steps[Any]], then: Callable[[Any], CoordinatorResult[Any]]
     ) -> None:
-        """Run ``task()`` off the loop, then ``then(result)`` as a fired timer (see :class:`Offload`);
-        replaces any timer with the same key."""
+        """Run the steps of ``task()`` off the loop, then ``then(result)`` as a fired timer (see
+        :class:`Offload`); replaces any timer with the same key."""
 
     def cancel(self, key: str) -> None: ...
 

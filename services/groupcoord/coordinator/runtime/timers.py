@@ -9,15 +9,15 @@ and their operations close over it. Both replicas see the timers only as a read-
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import functools
 import logging
 import math
-import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.common.steps import Steps
 from groupcoord.coordinator.core.contract import CoordinatorResult
 
 log = logging.getLogger(__name__)
@@ -25,20 +25,10 @@ log = logging.getLogger(__name__)
 TimerOperation = Callable[[], CoordinatorResult[Any]]
 
 
-# How long a thread holds the interpreter lock while another waits for it (CPython's default
-# is 5 ms). A loop thread waiting on an offloaded assignment waits this long at every turn.
-OFFLOAD_SWITCH_INTERVAL_S = 0.001
-
-
-@functools.cache
-def offload_executor() -> concurrent.futures.ThreadPoolExecutor:
-    """The process's thread for offloaded computations (assignments, KIP-1263). One thread:
-    the tasks are Python and share the interpreter lock with the loops, so a second thread
-    would not compute faster; what the thread buys is that a loop waits for the lock one
-    switch interval at a time instead of for the whole computation, and the interval is
-    shortened for that (only threads that contend for the lock feel it)."""
-    sys.setswitchinterval(min(sys.getswitchinterval(), OFFLOAD_SWITCH_INTERVAL_S))
-    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupcoord-offload")
+# The longest an offloaded computation holds the loop at once: its steps run until this much
+# time has passed, then the loop's other ready callbacks (requests of other groups, I/O) run
+# before its next slice. A request whose answer takes k loop turns waits at most k slices.
+OFFLOAD_SLICE_S = 0.0002
 
 
 @dataclass(slots=True)
@@ -91,28 +81,38 @@ class LoopTimer:
         handle = loop.call_at(deadline, self._expired, key)
         self._timers[key] = _Armed(object(), deadline, operation, handle)
 
-    def offload(self, key: str, task: Callable[[], Any], then: Callable[[Any], CoordinatorResult[Any]]) -> None:
-        """Run ``task`` on the offload thread; once it returns, ``then(result)`` is queued on the
-        partition's loop as this key's fired timer (dropped if the key was cancelled or
-        scheduled again meanwhile)."""
+    def offload(
+        self, key: str, task: Callable[[], Steps[Any]], then: Callable[[Any], CoordinatorResult[Any]]
+    ) -> None:
+        """Run ``task``'s steps a slice (:data:`OFFLOAD_SLICE_S`) at a time between the loop's
+        other callbacks; once it returns, ``then(result)`` is queued on the partition's loop as
+        this key's fired timer. A cancel, or a schedule of the key meanwhile, stops it (the
+        steps are closed at their next slice, and nothing is queued)."""
         self.cancel(key)
         token = object()
         self._timers[key] = _Armed(token, math.inf, _never, None)
-        future = asyncio.get_running_loop().run_in_executor(offload_executor(), task)
-        future.add_done_callback(functools.partial(self._computed, key, token, then))
+        asyncio.get_running_loop().call_soon(self._slice, key, token, task(), then)
 
-    def _computed(
-        self, key: str, token: object, then: Callable[[Any], CoordinatorResult[Any]], future: asyncio.Future[Any]
+    def _slice(
+        self, key: str, token: object, steps: Steps[Any], then: Callable[[Any], CoordinatorResult[Any]]
     ) -> None:
         armed = self._timers.get(key)
-        if armed is None or armed.token is not token or future.cancelled():
-            return  # cancelled or replaced meanwhile: nobody wants this result
-        if (error := future.exception()) is not None:
+        if armed is None or armed.token is not token:
+            steps.close()  # cancelled or replaced meanwhile: nobody wants this result
+            return
+        end = time.perf_counter() + OFFLOAD_SLICE_S
+        try:
+            while time.perf_counter() < end:
+                next(steps)
+        except StopIteration as done:
+            armed.operation = functools.partial(then, done.value)
+            self._enqueue(TimerEvent(key, token))
+            return
+        except Exception as error:  # noqa: BLE001 - a failed assignment is logged and dropped
             log.error("offloaded %s failed: %r", key, error, exc_info=error)
             del self._timers[key]
             return
-        armed.operation = functools.partial(then, future.result())
-        self._enqueue(TimerEvent(key, token))
+        asyncio.get_running_loop().call_soon(self._slice, key, token, steps, then)
 
     def cancel(self, key: str) -> None:
         armed = self._timers.pop(key, None)

@@ -16,6 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from groupcoord.common.steps import Steps
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
 # topic id -> partitions
@@ -57,6 +58,17 @@ class PartitionAssignor(Protocol):
         ``group`` present, possibly with nothing). Must be deterministic: the same input gives
         the same output, so recomputing after a failover moves nothing."""
         ...
+
+
+def assign_in_steps(
+    assignor: PartitionAssignor, group: GroupSpec, topics: TopicsImage
+) -> Steps[dict[str, dict[bytes, list[int]]]]:
+    """``assignor.assign`` as steps: the assignor's own ``assign_steps`` where it has one (the
+    uniform assignor, the one large groups use), else its ``assign`` as a single step."""
+    steps = getattr(assignor, "assign_steps", None)
+    if steps is not None:
+        return (yield from steps(group, topics))
+    return assignor.assign(group, topics)
 
 
 def rack_aware(group: GroupSpec, topics: TopicsImage, topic_ids: Collection[bytes]) -> bool:

@@ -17,6 +17,10 @@ Two separate paths, because the common case is much cheaper than the general one
 Both are deterministic (members and topics are processed in sorted order), so recomputing an
 unchanged group moves nothing. Partitions are plain ints in per-topic lists; nothing is
 allocated per partition beyond the output lists.
+
+Both are written as steps (:mod:`groupcoord.common.steps`): :meth:`UniformAssignor.assign_steps`
+yields every few members or topics, so that a large assignment runs a slice at a time between a
+shard loop's other work; :meth:`UniformAssignor.assign` runs it to its end at once.
 """
 
 from __future__ import annotations
@@ -24,19 +28,25 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 
+from groupcoord.common.steps import Steps, every, finish
 from groupcoord.coordinator.core.assignors.api import GroupSpec, SubscriptionType, rack_aware
 from groupcoord.coordinator.core.topics_image import TopicsImage
+
+Result = dict[str, dict[bytes, list[int]]]
 
 
 class UniformAssignor:
     name = "uniform"
 
-    def assign(self, group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+    def assign(self, group: GroupSpec, topics: TopicsImage) -> Result:
+        return finish(self.assign_steps(group, topics))
+
+    def assign_steps(self, group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
         if not group.members:
             return {}
         if group.subscription_type is SubscriptionType.HOMOGENEOUS:
-            return _assign_homogeneous(group, topics)
-        return _assign_heterogeneous(group, topics)
+            return (yield from _assign_homogeneous(group, topics))
+        return (yield from _assign_heterogeneous(group, topics))
 
 
 def _existing_topics(
@@ -50,7 +60,7 @@ def _existing_topics(
     return out
 
 
-def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
     member_ids = sorted(group.members)
     subscribed = group.members[member_ids[0]].subscribed_topic_ids
     topic_list = _existing_topics(subscribed, topics)
@@ -68,6 +78,8 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
 
     # 1. stickiness: keep owned partitions up to the base quota; remember one more candidate.
     for i, mid in enumerate(member_ids):
+        if every(i):
+            yield
         have = 0
         mine = out[mid]
         for tid, parts in group.members[mid].assignment.items():
@@ -114,6 +126,7 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
                 by_rack.setdefault(rack, []).append(i)
         cursor = dict.fromkeys(by_rack, 0)
         for tid, c in topic_list:
+            yield
             t = topics.topic(tid)
             assert t is not None
             held = taken[tid]
@@ -136,8 +149,10 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict
                         break
 
     # 4. fill: everyone up to the base quota, then the remaining extra slots, in member order.
-    stream = _unassigned(topic_list, taken)
+    stream = yield from _unassigned(topic_list, taken)
     for i, mid in enumerate(member_ids):
+        if every(i):
+            yield
         need = base - assigned[i]
         if need > 0:
             _take(stream, need, out[mid])
@@ -163,9 +178,11 @@ class _Stream:
         self.pos = 0
 
 
-def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, set[int]]) -> _Stream:
+def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, set[int]]) -> Steps[_Stream]:
     chunks = []
-    for tid, c in topic_list:
+    for k, (tid, c) in enumerate(topic_list):
+        if every(k, cost=4):
+            yield
         held = taken[tid]
         free = list(range(c)) if not held else sorted(set(range(c)).difference(held))
         if free:
@@ -192,7 +209,7 @@ def _take(stream: _Stream, k: int, into: dict[bytes, list[int]]) -> None:
             stream.pos = end
 
 
-def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, dict[bytes, list[int]]]:
+def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
     member_ids = sorted(group.members)
     n = len(member_ids)
     specs = [group.members[m] for m in member_ids]
@@ -203,6 +220,8 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
     counts = dict(topic_list)
     subscribers: dict[bytes, list[int]] = {tid: [] for tid, _ in topic_list}
     for i, s in enumerate(specs):
+        if every(i):
+            yield
         for tid in s.subscribed_topic_ids:
             if tid in subscribers:
                 subscribers[tid].append(i)
@@ -212,6 +231,8 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
 
     # 1. stickiness: keep every owned partition of a topic the member still subscribes to.
     for i, s in enumerate(specs):
+        if every(i):
+            yield
         for tid, parts in s.assignment.items():
             c = counts.get(tid)
             if c is None or tid not in s.subscribed_topic_ids:
@@ -230,7 +251,9 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
     racks = [s.rack_id for s in specs]
 
     # 2. unassigned partitions to the least loaded subscriber, most constrained topics first.
-    for tid, c in sorted(topic_list, key=lambda tc: (len(subscribers[tc[0]]), tc[0])):
+    for k, (tid, c) in enumerate(sorted(topic_list, key=lambda tc: (len(subscribers[tc[0]]), tc[0]))):
+        if every(k, cost=4):
+            yield
         subs = subscribers[tid]
         if not subs:
             continue
@@ -261,7 +284,9 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
     load = assigned.__getitem__
     for _ in range(n + 1):
         moved = False
-        for tid, _c in topic_list:
+        for k, (tid, _c) in enumerate(topic_list):
+            if every(k):
+                yield
             subs = subscribers[tid]
             if len(subs) < 2:
                 continue
@@ -288,14 +313,14 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> dict[str, di
     # 4. chains: a member may only be relieved through others (A gives to B, B to C); shift
     # one partition along the shortest such chain from a most to a least loaded member.
     for _ in range(2 * n):
-        if not _shift_along_chain(owned, assigned, subscribers):
+        if not (yield from _shift_along_chain(owned, assigned, subscribers)):
             break
     return {member_ids[i]: owned[i] for i in range(n)}
 
 
 def _shift_along_chain(
     owned: list[dict[bytes, list[int]]], assigned: list[int], subscribers: dict[bytes, list[int]]
-) -> bool:
+) -> Steps[bool]:
     """One breadth-first search from the most loaded members; True if a partition moved."""
     top = max(assigned)
     if top - min(assigned) <= 1:
@@ -304,7 +329,9 @@ def _shift_along_chain(
     parent: dict[int, tuple[int, bytes] | None] = dict.fromkeys(sources)
     queue = list(sources)
     found = None
-    for u in queue:
+    for k, u in enumerate(queue):
+        if every(k):
+            yield
         for t in sorted(owned[u]):
             for v in subscribers[t]:
                 if v in parent:

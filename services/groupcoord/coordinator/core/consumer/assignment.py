@@ -33,6 +33,7 @@ from groupcoord.coordinator.core.consumer.target_assignment import (
     GroupSnapshot,
     TargetAssignment,
     compute_snapshot_target,
+    snapshot_target_steps,
 )
 from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
 from groupcoord.coordinator.core.contract import (
@@ -270,10 +271,10 @@ def offloaded_assignment(
     epoch: int,
     now_ms: int,
 ) -> list[TimerIntent]:
-    """Run the assignor over ``snapshot`` (the group at ``epoch``) off the loop, its input
-    built there too (every member's subscription resolved: milliseconds for thousands of
-    members, which the loop would otherwise spend on every join and leave); one run per group
-    at a time: while one is in flight, members reconcile towards the current target and the
+    """Run the assignor over ``snapshot`` (the group at ``epoch``) off the loop, a slice at a
+    time, its input built there too (every member's subscription resolved: milliseconds for
+    thousands of members, which the loop would otherwise spend on every join and leave); one
+    run per group at a time: while one is in flight, members reconcile towards the current target and the
     run's end computes again if the group moved on (:func:`_offloaded_done`)."""
     key = assignment_timer_key(group_id)
     if ctx.armed.is_scheduled(key):
@@ -281,7 +282,7 @@ def offloaded_assignment(
     return [
         Offload(
             key,
-            partial(compute_snapshot_target, group_id, snapshot, assignor, epoch, now_ms),
+            partial(snapshot_target_steps, group_id, snapshot, assignor, epoch, now_ms),
             partial(_offloaded_done, ctx, group_id, epoch, frozenset(snapshot.members), now_ms),
         )
     ]

@@ -6,11 +6,13 @@ returns the records of the new target: one record per member whose target change
 target metadata with the new assignment epoch. The result is deterministic, so the same
 inputs always give the same target.
 
-In two steps, so that the second may run off the partition's loop (KIP-1263's offload): a
+In two parts, so that the second may run off the partition's loop (KIP-1263's offload): a
 :class:`GroupSnapshot` of values taken on the loop (shallow copies, as cheap for a group of
-thousands as for one), and :func:`compute_target`, which reads only that snapshot. Building the
-assignor's input from it (:func:`group_spec`: every member's subscription as topic ids) walks
-every member, so an offloaded assignment builds it off the loop too.
+thousands as for one), and :func:`snapshot_target_steps`, which reads only that snapshot: the
+assignor's input built from it (every member's subscription as topic ids), the assignor, and
+the records of what changed. It is written as steps (:mod:`groupcoord.common.steps`), so that
+an offloaded assignment runs a slice at a time between the loop's other work; an inline one
+runs it to its end at once (:func:`compute_snapshot_target`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from groupcoord.coordinator.core.assignors.api import GroupSpec, MemberSpec, PartitionAssignor
+from groupcoord.common.steps import Steps, every, finish
+from groupcoord.coordinator.core.assignors.api import (
+    GroupSpec,
+    MemberSpec,
+    PartitionAssignor,
+    assign_in_steps,
+)
 from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroupMember,
     target_member_record,
@@ -59,7 +67,22 @@ class GroupSnapshot:
         return cls(dict(members), dict(current_target), dict(resolved_regexes), image)
 
     def spec(self) -> GroupSpec:
-        return group_spec(self.members, self.current_target, self.resolved_regexes, self.image)
+        return finish(self.spec_steps())
+
+    def spec_steps(self) -> Steps[GroupSpec]:
+        """The assignor's input: every member's subscription as topic ids of the image, its
+        rack and its current target. Only values: a spec stays valid while the group changes.
+        The image remembers each subscription's ids
+        (:meth:`~groupcoord.coordinator.core.topics_image.TopicsImage.subscription_ids`), so
+        members sharing one share its frozenset, across specs too."""
+        members: dict[str, MemberSpec] = {}
+        for i, (mid, m) in enumerate(self.members.items()):
+            if every(i):
+                yield
+            members[mid] = MemberSpec(
+                m.rack_id, _topic_ids(m, self.resolved_regexes, self.image), self.current_target.get(mid, {})
+            )
+        return GroupSpec(members)
 
     def size_reaches(self, limit: int) -> bool:
         """Whether an assignment of this group costs at least ``limit``, roughly, in the
@@ -85,20 +108,22 @@ class GroupSnapshot:
         return False
 
 
-def compute_target(
-    group_id: str, spec: GroupSpec, assignor: PartitionAssignor, image: TopicsImage, epoch: int, now_ms: int
-) -> TargetAssignment:
-    """The target at ``epoch`` for the members of ``spec``, with the records of what changed
-    against the targets the spec holds. Reads nothing but its arguments (values), so it may
-    run off the partition's loop: an assignment offloaded whole, records included."""
-    return target_records(group_id, spec, assignor.assign(spec, image), epoch, now_ms)
+def snapshot_target_steps(
+    group_id: str, snapshot: GroupSnapshot, assignor: PartitionAssignor, epoch: int, now_ms: int
+) -> Steps[TargetAssignment]:
+    """The target at ``epoch`` for the members of ``snapshot``, with the records of what
+    changed against the targets it holds. Reads nothing but its arguments (values), so it may
+    run while the group moves on: an assignment offloaded whole, records included."""
+    spec = yield from snapshot.spec_steps()
+    result = yield from assign_in_steps(assignor, spec, snapshot.image)
+    return (yield from target_records(group_id, spec, result, epoch, now_ms))
 
 
 def compute_snapshot_target(
     group_id: str, snapshot: GroupSnapshot, assignor: PartitionAssignor, epoch: int, now_ms: int
 ) -> TargetAssignment:
-    """:func:`compute_target` of a snapshot, its spec built here: what runs off the loop."""
-    return compute_target(group_id, snapshot.spec(), assignor, snapshot.image, epoch, now_ms)
+    """:func:`snapshot_target_steps` run to its end at once: an inline assignment."""
+    return finish(snapshot_target_steps(group_id, snapshot, assignor, epoch, now_ms))
 
 
 def _topic_ids(
@@ -115,38 +140,21 @@ def _topic_ids(
     )
 
 
-def group_spec(
-    members: Mapping[str, ConsumerGroupMember],
-    current_target: Mapping[str, Mapping[bytes, frozenset[int]]],
-    resolved_regexes: Mapping[str, frozenset[str]],
-    image: TopicsImage,
-) -> GroupSpec:
-    """The assignor's input: every member's subscription as topic ids of ``image``, its rack
-    and its current target. Only values: a spec stays valid while the group changes, so an
-    assignor may run on it off the loop. The image remembers each subscription's ids
-    (:meth:`~groupcoord.coordinator.core.topics_image.TopicsImage.subscription_ids`), so
-    members sharing one share its frozenset, across specs too."""
-    return GroupSpec(
-        {
-            mid: MemberSpec(m.rack_id, _topic_ids(m, resolved_regexes, image), current_target.get(mid, {}))
-            for mid, m in members.items()
-        }
-    )
-
-
 def target_records(
     group_id: str,
     spec: GroupSpec,
     result: Mapping[str, Mapping[bytes, Iterable[int]]],
     epoch: int,
     now_ms: int,
-) -> TargetAssignment:
+) -> Steps[TargetAssignment]:
     """The records of an assignor's ``result`` at ``epoch``: one per member of ``spec`` whose
     target differs from the one the spec holds (the group's, when the spec was taken), then
     the target metadata."""
     by_member: dict[str, dict[bytes, frozenset[int]]] = {}
     records: list[CoordinatorRecord] = []
-    for mid, member in spec.members.items():
+    for i, (mid, member) in enumerate(spec.members.items()):
+        if every(i):
+            yield
         new = {tid: frozenset(parts) for tid, parts in result.get(mid, {}).items() if parts}
         by_member[mid] = new
         if member.assignment != new:
