@@ -1,12 +1,12 @@
 """A computation in steps: a generator that yields between steps and returns its result.
 
 Why: a large assignment (1,000 members x 50,000 partitions: tens of milliseconds of Python)
-must not hold a shard's event loop, and a thread does not free it either: the thread and the
+must not hold a shard's event loop, and a thread alone does not free it: the thread and the
 loop share the interpreter lock, so every time the loop blocks on a system call the thread
-takes the lock and the loop waits a switch interval for it back (measured: unrelated groups'
-heartbeat p99 3-5x their baseline, whatever the interval). Written as steps, the same code
-runs to its end at once where nothing waits (:func:`finish`), or a slice at a time between the
-loop's other callbacks (``runtime/timers.py``), which then never wait for more than a slice.
+takes the lock and the loop waits up to a switch interval for it back. Written as steps, the
+same code runs to its end at once where nothing waits (:func:`finish`: an inline assignment),
+or on the offload thread in short slices with pauses between them, in which the loop has the
+lock at once (``runtime/timers.py``).
 
 A step should take well under the slice (tens of microseconds): loops over members or topics
 yield every :data:`STRIDE` items (:func:`every`), so a yield costs nothing measurable.

@@ -2,8 +2,9 @@
 only the operation of its latest schedule runs; moving it later keeps one loop handle, moving it
 earlier fires it earlier; a timer whose event is already queued and is then scheduled again
 fires again at the new deadline, and its queued event is a no-op. An offloaded computation
-(KIP-1263's assignments) runs a slice at a time while the loop goes on, and comes back as its
-key's fired timer, unless cancelled or replaced meanwhile (then its steps are closed)."""
+(KIP-1263's assignments) runs in slices on the offload thread while the loop goes on, and comes
+back as its key's fired timer, unless cancelled or replaced meanwhile (then its steps are
+closed at their next pause)."""
 
 from __future__ import annotations
 
@@ -119,17 +120,17 @@ async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_l
     fired = Fired()
     fired.timer.offload("assignment", computing(0.3, "big"), then_answer)
     assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
-    # the loop keeps turning while the task computes: each of its turns waits for one slice
-    # of the task at most, never for the whole computation
+    # the loop keeps turning while the task computes, and rarely waits for the interpreter
+    # lock longer than a slice: without the pauses (one slice for the whole computation) it
+    # waited a switch interval at almost every turn, 95 % of its time in such waits
     gaps, last = [], time.perf_counter()
     while not fired.events:
         await asyncio.sleep(0)
         gaps.append(time.perf_counter() - last)
         last = time.perf_counter()
-    assert len(gaps) > 100, "the computation ran in many slices"
-    gaps.sort()
-    assert gaps[len(gaps) // 2] < 10 * OFFLOAD_SLICE_S, f"a loop turn's median: {gaps[len(gaps) // 2]:.4f} s"
-    assert gaps[-1] < 0.1, f"the loop waited {gaps[-1]:.3f} s at once"
+    long_waits = sum(g for g in gaps if g > 2 * OFFLOAD_SLICE_S) / sum(gaps)
+    assert long_waits < 0.3, f"the loop spent {long_waits:.0%} of the computation in waits over two slices"
+    assert max(gaps) < 0.1, f"the loop waited {max(gaps):.3f} s at once"
     assert [what for what, _ in fired.run()] == ["assigned big"]
     assert not fired.timer.is_scheduled("assignment")
 

@@ -130,9 +130,8 @@ class CancelTimer(NamedTuple):
 class Offload(NamedTuple):
     """A timer whose wait is a computation (Kafka's ``CoordinatorExecutor.schedule``, which
     KIP-1263 uses for assignments): run the steps of ``task()`` (:mod:`groupcoord.common.steps`)
-    off the partition's loop, a slice at a time between the loop's other work, then
-    ``then(task's result)`` on the partition's loop, whose result is handled exactly like a
-    timer's.
+    off the partition's loop, on the offload thread in short slices, then ``then(task's
+    result)`` on the partition's loop, whose result is handled exactly like a timer's.
 
     ``task`` reads only values it was given (a snapshot taken by the handler), never the shard:
     the loop goes on changing the shard meanwhile, which is the point. ``then`` re-validates

@@ -80,7 +80,8 @@ class TopicsImage:
 
     by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
-    # Memoized answers, see the class docstring: not part of the image's value.
+    # Memoized answers, see the class docstring: not part of the image's value. A race
+    # between the loop and an offload thread at worst computes one answer twice.
     _memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
     _hashes: dict[frozenset[str], int] = field(default_factory=dict, init=False, compare=False, repr=False)
 

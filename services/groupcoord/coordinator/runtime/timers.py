@@ -9,6 +9,7 @@ and their operations close over it. Both replicas see the timers only as a read-
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import math
@@ -25,10 +26,43 @@ log = logging.getLogger(__name__)
 TimerOperation = Callable[[], CoordinatorResult[Any]]
 
 
-# The longest an offloaded computation holds the loop at once: its steps run until this much
-# time has passed, then the loop's other ready callbacks (requests of other groups, I/O) run
-# before its next slice. A request whose answer takes k loop turns waits at most k slices.
-OFFLOAD_SLICE_S = 0.0002
+# An offloaded computation runs on a thread of its own, its steps (common/steps.py) in slices of
+# this much time, each followed by a pause in which the thread does not hold the interpreter
+# lock. The thread shares the lock with the loops: without pauses, each time a loop released
+# the lock for a system call the thread took it, and the loop waited up to a switch interval
+# for it back, several times per turn. After a pause the loop has the lock at once; mid-slice
+# it waits at most the rest of the slice (below CPython's 5 ms switch interval). Measured with
+# ``bench/run.py assignment-offload`` (docs/performance.md): other groups' heartbeat p99 during
+# a 1,000 x 50,000 group's reassignments 1.4-1.8x their baseline, against 2.0-2.3x on a thread
+# without pauses and 2.6-3.3x in slices on the loop itself (0.02-0.2 ms slices: every turn of
+# a request then paid a slice). The pauses cost the computation ~20 % more wall time.
+OFFLOAD_SLICE_S = 0.0005
+OFFLOAD_PAUSE_S = 0.0001
+
+
+@functools.cache
+def offload_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's thread for offloaded computations (assignments, KIP-1263). One thread:
+    the tasks are Python and share the interpreter lock with the loops, so a second thread
+    would not compute faster."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="groupcoord-offload")
+
+
+def run_in_slices(steps: Steps[Any], wanted: Callable[[], bool]) -> Any:
+    """Run ``steps`` to its end on the offload thread, pausing after every slice; stop (close
+    the steps, return None) at a pause once ``wanted()`` is False: a cancelled or replaced
+    computation stops spending the process's CPU."""
+    while True:
+        end = time.perf_counter() + OFFLOAD_SLICE_S
+        try:
+            while time.perf_counter() < end:
+                next(steps)
+        except StopIteration as done:
+            return done.value
+        time.sleep(OFFLOAD_PAUSE_S)
+        if not wanted():
+            steps.close()
+            return None
 
 
 @dataclass(slots=True)
@@ -84,35 +118,34 @@ class LoopTimer:
     def offload(
         self, key: str, task: Callable[[], Steps[Any]], then: Callable[[Any], CoordinatorResult[Any]]
     ) -> None:
-        """Run ``task``'s steps a slice (:data:`OFFLOAD_SLICE_S`) at a time between the loop's
-        other callbacks; once it returns, ``then(result)`` is queued on the partition's loop as
-        this key's fired timer. A cancel, or a schedule of the key meanwhile, stops it (the
-        steps are closed at their next slice, and nothing is queued)."""
+        """Run ``task``'s steps on the offload thread, in slices (:func:`run_in_slices`); once
+        it returns, ``then(result)`` is queued on the partition's loop as this key's fired
+        timer. A cancel, or a schedule of the key meanwhile, drops the result and stops the
+        steps at their next pause."""
         self.cancel(key)
         token = object()
         self._timers[key] = _Armed(token, math.inf, _never, None)
-        asyncio.get_running_loop().call_soon(self._slice, key, token, task(), then)
+        wanted = functools.partial(self._armed_with, key, token)
+        future = asyncio.get_running_loop().run_in_executor(offload_executor(), run_in_slices, task(), wanted)
+        future.add_done_callback(functools.partial(self._computed, key, token, then))
 
-    def _slice(
-        self, key: str, token: object, steps: Steps[Any], then: Callable[[Any], CoordinatorResult[Any]]
-    ) -> None:
+    def _armed_with(self, key: str, token: object) -> bool:
+        """Whether ``key`` is still armed by the schedule of ``token`` (read from the offload
+        thread: a dict lookup, atomic under the interpreter lock)."""
         armed = self._timers.get(key)
-        if armed is None or armed.token is not token:
-            steps.close()  # cancelled or replaced meanwhile: nobody wants this result
-            return
-        end = time.perf_counter() + OFFLOAD_SLICE_S
-        try:
-            while time.perf_counter() < end:
-                next(steps)
-        except StopIteration as done:
-            armed.operation = functools.partial(then, done.value)
-            self._enqueue(TimerEvent(key, token))
-            return
-        except Exception as error:  # noqa: BLE001 - a failed assignment is logged and dropped
+        return armed is not None and armed.token is token
+
+    def _computed(
+        self, key: str, token: object, then: Callable[[Any], CoordinatorResult[Any]], future: asyncio.Future[Any]
+    ) -> None:
+        if not self._armed_with(key, token) or future.cancelled():
+            return  # cancelled or replaced meanwhile: nobody wants this result
+        if (error := future.exception()) is not None:
             log.error("offloaded %s failed: %r", key, error, exc_info=error)
             del self._timers[key]
             return
-        asyncio.get_running_loop().call_soon(self._slice, key, token, steps, then)
+        self._timers[key].operation = functools.partial(then, future.result())
+        self._enqueue(TimerEvent(key, token))
 
     def cancel(self, key: str) -> None:
         armed = self._timers.pop(key, None)

@@ -19,8 +19,8 @@ unchanged group moves nothing. Partitions are plain ints in per-topic lists; not
 allocated per partition beyond the output lists.
 
 Both are written as steps (:mod:`groupcoord.common.steps`): :meth:`UniformAssignor.assign_steps`
-yields every few members or topics, so that a large assignment runs a slice at a time between a
-shard loop's other work; :meth:`UniformAssignor.assign` runs it to its end at once.
+yields every few members or topics, so that a large assignment runs in short slices off the
+loop, pausing between them for the loops (``runtime/timers.py``); :meth:`UniformAssignor.assign` runs it to its end at once.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ In two parts, so that the second may run off the partition's loop (KIP-1263's of
 thousands as for one), and :func:`snapshot_target_steps`, which reads only that snapshot: the
 assignor's input built from it (every member's subscription as topic ids), the assignor, and
 the records of what changed. It is written as steps (:mod:`groupcoord.common.steps`), so that
-an offloaded assignment runs a slice at a time between the loop's other work; an inline one
-runs it to its end at once (:func:`compute_snapshot_target`).
+an offloaded assignment runs in slices with pauses for the loops; an inline one runs it to its
+end at once (:func:`compute_snapshot_target`).
 """
 
 from __future__ import annotations
