@@ -26,11 +26,12 @@ Steps = Generator[None, None, T]
 STRIDE = 32
 
 
-def every(i: int, cost: int = 1) -> bool:
-    """Whether the ``i``-th item of a loop ends a step (``if every(i): yield``): after every
-    ``STRIDE // cost`` items, ``cost`` being how many times heavier than a member's an item
-    is (a test sets ``STRIDE`` to 1: a yield after every item)."""
-    return i > 0 and not i % max(1, STRIDE // cost)
+def stride(cost: int = 1) -> int:
+    """How many items a loop handles between two yields (``if not i % per: yield``, ``per``
+    taken once before the loop: a call per item would cost more than the yields), ``cost``
+    being how many times heavier than a member's an item is. A test sets ``STRIDE`` to 1: a
+    yield at every item."""
+    return max(1, STRIDE // cost)
 
 
 def finish(steps: Steps[T]) -> T:
@@ -40,4 +41,3 @@ def finish(steps: Steps[T]) -> T:
             next(steps)
         except StopIteration as end:
             return end.value  # type: ignore[no-any-return]
-

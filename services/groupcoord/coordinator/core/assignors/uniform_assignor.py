@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 
-from groupcoord.common.steps import Steps, every, finish
+from groupcoord.common.steps import Steps, finish, stride
 from groupcoord.coordinator.core.assignors.api import GroupSpec, SubscriptionType, rack_aware
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
@@ -61,6 +61,7 @@ def _existing_topics(
 
 
 def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
+    per = stride()
     member_ids = sorted(group.members)
     subscribed = group.members[member_ids[0]].subscribed_topic_ids
     topic_list = _existing_topics(subscribed, topics)
@@ -78,7 +79,7 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
 
     # 1. stickiness: keep owned partitions up to the base quota; remember one more candidate.
     for i, mid in enumerate(member_ids):
-        if every(i):
+        if not i % per:
             yield
         have = 0
         mine = out[mid]
@@ -151,7 +152,7 @@ def _assign_homogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
     # 4. fill: everyone up to the base quota, then the remaining extra slots, in member order.
     stream = yield from _unassigned(topic_list, taken)
     for i, mid in enumerate(member_ids):
-        if every(i):
+        if not i % per:
             yield
         need = base - assigned[i]
         if need > 0:
@@ -179,9 +180,10 @@ class _Stream:
 
 
 def _unassigned(topic_list: list[tuple[bytes, int]], taken: dict[bytes, set[int]]) -> Steps[_Stream]:
+    per_topic = stride(cost=4)
     chunks = []
     for k, (tid, c) in enumerate(topic_list):
-        if every(k, cost=4):
+        if not k % per_topic:
             yield
         held = taken[tid]
         free = list(range(c)) if not held else sorted(set(range(c)).difference(held))
@@ -210,6 +212,7 @@ def _take(stream: _Stream, k: int, into: dict[bytes, list[int]]) -> None:
 
 
 def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result]:
+    per, per_topic = stride(), stride(cost=4)
     member_ids = sorted(group.members)
     n = len(member_ids)
     specs = [group.members[m] for m in member_ids]
@@ -220,7 +223,7 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result
     counts = dict(topic_list)
     subscribers: dict[bytes, list[int]] = {tid: [] for tid, _ in topic_list}
     for i, s in enumerate(specs):
-        if every(i):
+        if not i % per:
             yield
         for tid in s.subscribed_topic_ids:
             if tid in subscribers:
@@ -231,7 +234,7 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result
 
     # 1. stickiness: keep every owned partition of a topic the member still subscribes to.
     for i, s in enumerate(specs):
-        if every(i):
+        if not i % per:
             yield
         for tid, parts in s.assignment.items():
             c = counts.get(tid)
@@ -252,7 +255,7 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result
 
     # 2. unassigned partitions to the least loaded subscriber, most constrained topics first.
     for k, (tid, c) in enumerate(sorted(topic_list, key=lambda tc: (len(subscribers[tc[0]]), tc[0]))):
-        if every(k, cost=4):
+        if not k % per_topic:
             yield
         subs = subscribers[tid]
         if not subs:
@@ -285,7 +288,7 @@ def _assign_heterogeneous(group: GroupSpec, topics: TopicsImage) -> Steps[Result
     for _ in range(n + 1):
         moved = False
         for k, (tid, _c) in enumerate(topic_list):
-            if every(k):
+            if not k % per:
                 yield
             subs = subscribers[tid]
             if len(subs) < 2:
@@ -322,6 +325,7 @@ def _shift_along_chain(
     owned: list[dict[bytes, list[int]]], assigned: list[int], subscribers: dict[bytes, list[int]]
 ) -> Steps[bool]:
     """One breadth-first search from the most loaded members; True if a partition moved."""
+    per = stride()
     top = max(assigned)
     if top - min(assigned) <= 1:
         return False
@@ -330,7 +334,7 @@ def _shift_along_chain(
     queue = list(sources)
     found = None
     for k, u in enumerate(queue):
-        if every(k):
+        if not k % per:
             yield
         for t in sorted(owned[u]):
             for v in subscribers[t]:

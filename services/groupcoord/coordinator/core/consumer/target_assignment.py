@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from groupcoord.common.steps import Steps, every, finish
+from groupcoord.common.steps import Steps, finish, stride
 from groupcoord.coordinator.core.assignors.api import (
     GroupSpec,
     MemberSpec,
@@ -75,9 +75,10 @@ class GroupSnapshot:
         The image remembers each subscription's ids
         (:meth:`~groupcoord.coordinator.core.topics_image.TopicsImage.subscription_ids`), so
         members sharing one share its frozenset, across specs too."""
+        per = stride()
         members: dict[str, MemberSpec] = {}
         for i, (mid, m) in enumerate(self.members.items()):
-            if every(i):
+            if not i % per:
                 yield
             members[mid] = MemberSpec(
                 m.rack_id, _topic_ids(m, self.resolved_regexes, self.image), self.current_target.get(mid, {})
@@ -150,10 +151,11 @@ def target_records(
     """The records of an assignor's ``result`` at ``epoch``: one per member of ``spec`` whose
     target differs from the one the spec holds (the group's, when the spec was taken), then
     the target metadata."""
+    per = stride()
     by_member: dict[str, dict[bytes, frozenset[int]]] = {}
     records: list[CoordinatorRecord] = []
     for i, (mid, member) in enumerate(spec.members.items()):
-        if every(i):
+        if not i % per:
             yield
         new = {tid: frozenset(parts) for tid, parts in result.get(mid, {}).items() if parts}
         by_member[mid] = new
