@@ -94,23 +94,24 @@ def test_four_share_consumers_on_two_partitions_each_record_once(cluster: Backgr
     earliest(cluster.bootstrap, group)
     consumers = [share_consumer(cluster.bootstrap, group) for _ in range(4)]
     seen: dict[int, list[tuple[int, int]]] = {}  # consumer -> (partition, offset)
+
+    def poll_each() -> None:
+        for n, c in enumerate(consumers):
+            for m in c.poll(0.2):
+                assert m.error() is None, m.error()
+                seen.setdefault(n, []).append((m.partition(), m.offset()))
+
     try:
         for c in consumers:
             c.subscribe([topic])
         deadline = time.monotonic() + 60
         while assigned_members(cluster, group) < len(consumers):
             assert time.monotonic() < deadline, "the four members were not all assigned partitions in 60 s"
-            for n, c in enumerate(consumers):
-                for m in c.poll(0.2):
-                    assert m.error() is None, m.error()
-                    seen.setdefault(n, []).append((m.partition(), m.offset()))
+            poll_each()
         produce(cluster.bootstrap, topic, total, 2)
         deadline = time.monotonic() + 90
         while sum(len(v) for v in seen.values()) < total and time.monotonic() < deadline:
-            for n, c in enumerate(consumers):
-                for m in c.poll(0.2):
-                    assert m.error() is None, m.error()
-                    seen.setdefault(n, []).append((m.partition(), m.offset()))
+            poll_each()
     finally:
         for c in consumers:
             c.close()

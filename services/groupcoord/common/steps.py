@@ -9,7 +9,7 @@ or on the offload thread in short slices with pauses between them, in which the 
 lock at once (``runtime/timers.py``).
 
 A step should take well under the slice (tens of microseconds): loops over members or topics
-yield every :data:`STRIDE` items (:func:`every`), so a yield costs nothing measurable.
+yield every :data:`STRIDE` items (:func:`stride`), so a yield costs nothing measurable.
 """
 
 from __future__ import annotations

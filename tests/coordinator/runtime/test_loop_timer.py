@@ -106,10 +106,6 @@ class Computing:
         return self.value
 
 
-def computing(seconds: float, value: str) -> Computing:
-    return Computing(seconds, value)
-
-
 def then_answer(result: str):  # noqa: ANN201
     from groupcoord.coordinator.core.contract import CoordinatorResult  # noqa: PLC0415
 
@@ -118,7 +114,7 @@ def then_answer(result: str):  # noqa: ANN201
 
 async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
     fired = Fired()
-    fired.timer.offload("assignment", computing(0.3, "big"), then_answer)
+    fired.timer.offload("assignment", Computing(0.3, "big"), then_answer)
     assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
     # the loop keeps turning while the task computes, and rarely waits for the interpreter
     # lock longer than a slice: without the pauses (one slice for the whole computation) it
@@ -137,13 +133,13 @@ async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_l
 
 async def test_an_offloaded_computation_cancelled_or_replaced_meanwhile_is_dropped() -> None:
     fired = Fired()
-    first = computing(0.05, "first")
+    first = Computing(0.05, "first")
     fired.timer.offload("a", first, then_answer)
     await asyncio.sleep(0.01)
     fired.timer.cancel("a")
-    fired.timer.offload("b", computing(0.05, "stale"), then_answer)
-    fired.timer.offload("b", computing(0.05, "fresh"), then_answer)
-    fired.timer.offload("c", computing(0.05, "offloaded"), then_answer)
+    fired.timer.offload("b", Computing(0.05, "stale"), then_answer)
+    fired.timer.offload("b", Computing(0.05, "fresh"), then_answer)
+    fired.timer.offload("c", Computing(0.05, "offloaded"), then_answer)
     fired.timer.schedule("c", 10, answering("a timer replaced it"))
     await asyncio.sleep(0.5)
     assert sorted(what for what, _ in fired.run()) == ["a timer replaced it", "assigned fresh"]

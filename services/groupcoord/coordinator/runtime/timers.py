@@ -33,7 +33,7 @@ TimerOperation = Callable[[], CoordinatorResult[Any]]
 # for it back, several times per turn. After a pause the loop has the lock at once; mid-slice
 # it waits at most the rest of the slice (below CPython's 5 ms switch interval). Measured with
 # ``bench/run.py assignment-offload`` (docs/performance.md): other groups' heartbeat p99 during
-# a 1,000 x 50,000 group's reassignments 1.4-1.8x their baseline, against 2.0-2.3x on a thread
+# a 1,000 x 50,000 group's reassignments 1.4-1.9x their baseline, against 2.0-2.3x on a thread
 # without pauses and 2.6-3.3x in slices on the loop itself (0.02-0.2 ms slices: every turn of
 # a request then paid a slice). The pauses cost the computation ~20 % more wall time.
 OFFLOAD_SLICE_S = 0.0005

@@ -20,7 +20,8 @@ allocated per partition beyond the output lists.
 
 Both are written as steps (:mod:`groupcoord.common.steps`): :meth:`UniformAssignor.assign_steps`
 yields every few members or topics, so that a large assignment runs in short slices off the
-loop, pausing between them for the loops (``runtime/timers.py``); :meth:`UniformAssignor.assign` runs it to its end at once.
+loop, pausing between them for the loops (``runtime/timers.py``); :meth:`UniformAssignor.assign`
+runs it to its end at once.
 """
 
 from __future__ import annotations

@@ -272,10 +272,11 @@ def offloaded_assignment(
     now_ms: int,
 ) -> list[TimerIntent]:
     """Run the assignor over ``snapshot`` (the group at ``epoch``) off the loop, in slices on
-    the offload thread, its input built there too (every member's subscription resolved: milliseconds for
-    thousands of members, which the loop would otherwise spend on every join and leave); one
-    run per group at a time: while one is in flight, members reconcile towards the current target and the
-    run's end computes again if the group moved on (:func:`_offloaded_done`)."""
+    the offload thread, its input built there too (every member's subscription resolved:
+    milliseconds for thousands of members, which the loop would otherwise spend on every join
+    and leave); one run per group at a time: while one is in flight, members reconcile towards
+    the current target and the run's end computes again if the group moved on
+    (:func:`_offloaded_done`)."""
     key = assignment_timer_key(group_id)
     if ctx.armed.is_scheduled(key):
         return []
