@@ -78,7 +78,15 @@ def channel(
     tls: InternalTls | None, target: str, options: Sequence[tuple[str, Any]] = ()
 ) -> grpc.aio.Channel:
     """A channel to a shard worker: mutual TLS with ``tls``, plaintext without (a shard started
-    without ``--internal-tls-dir``)."""
+    without ``--internal-tls-dir``).
+
+    Its connection is its own (a local subchannel pool): gRPC otherwise shares one connection
+    between the channels of a process to one target, and one channel's trouble fails the
+    other's calls. A channel opened again after a failure (the gateway's streams, the control
+    plane's ``reset_channel``) would be handed the dying connection, whose close a write in
+    flight delays, and fail at once; a peer still starting would put every channel to it into
+    reconnect backoff, where calls fail fast."""
+    options = [("grpc.use_local_subchannel_pool", 1), *options]
     if tls is None:
         return grpc.aio.insecure_channel(target, options=options)
     return tls.channel(target, options)

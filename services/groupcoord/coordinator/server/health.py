@@ -149,13 +149,10 @@ class ShardHealth:
     async def _ask(self, worker: int) -> None:
         channel = self._channels.get(worker)
         if channel is None:
-            # A subchannel of its own: gRPC shares subchannels between channels to one target,
-            # and a peer that is still starting would put ShardControl's fan-out channel to it
-            # into reconnect backoff (its calls then fail fast).
+            # a connection of its own (internal_tls.channel): a peer still starting puts only
+            # this channel into reconnect backoff, not ShardControl's fan-out channel to it
             channel = self._channels[worker] = internal_tls.channel(
-                self._tls,
-                f"{self._peer_host}:{self._base_port + worker}",
-                options=[("grpc.use_local_subchannel_pool", 1)],
+                self._tls, f"{self._peer_host}:{self._base_port + worker}"
             )
         try:
             reply = await health_pb2_grpc.HealthStub(channel).Check(

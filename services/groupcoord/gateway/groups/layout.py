@@ -45,9 +45,7 @@ async def ask_workers(
 ) -> int | None:
     """The worker count shard ``shard`` at ``address`` reports, or None if it does not answer
     as that shard (asked with the gateway's certificate ``tls``)."""
-    async with internal_tls.channel(
-        tls, f"{address[0]}:{address[1]}", options=[("grpc.use_local_subchannel_pool", 1)]
-    ) as channel:
+    async with internal_tls.channel(tls, f"{address[0]}:{address[1]}") as channel:
         try:
             ping = await sc_grpc.ShardControlStub(channel).Ping(sc.ShardPingRequest(), timeout=timeout_s)
         except grpc.aio.AioRpcError:

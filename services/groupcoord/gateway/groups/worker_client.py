@@ -68,10 +68,6 @@ class _Stream:
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.enable_retries", 0),
-                # a stream reopened after a failure gets a connection of its own: from gRPC's
-                # shared pool it could get the dying one (its close delayed by a write in
-                # flight), fail at once and fail the next call too
-                ("grpc.use_local_subchannel_pool", 1),
                 *grpc_limits.OPTIONS,
                 *grpc_keepalive.CHANNEL_OPTIONS,
             ],
