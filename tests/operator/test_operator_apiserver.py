@@ -156,8 +156,9 @@ async def test_the_chart_installs_and_its_operator_runs_the_resource_as_its_serv
     cr = await eventually(k, cr_path, lambda o: 1 not in leaders(o).values(), "failover away from shard 1")
     assert condition(cr, "Degraded")["reason"] == "ShardFailed"
     # a refusal's status or reason in any message; not in a line's timestamp (",403" milliseconds)
-    messages = re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", log.read_text(), flags=re.MULTILINE)
-    assert "Forbidden" not in messages and "403" not in messages, log.read_text()[-3000:]
+    text = log.read_text()
+    messages = re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} ", "", text, flags=re.MULTILINE)
+    assert "Forbidden" not in messages and "403" not in messages, text[-3000:]
 
 
 async def test_the_api_server_applies_the_crd_schema(admin: aiohttp.ClientSession, namespace: str) -> None:
