@@ -1,5 +1,8 @@
+import socket
+
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from groupcoord import embedded_broker
 from groupcoord.embedded_broker import EmbeddedBroker
 
 
@@ -17,3 +20,22 @@ def test_stop_leaves_no_process(tmp_path) -> None:
     proc = b.process
     b.stop()
     assert proc is not None and proc.poll() is not None
+
+
+def test_a_free_port_is_one_outgoing_connections_are_never_given(monkeypatch, tmp_path) -> None:
+    """Ports picked for servers lie below the kernel's ephemeral range, the ports it gives the
+    local ends of outgoing connections (one of which once took a Kafka node's port between the
+    pick and the node's bind); where that range leaves no room below it, the OS picks."""
+    low, _ = embedded_broker._ephemeral_range()
+    ports = {embedded_broker.free_port() for _ in range(50)}
+    assert all(low - embedded_broker.EXPLICIT_PORTS <= p < low for p in ports)
+    assert len(ports) > 40  # random, so parallel pickers rarely meet
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+    crowded = tmp_path / "ip_local_port_range"
+    crowded.write_text("1024\t65535\n")
+    monkeypatch.setattr(embedded_broker, "EPHEMERAL_RANGE", crowded)
+    assert embedded_broker._ephemeral_range() == (1024, 65535)
+    assert embedded_broker.free_port() >= 1024
