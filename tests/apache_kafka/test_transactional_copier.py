@@ -130,11 +130,37 @@ class CommittedReader(threading.Thread):
             self.consumer.close()
 
 
-def wait_for(predicate, timeout: float, what: str) -> None:  # noqa: ANN001 - a plain callable
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+def tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+
+class Copy:
+    """The copier's run as a test reads it: its progress, and on a stall what it, the shards
+    and the brokers last said (a stall is seen once in many runs, and only a CI log keeps it)."""
+
+    def __init__(
+        self, copier: subprocess.Popen[str], log: Path, cluster: BackgroundCluster, kafka: ApacheKafka
+    ):
+        self.copier, self.log, self.cluster, self.kafka = copier, log, cluster, kafka
+        self.progress = Progress(copier)
+        self.progress.start()
+
+    def wait_for_progress(self, at_least: int, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while self.progress.processed < at_least:
+            if self.copier.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"{what}: {self.report()}")
+            time.sleep(0.2)
+
+    def report(self) -> str:
+        log_dir = self.cluster.options.log_dir
+        shards = sorted(Path(log_dir).glob("shard-*.log")) if log_dir is not None else []
+        brokers = [n.log for n in self.kafka.members]
+        return "\n".join(
+            [f"copier exit {self.copier.poll()}, last status {self.progress.last}", "copier:", tail(self.log)]
+            + [f"{p.name}:\n{tail(p)}" for p in shards]
+            + [f"{p}:\n{tail(p, 15)}" for p in brokers]
+        )
 
 
 def test_kafka_4_4_finalizes_transaction_version_2_and_the_gateway_does_not(
@@ -178,28 +204,24 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
         "--use-group-metadata",
         log=tmp_path / "copier.log",
     )
-    progress = Progress(copier)
-    progress.start()
+    copy = Copy(copier, tmp_path / "copier.log", cluster3, kafka3)
+    progress = copy.progress
     try:
-        wait_for(lambda: progress.processed >= RECORDS // 5 or copier.poll() is not None, 120, "20% copied")
-        assert copier.poll() is None, (tmp_path / "copier.log").read_text()
+        copy.wait_for_progress(RECORDS // 5, 120, "20% copied")
         control = cluster3.cluster.control  # type: ignore[union-attr]
         assert control is not None
         leader = control.placement[partition_for(group, STATE_PARTITIONS)].leader
         os.killpg(control.processes[leader].process.pid, signal.SIGKILL)
         at_kill = progress.processed
 
-        wait_for(
-            lambda: progress.processed >= at_kill + 2 * TRANSACTION_SIZE, 120, "progress after the shard kill"
-        )
+        copy.wait_for_progress(at_kill + 2 * TRANSACTION_SIZE, 120, "progress after the shard kill")
         kafka3.stop_node(BOUNCED)
         at_stop = progress.processed
-        wait_for(
-            lambda: progress.processed >= at_stop + 2 * TRANSACTION_SIZE, 120, "progress with a broker down"
-        )
+        copy.wait_for_progress(at_stop + 2 * TRANSACTION_SIZE, 120, "progress with a broker down")
         kafka3.start_node(BOUNCED)
 
-        assert copier.wait(180) == 0, (tmp_path / "copier.log").read_text()
+        copy.wait_for_progress(RECORDS, 180, "all copied")
+        assert copier.wait(30) == 0, copy.report()
         progress.join(10)
         assert progress.processed == RECORDS, progress.last
         concurrent.join(90)
