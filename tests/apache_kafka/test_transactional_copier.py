@@ -16,6 +16,8 @@ serves: the copier finishing here is the proof the fallback is clean.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -23,23 +25,30 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from aiokafka import AIOKafkaProducer
+from aiokafka import errors as Errors
+from confluent_kafka import Consumer, ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.common.partitioning import partition_for
+from groupcoord.coordinator.core.contract import TransactionalWrite
+from groupcoord.coordinator.runtime.statelog import StateLogWriter
+from groupcoord.coordinator.runtime.transactions import append_transactional
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.testing import BackgroundCluster
 from groupcoord.testing.apache_kafka import ApacheKafka
 
 from .conftest import TRANSACTIONAL_MESSAGE_COPIER, VERIFIABLE_PRODUCER, run_tool, start_tool
 
+REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 RECORDS = 6000
 TRANSACTION_SIZE = 150
 BOUNCED = 2  # the broker leading both topics (node 1 is the gateway's bootstrap)
@@ -171,46 +180,113 @@ def test_kafka_4_4_finalizes_transaction_version_2_and_the_gateway_does_not(
     assert "transaction.version" not in finalized_features(cluster3, cluster3.gateway.bootstrap_address)
 
 
-def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
-    kafka3: ApacheKafka, cluster3: BackgroundCluster, tmp_path: Path
-) -> None:
-    gateway = cluster3.bootstrap
+@dataclass
+class CopyJob:
+    """A seeded input topic, an empty output topic and the copier's group, named for one test."""
+
+    gateway: str
+    source: str
+    sink: str
+    group: str
+    transactional_id: str
+    records: int
+
+
+def seeded_job(kafka: ApacheKafka, cluster: BackgroundCluster, records: int, replicas: list[int]) -> CopyJob:
+    """Both topics with one partition on ``replicas`` (min ISR 2), ``records`` values 0.. in the
+    input, every one acknowledged."""
     suffix = uuid.uuid4().hex[:6]
-    source, sink, group = f"copier-in-{suffix}", f"copier-out-{suffix}", f"copier-g-{suffix}"
-    admin = AdminClient({"bootstrap.servers": kafka3.bootstrap})
+    job = CopyJob(
+        cluster.bootstrap,
+        f"copier-in-{suffix}",
+        f"copier-out-{suffix}",
+        f"copier-g-{suffix}",
+        f"copier-{suffix}",
+        records,
+    )
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     topics = [
-        NewTopic(t, 1, replica_assignment=[[BOUNCED, 3, 1]], config={"min.insync.replicas": "2"})
-        for t in (source, sink)
+        NewTopic(t, 1, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
+        for t in (job.source, job.sink)
     ]
     for fut in admin.create_topics(topics).values():
         fut.result(30)
-
     seeded = run_tool(
-        VERIFIABLE_PRODUCER, "--topic", source, "--max-messages", str(RECORDS), "--bootstrap-server", gateway
+        VERIFIABLE_PRODUCER,
+        "--topic",
+        job.source,
+        "--max-messages",
+        str(records),
+        "--bootstrap-server",
+        job.gateway,
     )
     assert seeded.returncode == 0, seeded.stderr
     acked = [json.loads(line) for line in seeded.stdout.splitlines() if '"producer_send_success"' in line]
-    input_values = [str(i) for i in range(RECORDS)]
-    assert sorted(int(a["value"]) for a in acked) == list(range(RECORDS))
+    assert sorted(int(a["value"]) for a in acked) == list(range(records))
+    return job
 
-    concurrent = CommittedReader(gateway, sink, RECORDS)
-    concurrent.start()
-    copier = start_tool(
+
+def start_copier(job: CopyJob, log: Path) -> subprocess.Popen[str]:
+    return start_tool(
         TRANSACTIONAL_MESSAGE_COPIER,
-        *("--input-topic", source, "--input-partition", "0", "--output-topic", sink),
-        *("--broker-list", gateway, "--transactional-id", f"copier-{suffix}", "--consumer-group", group),
+        *("--input-topic", job.source, "--input-partition", "0", "--output-topic", job.sink),
+        *(
+            "--broker-list",
+            job.gateway,
+            "--transactional-id",
+            job.transactional_id,
+            "--consumer-group",
+            job.group,
+        ),
         *("--transaction-size", str(TRANSACTION_SIZE), "--transaction-timeout", "40000"),
         "--group-mode",
         "--use-group-metadata",
-        log=tmp_path / "copier.log",
+        log=log,
     )
+
+
+def assert_copied_exactly_once(job: CopyJob, *readers: CommittedReader) -> None:
+    """What transactions_test checks: every input value once and in order in the committed
+    output, for the readers that read during the copy and for one that reads after it; and the
+    group's committed offset is the end of the input."""
+    after = CommittedReader(job.gateway, job.sink, job.records)
+    after.start()
+    after.join(90)
+    after.stop.set()
+    input_values = [str(i) for i in range(job.records)]
+    for values in [after.values, *(r.values for r in readers)]:
+        assert len(values) == len(set(values)), "duplicates in the committed output"
+        assert values == input_values, (
+            f"{len(values)} of {job.records} values, in order: {values == sorted(values, key=int)}"
+        )
+    reader = Consumer({"bootstrap.servers": job.gateway, "group.id": job.group})
+    try:
+        [tp] = reader.committed([TopicPartition(job.source, 0)], timeout=30)
+        assert tp.offset == job.records
+    finally:
+        reader.close()
+
+
+def stop_copier(copier: subprocess.Popen[str]) -> None:
+    if copier.poll() is None:
+        os.killpg(copier.pid, signal.SIGKILL)
+        copier.wait(10)
+
+
+def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
+    kafka3: ApacheKafka, cluster3: BackgroundCluster, tmp_path: Path
+) -> None:
+    job = seeded_job(kafka3, cluster3, RECORDS, [BOUNCED, 3, 1])
+    concurrent = CommittedReader(job.gateway, job.sink, RECORDS)
+    concurrent.start()
+    copier = start_copier(job, tmp_path / "copier.log")
     copy = Copy(copier, tmp_path / "copier.log", cluster3, kafka3)
     progress = copy.progress
     try:
         copy.wait_for_progress(RECORDS // 5, 120, "20% copied")
         control = cluster3.cluster.control  # type: ignore[union-attr]
         assert control is not None
-        leader = control.placement[partition_for(group, STATE_PARTITIONS)].leader
+        leader = control.placement[partition_for(job.group, STATE_PARTITIONS)].leader
         os.killpg(control.processes[leader].process.pid, signal.SIGKILL)
         at_kill = progress.processed
 
@@ -226,24 +302,93 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
         assert progress.processed == RECORDS, progress.last
         concurrent.join(90)
     finally:
-        if copier.poll() is None:
-            os.killpg(copier.pid, signal.SIGKILL)
-            copier.wait(10)
+        stop_copier(copier)
         concurrent.stop.set()
+    assert_copied_exactly_once(job, concurrent)
 
-    after = CommittedReader(gateway, sink, RECORDS)
-    after.start()
-    after.join(90)
-    after.stop.set()
-    for values in (after.values, concurrent.values):
-        assert len(values) == len(set(values)), "duplicates in the committed output"
-        assert values == input_values, (
-            f"{len(values)} of {RECORDS} values, in order: {values == sorted(values, key=int)}"
+
+def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Path) -> int:
+    """Make another replica of ``partition`` its leader while every broker stays up, as an
+    operator does (``kafka-reassign-partitions`` to put it first, then a preferred-leader
+    election); returns the new leader."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    state = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
+    wanted = [r for r in state.replicas if r != state.leader] + [state.leader]
+    plan = workdir / "reassignment.json"
+    plan.write_text(
+        json.dumps(
+            {"version": 1, "partitions": [{"topic": topic, "partition": partition, "replicas": wanted}]}
         )
-    # and the group's committed offset is the end of the input
-    reader = Consumer({"bootstrap.servers": gateway, "group.id": group})
-    try:
-        [tp] = reader.committed([TopicPartition(source, 0)], timeout=30)
-        assert tp.offset == RECORDS
-    finally:
-        reader.close()
+    )
+    moved = run_tool(
+        REASSIGN_PARTITIONS,
+        *("--bootstrap-server", kafka.bootstrap, "--reassignment-json-file", str(plan), "--execute"),
+    )
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    deadline = time.monotonic() + 60
+    while True:
+        state = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
+        if list(state.replicas) == wanted:
+            if state.leader == wanted[0]:
+                return wanted[0]
+            with contextlib.suppress(Exception):  # ELECTION_NOT_NEEDED and the like: look again
+                admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, partition)]).result(15)
+        assert time.monotonic() < deadline, (
+            f"{topic}-{partition}: replicas {state.replicas}, leader {state.leader}"
+        )
+        time.sleep(0.5)
+
+
+def test_a_transactional_write_follows_a_leader_that_moved_while_the_old_one_stays_up(
+    kafka3: ApacheKafka, tmp_path: Path
+) -> None:
+    """The shard writes a client's transactional offsets itself (``append_transactional``, a
+    raw Produce on the log writer's connections). When the partition's leadership moves and
+    the old leader stays up, that broker answers NOT_LEADER_OR_FOLLOWER; the write fails (its
+    callers get NOT_COORDINATOR and retry) and the next one must reach the new leader. It went
+    on asking the old one until the writer's metadata aged out, minutes later: in a controlled
+    shutdown that stalled a copier's transactions until the broker closed its connections, and
+    after a leader election it would have gone on for minutes."""
+    kafka3.wait_ready()  # the broker the copier test bounced is back
+    suffix = uuid.uuid4().hex[:6]
+    topic, transactional_id = f"txn-leader-{suffix}", f"txn-leader-{suffix}"
+    admin = AdminClient({"bootstrap.servers": kafka3.bootstrap})
+    new_topic = NewTopic(topic, 1, replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})
+    admin.create_topics([new_topic])[topic].result(30)
+
+    async def scenario() -> None:
+        writer = StateLogWriter(kafka3.bootstrap, topic)
+        producer = AIOKafkaProducer(bootstrap_servers=kafka3.bootstrap, transactional_id=transactional_id)
+        await writer.start()
+        await producer.start()
+        try:
+            # the client's transaction, with the partition in it (sequence 0 is the client's)
+            await producer.begin_transaction()
+            await producer.send_and_wait(topic, b"the client's", partition=0)
+            txn_manager = producer._txn_manager  # noqa: SLF001 - its producer id and epoch
+            assert txn_manager is not None
+
+            def write(sequence: int) -> Awaitable[list[tuple[int, int]]]:
+                txn = TransactionalWrite(
+                    transactional_id, txn_manager.producer_id, txn_manager.producer_epoch, sequence
+                )
+                return append_transactional(writer, 0, [(b"k", b"offsets")], None, txn)
+
+            assert await write(1) == [(1, 1)]
+            await asyncio.to_thread(move_leadership, kafka3, topic, 0, tmp_path)
+            with pytest.raises(Errors.NotLeaderForPartitionError):
+                await write(2)  # the old leader, still up, refuses it
+            deadline = time.monotonic() + 10
+            while True:  # as the client's retries of TxnOffsetCommit come
+                await asyncio.sleep(0.5)
+                try:
+                    assert await write(2) == [(2, 2)]
+                    break
+                except Errors.NotLeaderForPartitionError:
+                    assert time.monotonic() < deadline, "transactional writes still go to the old leader"
+            await producer.commit_transaction()
+        finally:
+            await producer.stop()
+            await writer.stop()
+
+    asyncio.run(scenario())

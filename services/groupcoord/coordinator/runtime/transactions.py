@@ -189,18 +189,29 @@ async def append_transactional(
     request = ProduceRequest(
         txn.transactional_id, -1, 30000, [(writer.topic, [(partition, bytes(builder.build()))])]
     )
-    response = await client.send(node, request)
-    for _topic, partitions in response.topics:
-        for _partition, error_code, offset, *_rest in partitions:
-            if error_code == ErrorCode.duplicate_sequence_number.value:
-                raise TransactionalWriteDuplicate(f"{txn} at {tp}")
-            if error_code in REFUSED_TRANSACTIONAL_WRITE:
-                raise TransactionalWriteRefused(
-                    error_code, f"upstream refused the transactional batch of {txn}: {error_code}"
-                )
-            if error_code != 0:
-                raise Errors.for_code(error_code)(f"transactional write to {tp}")
-            return [(offset, offset + len(entries) - 1)]
+    try:
+        response = await client.send(node, request)
+        for _topic, partitions in response.topics:
+            for _partition, error_code, offset, *_rest in partitions:
+                if error_code == ErrorCode.duplicate_sequence_number.value:
+                    raise TransactionalWriteDuplicate(f"{txn} at {tp}")
+                if error_code in REFUSED_TRANSACTIONAL_WRITE:
+                    raise TransactionalWriteRefused(
+                        error_code, f"upstream refused the transactional batch of {txn}: {error_code}"
+                    )
+                if error_code != 0:
+                    raise Errors.for_code(error_code)(f"transactional write to {tp}")
+                return [(offset, offset + len(entries) - 1)]
+    except Errors.KafkaError as exc:
+        if exc.invalid_metadata:
+            # The leader moved (NOT_LEADER_OR_FOLLOWER from a broker still up, a lost
+            # connection): ask Metadata again now, as aiokafka's producer does for its own
+            # batches. Without it every retry went to the old leader until the metadata's
+            # max age (minutes) or until that broker closed its connections: a broker in a
+            # controlled shutdown stalled a copier's transactions, a leader election would not
+            # have ended.
+            client.force_metadata_update()
+        raise
     raise Errors.KafkaError(f"no answer for {tp} in the produce response")
 
 
