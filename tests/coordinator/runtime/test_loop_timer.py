@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 from groupcoord.coordinator.runtime.timers import OFFLOAD_SLICE_S, LoopTimer, TimerEvent
 
@@ -112,21 +113,39 @@ def then_answer(result: str):  # noqa: ANN201
     return CoordinatorResult(response=f"assigned {result}")
 
 
+async def loop_turns(until: Callable[[], bool]) -> list[float]:
+    """The times between the loop's turns until ``until()``."""
+    gaps, last = [], time.perf_counter()
+    while not until():
+        await asyncio.sleep(0)
+        gaps.append(time.perf_counter() - last)
+        last = time.perf_counter()
+    return gaps
+
+
+def long_wait_share(gaps: list[float]) -> float:
+    return sum(g for g in gaps if g > 2 * OFFLOAD_SLICE_S) / sum(gaps)
+
+
 async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
+    # what other processes on the machine cost the loop alone (a busy CI machine makes it
+    # wait too), measured just before, over as long as the computation takes
+    end = time.perf_counter() + 0.3
+    alone = await loop_turns(lambda: time.perf_counter() > end)
     fired = Fired()
     fired.timer.offload("assignment", Computing(0.3, "big"), then_answer)
     assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
     # the loop keeps turning while the task computes, and rarely waits for the interpreter
     # lock longer than a slice: without the pauses (one slice for the whole computation) it
     # waited a switch interval at almost every turn, 95 % of its time in such waits
-    gaps, last = [], time.perf_counter()
-    while not fired.events:
-        await asyncio.sleep(0)
-        gaps.append(time.perf_counter() - last)
-        last = time.perf_counter()
-    long_waits = sum(g for g in gaps if g > 2 * OFFLOAD_SLICE_S) / sum(gaps)
-    assert long_waits < 0.3, f"the loop spent {long_waits:.0%} of the computation in waits over two slices"
-    assert max(gaps) < 0.1, f"the loop waited {max(gaps):.3f} s at once"
+    gaps = await loop_turns(lambda: bool(fired.events))
+    long_waits, before = long_wait_share(gaps), long_wait_share(alone)
+    assert long_waits - before < 0.3, (
+        f"the loop spent {long_waits:.0%} of the computation in waits over two slices ({before:.0%} alone)"
+    )
+    assert max(gaps) < 0.1 + max(alone), (
+        f"the loop waited {max(gaps):.3f} s at once ({max(alone):.3f} s alone)"
+    )
     assert [what for what, _ in fired.run()] == ["assigned big"]
     assert not fired.timer.is_scheduled("assignment")
 
