@@ -34,15 +34,21 @@ def free_port(host: str = "127.0.0.1") -> int:
     start = max(1024, low - EXPLICIT_PORTS)
     for _ in range(200 if low - start >= 1000 else 0):
         port = random.randrange(start, low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
+        if can_bind(host, port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a crowded range: the OS's
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def can_bind(host: str, port: int) -> bool:
+    """Whether a server could listen on ``port`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 EXPLICIT_PORTS = 12_000  # how far below the ephemeral range free_port picks

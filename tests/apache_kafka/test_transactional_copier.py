@@ -307,10 +307,10 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
     assert_copied_exactly_once(job, concurrent)
 
 
-def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Path) -> int:
+def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Path) -> None:
     """Make another replica of ``partition`` its leader while every broker stays up, as an
     operator does (``kafka-reassign-partitions`` to put it first, then a preferred-leader
-    election); returns the new leader."""
+    election)."""
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     state = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
     wanted = [r for r in state.replicas if r != state.leader] + [state.leader]
@@ -330,7 +330,7 @@ def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Pat
         state = admin.list_topics(topic, timeout=10).topics[topic].partitions[partition]
         if list(state.replicas) == wanted:
             if state.leader == wanted[0]:
-                return wanted[0]
+                return
             with contextlib.suppress(Exception):  # ELECTION_NOT_NEEDED and the like: look again
                 admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, partition)]).result(15)
         assert time.monotonic() < deadline, (

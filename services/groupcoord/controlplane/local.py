@@ -32,7 +32,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from groupcoord.common import internal_tls
 from groupcoord.common.internal_tls import InternalTls
 from groupcoord.controlplane.placement import Assignment, place
-from groupcoord.embedded_broker import free_port, stop_process_group
+from groupcoord.embedded_broker import can_bind, free_port, stop_process_group
 from groupcoord.observability.consumer_lag import DEFAULT_INTERVAL_S as DEFAULT_LAG_INTERVAL_S
 from groupcoord.observability.metric_samples import DEFAULT_INTERVAL_S as DEFAULT_SAMPLES_INTERVAL_S
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
@@ -48,17 +48,7 @@ def free_port_block(count: int, host: str = "127.0.0.1") -> int:
         base = free_port(host)
         if base + count >= 65535:
             continue
-        ok = True
-        for port in range(base + 1, base + count):
-            import socket  # noqa: PLC0415
-
-            with socket.socket() as s:
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if all(can_bind(host, port) for port in range(base + 1, base + count)):
             return base
     raise RuntimeError(f"no block of {count} free ports")
 
