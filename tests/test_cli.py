@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.cli import LOG_FORMAT_ENV, JsonFormatter, add_log_level
+from groupcoord.common.process_logging import LOG_FORMAT_ENV, JsonFormatter, add_log_level
 from groupcoord.embedded_broker import EmbeddedBroker
 
 WITHOUT = "import sys; sys.modules[{module!r}] = None; from groupcoord.cli import main; main({argv!r})"

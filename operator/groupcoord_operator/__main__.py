@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from groupcoord.cli import add_log_level, configure_logging
+from groupcoord.common.process_logging import add_log_level, configure_logging
 from groupcoord_operator import command
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.authorization.upstream_acls import UpstreamAclSource
-from groupcoord.cli import LOG_FORMAT_ENV
+from groupcoord.common.process_logging import LOG_FORMAT_ENV
 from groupcoord.common import internal_tls, kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.heap import freeze_startup_objects

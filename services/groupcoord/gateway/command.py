@@ -186,7 +186,7 @@ async def serve(args: argparse.Namespace, further: Connection | None = None) -> 
 
 def run_further(args: argparse.Namespace, pipe: Connection) -> None:
     """A further process of ``--processes`` (spawned by the first)."""
-    from groupcoord.cli import configure_logging  # noqa: PLC0415 - the spawned process's
+    from groupcoord.common.process_logging import configure_logging  # noqa: PLC0415 - the spawned process's
 
     configure_logging(str(args.log_level), str(args.log_format))
     with asyncio.Runner(loop_factory=new_event_loop) as runner:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from register_shard import REGISTER_SHARDS
 
-from groupcoord.cli import add_log_level, configure_logging
+from groupcoord.common.process_logging import add_log_level, configure_logging
 from groupcoord.coordinator.server import supervisor
 
 PATH = Path(__file__).resolve()

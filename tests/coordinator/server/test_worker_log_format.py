@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from groupcoord.cli import LOG_FORMAT_ENV, add_log_level
+from groupcoord.common.process_logging import LOG_FORMAT_ENV, add_log_level
 from groupcoord.coordinator.server import supervisor, worker
 
 

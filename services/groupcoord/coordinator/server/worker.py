@@ -23,7 +23,7 @@ from typing import Any
 
 import grpc
 
-from groupcoord.cli import configure_logging
+from groupcoord.common.process_logging import configure_logging
 from groupcoord.common import grpc_keepalive, grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.internal_tls import CallerCheck, InternalTls
@@ -70,7 +70,7 @@ class WorkerConfig:
     lag_top_partitions: int = DEFAULT_LAG_TOP_N
     leadership: str = "local"
     log_level: str = "INFO"
-    log_format: str = "text"  # groupcoord.cli.LOG_FORMATS
+    log_format: str = "text"  # groupcoord.common.process_logging.LOG_FORMATS
     drain_timeout_s: float = 0.0  # after SIGTERM: NOT_SERVING, then wait this long to lose leadership
     state_topic_problems: tuple[str, ...] = ()  # the supervisor's check of an existing state topic
     # ca.crt, tls.crt, tls.key: mutual TLS on the gRPC port, callers checked (common/internal_tls.py);
