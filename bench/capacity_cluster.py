@@ -85,7 +85,7 @@ def run(argv: list[str]) -> dict[str, Any]:
     import pyspark  # noqa: PLC0415
 
     sys.path.insert(0, str(ROOT))
-    from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
+    from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
     from tests.spark.test_standalone_cluster import (  # noqa: PLC0415 - the suite's cluster fixture
         connector_jars,
         local_command,

@@ -152,7 +152,7 @@ def run(args: list[str]) -> dict[str, object]:
     from confluent_kafka.admin import AdminClient, NewTopic  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
-    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
+    from groupcoord_testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--records", type=int, default=100_000)

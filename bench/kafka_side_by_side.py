@@ -43,7 +43,7 @@ NAME = "kafka-side-by-side"
 DESCRIPTION = "KIP-848 heartbeats, rebalances, commits, produce/fetch: Kafka 4.4's coordinator vs groupcoord in front of it"
 
 TARGETS = ("kafka", "groupcoord")
-KAFKA_OFFSETS_PARTITIONS = 10  # offsets.topic.num.partitions of groupcoord.testing.apache_kafka
+KAFKA_OFFSETS_PARTITIONS = 10  # offsets.topic.num.partitions of groupcoord_testing.apache_kafka
 KAFKA_ASSIGNMENT_INTERVAL_S = 1.0  # Kafka 4.4's default group.consumer.assignment.interval.ms
 
 
@@ -325,7 +325,7 @@ def run(args: list[str]) -> dict[str, object]:
     from gateway_proxy import measure as produce_fetch  # noqa: PLC0415
 
     from groupcoord.embedded_broker import free_port  # noqa: PLC0415
-    from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
+    from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--kafka-version", default=VERSIONS["kafka-4.4"])

@@ -49,7 +49,7 @@ def run(args: list[str]) -> dict[str, object]:
 
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
-    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
+    from groupcoord_testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--members", type=int, default=100)

@@ -205,7 +205,7 @@ def run(args: list[str]) -> dict[str, object]:
     from kafka_side_by_side import KAFKA_OFFSETS_PARTITIONS, commits, warm_up  # noqa: PLC0415
 
     from groupcoord.embedded_broker import free_port  # noqa: PLC0415
-    from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
+    from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--kafka-version", default=VERSIONS["kafka-4.4"])

@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# The test harness (testing/groupcoord_testing): a source root of its own, not in the wheel.
+TESTING = HERE.parent / "testing"
 
 
 def _declared(path: Path) -> tuple[str, str] | None:
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.name not in benches:
         parser.error(f"unknown benchmark {args.name!r}; known: {', '.join(benches)}")
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(TESTING)]
     try:
         module = importlib.import_module(benches[args.name][0].stem)
     except ModuleNotFoundError as exc:

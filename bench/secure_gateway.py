@@ -139,7 +139,7 @@ def run(args: list[str]) -> dict[str, object]:
     from groupcoord.embedded_broker import EmbeddedBroker  # noqa: PLC0415
     from groupcoord.gateway.security.listener_security import ListenerSecurity  # noqa: PLC0415
     from groupcoord.local_cluster import ClusterOptions  # noqa: PLC0415
-    from groupcoord.testing import BackgroundCluster  # noqa: PLC0415
+    from groupcoord_testing import BackgroundCluster  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--heartbeats", type=int, default=20_000)

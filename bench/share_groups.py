@@ -139,7 +139,7 @@ def run(args: list[str]) -> dict[str, object]:
     from kafka_side_by_side import ratios, side_by_side  # noqa: PLC0415
 
     from groupcoord.embedded_broker import EmbeddedBroker, free_port  # noqa: PLC0415
-    from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
+    from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog=NAME)
     parser.add_argument("--kafka-version", default=VERSIONS["kafka-4.4"])

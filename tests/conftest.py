@@ -22,8 +22,8 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 from real_parts import require_binary, start_apache_kafka
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 Upstream = EmbeddedBroker | ApacheKafka
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, KafkaUnavailable
+from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka, KafkaUnavailable
 
 
 def on_ci() -> bool:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from real_parts import start_apache_kafka
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import VERSIONS, ApacheKafka, java_command
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka, java_command
 
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 VERIFIABLE_CONSUMER = "org.apache.kafka.tools.VerifiableConsumer"

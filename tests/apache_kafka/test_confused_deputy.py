@@ -39,8 +39,8 @@ from groupcoord.gateway.groups.group_apis import GroupApis
 from groupcoord.gateway.groups.leadership import LeadershipTable
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.security.tls import Pki, make_pki
 
 pytestmark = pytest.mark.slow

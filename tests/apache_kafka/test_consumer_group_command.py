@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .group_shape import Shape, assert_same, group_shape
 

@@ -26,8 +26,8 @@ from groupcoord.authorization.upstream_acls import UpstreamAclSource
 from groupcoord.common.kafka_security import ENV
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.security.tls import make_pki
 
 from .group_shape import Shape, assert_same, group_shape

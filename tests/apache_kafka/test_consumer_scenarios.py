@@ -24,8 +24,8 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .verifiable import COOPERATIVE_STICKY, RANGE, VerifiableConsumerGroup, VerifiableProducer, wait_until
 

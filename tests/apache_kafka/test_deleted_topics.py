@@ -39,8 +39,8 @@ from kio.schema.offset_fetch.v9.request import (
 from kio.static.primitive import i32, i32Timedelta
 
 from groupcoord.common.kafka_wire.exchange import exchange
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import VERIFIABLE_CONSUMER, start_tool
 

@@ -27,8 +27,8 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from kio.static.primitive import i8
 
 from groupcoord.common.kafka_wire.exchange import exchange
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 GROUP = 32  # Kafka's ConfigResource.Type.GROUP
 TRIES = {

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import CONSUMER_GROUP_COMMAND, run_tool
 from .group_shape import Shape, group_shape

@@ -7,8 +7,8 @@ import uuid
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import CONSUMER_GROUP_COMMAND, run_tool
 

@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway.proxy.upstream import fetch_upstream_versions
 from groupcoord.gateway.transport.api_versions import FORWARDED_CEILINGS
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 PARTITIONS, PER_PARTITION, ROUNDS = 12, 50, 8
 

@@ -33,8 +33,8 @@ from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.framing import SIZE, frame_bytes
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.e2e.test_share_groups import earliest, produce
 
 ACCEPT, RELEASE = 1, 2

@@ -29,8 +29,8 @@ from kio.schema.share_acknowledge.v2 import request as ack
 from kio.schema.share_fetch.v2 import request as fetch
 from kio.static.primitive import i8, i32, i32Timedelta
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.apache_kafka.test_share_fetch_bad_input import (
     Acks,
     Connection,

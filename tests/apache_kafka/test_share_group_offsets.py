@@ -26,8 +26,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import run_tool
 

@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.e2e.test_share_groups import earliest, produce, share_consumer
 
 from .conftest import run_tool

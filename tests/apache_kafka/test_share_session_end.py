@@ -17,8 +17,8 @@ import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.e2e.test_share_groups import earliest, produce, share_consumer, start_holder
 
 LOCK_MS = 15_000

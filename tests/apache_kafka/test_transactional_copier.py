@@ -43,8 +43,8 @@ from groupcoord.coordinator.core.contract import TransactionalWrite
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.coordinator.runtime.transactions import append_transactional
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import TRANSACTIONAL_MESSAGE_COPIER, VERIFIABLE_PRODUCER, run_tool, start_tool
 

@@ -27,8 +27,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from real_parts import start_apache_kafka
 
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.e2e.consumers import ConfluentConsumer, ConsumerThread, assert_acknowledged_commits_kept
 from tests.e2e.failover import PARTITIONS, busy_group
 from tests.e2e.test_consumer_groups import assert_no_double_ownership, wait_until

@@ -15,7 +15,7 @@ from groupcoord.authorization.acl_file import AclFile
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 

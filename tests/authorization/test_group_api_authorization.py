@@ -34,7 +34,7 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .consumers import ConsumerThread
 from .test_consumer_groups import wait_until

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .test_consumer_groups import (
     PARTITIONS,

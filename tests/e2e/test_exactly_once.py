@@ -30,7 +30,7 @@ from kio.static.primitive import i32
 
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 PROTOCOLS = ["classic", "consumer"]

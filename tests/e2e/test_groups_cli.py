@@ -36,7 +36,7 @@ from groupcoord.cli import main as groupcoord
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.security.tls import Pki, make_pki
 
 from .test_consumer_groups import wait_until

@@ -33,7 +33,7 @@ from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 STATE = DEFAULT_STATE_TOPIC

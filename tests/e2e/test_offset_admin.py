@@ -32,7 +32,7 @@ from kafka import TopicPartition as KafkaPythonPartition
 from kafka import errors as kafka_errors
 from kafka.structs import OffsetAndMetadata
 
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .test_consumer_groups import wait_until
 

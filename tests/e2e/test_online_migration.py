@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .consumers import ConfluentConsumer, KafkaPythonConsumer
 from .test_consumer_groups import (

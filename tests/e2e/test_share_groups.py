@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 

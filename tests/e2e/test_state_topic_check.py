@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from groupcoord import status
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .test_consumer_groups import wait_until
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 RECORDS = 10_000
 pytestmark = pytest.mark.broker

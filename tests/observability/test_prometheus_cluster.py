@@ -23,7 +23,7 @@ from groupcoord.cli import main as groupcoord
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.observability.metric_samples import DEFAULT_TOPIC
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 from .prometheus import PrometheusServer
 

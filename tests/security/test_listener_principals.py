@@ -19,7 +19,7 @@ import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity, certificate_principal
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.security.test_listener_security import USERS, _frame, _read_frame
 from tests.security.tls import Pki, make_pki
 

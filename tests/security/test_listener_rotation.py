@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.security.tls import make_pki
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]

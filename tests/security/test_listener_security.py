@@ -23,7 +23,7 @@ import pytest
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.security.tls import Pki, make_pki
 
 pytestmark = pytest.mark.broker

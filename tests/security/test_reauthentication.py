@@ -15,7 +15,7 @@ import pytest
 
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.gateway.security.listener_security import ListenerSecurity
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 from tests.security.test_listener_security import _frame, _handshake_v1, _read_frame
 
 pytestmark = pytest.mark.broker

@@ -33,7 +33,7 @@ from groupcoord.rpc.v1 import coordinator_pb2_grpc as pb_grpc
 from groupcoord.rpc.v1 import offsets_pb2
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 from groupcoord.rpc.v1 import shard_control_pb2_grpc as sc_grpc
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 PARTITIONS = 4

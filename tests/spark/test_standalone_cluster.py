@@ -24,7 +24,7 @@ import pyspark
 import pytest
 
 from groupcoord.embedded_broker import free_port
-from groupcoord.testing.apache_kafka import ApacheKafka
+from groupcoord_testing.apache_kafka import ApacheKafka
 from tests.real_parts import start_apache_kafka, unavailable
 from tests.spark.capacity.test_command import publish_history
 

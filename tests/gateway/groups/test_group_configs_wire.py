@@ -21,7 +21,7 @@ from kio.static.primitive import i8
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 GROUP, TOPIC, CLIENT_METRICS = 32, 2, 16

@@ -12,7 +12,7 @@ import pytest
 from groupcoord.common import grpc_limits
 from groupcoord.rpc.v1 import offsets_pb2
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 pytestmark = pytest.mark.broker
 

@@ -22,7 +22,7 @@ from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
 from groupcoord.gateway.transport.protocol import Request, ServerConnection
 from groupcoord.local_cluster import ClusterOptions
-from groupcoord.testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster
 
 
 def request(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:

@@ -3,8 +3,10 @@ thread. Not used by any ``groupcoord`` command.
 
 Tests and benchmarks drive the gateway with synchronous clients (confluent-kafka,
 kafka-python, Kafka's Java tools) from the main thread, so the asyncio side runs beside them.
-It lives in the installed package because the benchmarks under ``bench/`` run against an
-installed ``groupcoord``, not the test tree.
+A source root of its own (``testing/``), outside the wheel: nothing a user installs needs it,
+and :mod:`.apache_kafka` needs the jars ``scripts/test`` resolves from ``tests/apache_kafka/pom.xml``.
+pytest puts ``testing/`` on ``sys.path`` (``pythonpath`` in pyproject.toml) and ``bench/run.py``
+does the same, so both run it against the installed ``groupcoord``.
 """
 
 from __future__ import annotations
