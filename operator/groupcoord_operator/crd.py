@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupcoord_operator.crd_pod_template import integer, pod_template, quantity, resource_requirements
+
 GROUP = "groupcoord.io"
 VERSION = "v1alpha1"
 KIND = "GroupCoordinator"
@@ -33,17 +35,6 @@ LOG_FORMATS = ["text", "json"]
 CONDITION_TYPES = ["Ready", "Progressing", "Degraded", "Warning", "ReconciliationPaused"]
 MAX_BROKER_PORTS = 64
 MAX_LISTENERS = 8
-TOLERATION_OPERATORS = ["Exists", "Equal"]
-TAINT_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
-
-
-def _int(description: str, minimum: int, maximum: int | None = None, default: int | None = None) -> dict:
-    schema: dict[str, Any] = {"type": "integer", "minimum": minimum, "description": description}
-    if maximum is not None:
-        schema["maximum"] = maximum
-    if default is not None:
-        schema["default"] = default
-    return schema
 
 
 def _secret_key_ref(description: str) -> dict:
@@ -151,13 +142,13 @@ def _listener(description: str, *, required: list[str] | None = None, security: 
                 "every listener port as a hostPort; loadbalancer: a LoadBalancer Service with "
                 "every listener port, pods advertise its address.",
             },
-            "port": _int(
+            "port": integer(
                 "Bootstrap port; the upstream broker with node id i is at port + 1 + i.",
                 1024,
                 65000,
                 None if listed else 9092,
             ),
-            "brokerPorts": _int(
+            "brokerPorts": integer(
                 "Per-broker listener ports after the bootstrap port, one per upstream node id "
                 "0 .. brokerPorts-1 (the same port on every gateway pod, so any pod behind the "
                 "Service serves it): more than the largest broker node id.",
@@ -241,172 +232,6 @@ def _authorization() -> dict:
     }
 
 
-def _resource_requirements(description: str) -> dict:
-    quantity = {
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-        "x-kubernetes-int-or-string": True,
-        "pattern": r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$",
-    }
-    return {
-        "type": "object",
-        "description": description,
-        "properties": {
-            "requests": {"type": "object", "additionalProperties": quantity, "description": "Requests."},
-            "limits": {"type": "object", "additionalProperties": quantity, "description": "Limits."},
-        },
-    }
-
-
-def _string_map(description: str) -> dict:
-    return {"type": "object", "additionalProperties": {"type": "string"}, "description": description}
-
-
-def _quantity(description: str) -> dict:
-    return {
-        **_resource_requirements("")["properties"]["requests"]["additionalProperties"],
-        "description": description,
-    }
-
-
-def _pod_template(component: str) -> dict:
-    """Strimzi's ``template.pod``: what a platform team sets on the pods of one component.
-
-    Kubernetes' own types are described as far as a structural schema needs; ``affinity`` and a
-    spread constraint's ``labelSelector`` keep their (large) Kubernetes shape unchecked here and
-    are validated by the API server when the operator writes the workload — a rejection is
-    reported in the resource's Degraded condition and changes nothing that runs.
-    """
-    kubernetes_object = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    return {
-        "type": "object",
-        "description": f"Overrides for the {component} pods (Strimzi's template.pod).",
-        "properties": {
-            "metadata": {
-                "type": "object",
-                "description": "Extra labels and annotations on the pods (the operator's own labels win).",
-                "properties": {
-                    "labels": _string_map("Extra pod labels."),
-                    "annotations": _string_map("Extra pod annotations."),
-                },
-            },
-            "affinity": {**kubernetes_object, "description": "Pod affinity (core/v1 Affinity)."},
-            "tolerations": {
-                "type": "array",
-                "description": "Pod tolerations (core/v1 Toleration).",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "key": {"type": "string", "description": "Taint key."},
-                        "operator": {
-                            "type": "string",
-                            "enum": TOLERATION_OPERATORS,
-                            "description": "Exists or Equal.",
-                        },
-                        "value": {"type": "string", "description": "Taint value."},
-                        "effect": {"type": "string", "enum": TAINT_EFFECTS, "description": "Taint effect."},
-                        "tolerationSeconds": {
-                            "type": "integer",
-                            "description": "For NoExecute: seconds to stay.",
-                        },
-                    },
-                },
-            },
-            "topologySpreadConstraints": {
-                "type": "array",
-                "description": "Pod topology spread constraints (core/v1 TopologySpreadConstraint); labelSelector defaults to the component's pods.",
-                "items": {
-                    "type": "object",
-                    "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
-                    "properties": {
-                        "maxSkew": _int("Largest allowed difference of pod counts between domains.", 1),
-                        "topologyKey": {
-                            "type": "string",
-                            "minLength": 1,
-                            "description": "Node label of the domain.",
-                        },
-                        "whenUnsatisfiable": {
-                            "type": "string",
-                            "enum": ["DoNotSchedule", "ScheduleAnyway"],
-                            "description": "What to do when the skew cannot be kept.",
-                        },
-                        "minDomains": _int("Minimum number of eligible domains.", 1),
-                        "labelSelector": {
-                            **kubernetes_object,
-                            "description": "Pods counted (default: this component's pods).",
-                        },
-                        "matchLabelKeys": {
-                            "type": "array",
-                            "items": {"type": "string"},
-                            "description": "Pod label keys to group by.",
-                        },
-                        "nodeAffinityPolicy": {
-                            "type": "string",
-                            "enum": ["Honor", "Ignore"],
-                            "description": "Honor or Ignore.",
-                        },
-                        "nodeTaintsPolicy": {
-                            "type": "string",
-                            "enum": ["Honor", "Ignore"],
-                            "description": "Honor or Ignore.",
-                        },
-                    },
-                },
-            },
-            "nodeSelector": _string_map("Node selector."),
-            "priorityClassName": {"type": "string", "description": "PriorityClass of the pods."},
-            "securityContext": {
-                **kubernetes_object,
-                "description": "Pod security context (core/v1 PodSecurityContext), merged over the "
-                "operator's (runAsNonRoot, RuntimeDefault seccomp): e.g. fsGroup, runAsUser.",
-            },
-            "containerSecurityContext": {
-                **kubernetes_object,
-                "description": "Container security context (core/v1 SecurityContext), merged over the "
-                "operator's (read-only root, no privilege escalation, all capabilities dropped).",
-            },
-            "env": {
-                "type": "array",
-                "description": "Extra environment variables of the container (Strimzi's "
-                "template.container.env); the operator's own variables win.",
-                "items": {
-                    "type": "object",
-                    "required": ["name"],
-                    "properties": {
-                        "name": {"type": "string", "minLength": 1, "description": "Variable name."},
-                        "value": {"type": "string", "description": "Value."},
-                        "valueFrom": {**kubernetes_object, "description": "Source (core/v1 EnvVarSource)."},
-                    },
-                },
-            },
-            "livenessProbe": _probe_timing("liveness"),
-            "readinessProbe": _probe_timing("readiness"),
-            "podDisruptionBudget": {
-                "type": "object",
-                "description": "The component's PodDisruptionBudget (Strimzi's template.podDisruptionBudget).",
-                "properties": {
-                    "maxUnavailable": _int(
-                        "Pods that may be down at once for voluntary disruptions (0: none; default 1).", 0
-                    ),
-                },
-            },
-        },
-    }
-
-
-def _probe_timing(kind: str) -> dict:
-    """Strimzi's probe settings: timings only; what a probe checks is the operator's."""
-    return {
-        "type": "object",
-        "description": f"Timings of the {kind} probe (what it checks stays the operator's).",
-        "properties": {
-            "initialDelaySeconds": _int("Seconds before the first probe.", 0),
-            "periodSeconds": _int("Seconds between probes.", 1),
-            "timeoutSeconds": _int("Seconds a probe may take.", 1),
-            "failureThreshold": _int("Failures in a row that count.", 1),
-        },
-    }
-
-
 def spec_schema() -> dict[str, Any]:
     """The ``spec`` schema: ranges and enums the API server enforces on every write."""
     return {
@@ -485,7 +310,7 @@ def spec_schema() -> dict[str, Any]:
                         "description": "Topic name.",
                     },
                     "partitions": {
-                        **_int(
+                        **integer(
                             "Number of state-topic partitions; fixed at creation (a group lives on "
                             "partition hash(group id) mod partitions, so changing it would orphan group state).",
                             1,
@@ -495,7 +320,7 @@ def spec_schema() -> dict[str, Any]:
                             {"rule": "self == oldSelf", "message": "stateTopic.partitions is immutable"}
                         ],
                     },
-                    "replicationFactor": _int(
+                    "replicationFactor": integer(
                         "Replicas of each state-topic partition when the topic is created (Kafka's "
                         "offsets.topic.replication.factor); clamped to the Kafka cluster's broker count, "
                         "which the Warning condition reports.",
@@ -503,7 +328,7 @@ def spec_schema() -> dict[str, Any]:
                         32,
                         3,
                     ),
-                    "minInsyncReplicas": _int(
+                    "minInsyncReplicas": integer(
                         "min.insync.replicas of the state topic: acks=all writes need this many replicas "
                         "(clamped to the replication factor in force).",
                         1,
@@ -518,9 +343,9 @@ def spec_schema() -> dict[str, Any]:
                     }
                 ],
             },
-            "shards": _int("Number of coordinator shard pods (StatefulSet replicas).", 1, MAX_SHARDS),
-            "threadsPerShard": _int("Event-loop worker threads per shard.", 1, MAX_THREADS, 2),
-            "standbysPerPartition": _int(
+            "shards": integer("Number of coordinator shard pods (StatefulSet replicas).", 1, MAX_SHARDS),
+            "threadsPerShard": integer("Event-loop worker threads per shard.", 1, MAX_THREADS, 2),
+            "standbysPerPartition": integer(
                 "Hot standbys tailing each partition on other shards (fast failover).", 0, MAX_STANDBYS, 0
             ),
             "groupDefaults": {
@@ -533,8 +358,8 @@ def spec_schema() -> dict[str, Any]:
                     }
                 ],
                 "properties": {
-                    "sessionTimeoutMs": _int("Consumer group session timeout.", 1000, 3_600_000, 45000),
-                    "heartbeatIntervalMs": _int("Consumer group heartbeat interval.", 100, 600_000, 5000),
+                    "sessionTimeoutMs": integer("Consumer group session timeout.", 1000, 3_600_000, 45000),
+                    "heartbeatIntervalMs": integer("Consumer group heartbeat interval.", 100, 600_000, 5000),
                     "assignors": {
                         "type": "array",
                         "minItems": 1,
@@ -542,7 +367,7 @@ def spec_schema() -> dict[str, Any]:
                         "default": ["uniform", "range"],
                         "description": "Server-side assignors, preferred first (KIP-848).",
                     },
-                    "maxGroupSize": _int("Maximum members per group.", 1, 1_000_000, 1000),
+                    "maxGroupSize": integer("Maximum members per group.", 1, 1_000_000, 1000),
                     "migrationPolicy": {
                         "type": "string",
                         "enum": MIGRATION_POLICIES,
@@ -566,7 +391,7 @@ def spec_schema() -> dict[str, Any]:
                     },
                 ],
                 "properties": {
-                    "replicas": _int("Gateway pods.", 1, 64, 2),
+                    "replicas": integer("Gateway pods.", 1, 64, 2),
                     "security": _gateway_security(),
                     "listener": _listener(
                         "How clients reach the gateway (Strimzi's listener types); status.listeners shows the "
@@ -610,12 +435,12 @@ def spec_schema() -> dict[str, Any]:
                 "type": "object",
                 "description": "Compute resources of the workloads.",
                 "properties": {
-                    "shard": _resource_requirements(
+                    "shard": resource_requirements(
                         "Resources of each shard container; requests.cpu, when not set, is cpuPerShardThread x threadsPerShard."
                     ),
-                    "gateway": _resource_requirements("Resources of each gateway container."),
+                    "gateway": resource_requirements("Resources of each gateway container."),
                     "cpuPerShardThread": {
-                        **_quantity(
+                        **quantity(
                             "CPU request per worker process of a shard: the pod requests this x threadsPerShard."
                         ),
                         "default": "500m",
@@ -625,7 +450,7 @@ def spec_schema() -> dict[str, Any]:
             "template": {
                 "type": "object",
                 "description": "Pod template overrides per component.",
-                "properties": {"shard": _pod_template("shard"), "gateway": _pod_template("gateway")},
+                "properties": {"shard": pod_template("shard"), "gateway": pod_template("gateway")},
             },
             "internalTls": {
                 "type": "object",

@@ -15,18 +15,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.topic_replication import fit_replication
-from groupcoord.controlplane.placement import PlacementError, place, placement_from_status
-from groupcoord_operator import build, metrics
+from groupcoord.controlplane.placement import Placement, PlacementError, place, placement_from_status
+from groupcoord_operator import build, metrics, network, resource_status
 from groupcoord_operator.health import FAILED, placement_candidates, shard_states, states_from_status
 from groupcoord_operator.kafka_probe import broker_node_ids
 from groupcoord_operator.kube import Kube, KubeError, collection_path, object_path
-from groupcoord_operator.rollout import plan_rollout
-from groupcoord_operator.spec import SpecError, parse_spec
+from groupcoord_operator.rollout import RolloutStep, plan_rollout
+from groupcoord_operator.spec import Spec, SpecError, parse_spec
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ def _reconcile(
         placement: Any, states: Any, problem: tuple[str, str] | None, **more: Any
     ) -> dict[str, Any]:
         # conditions are read when called: after a status write they are the written ones
-        return build.build_status(
+        return resource_status.build_status(
             placement=placement,
             shard_states=states,
             generation=generation,
@@ -155,7 +155,7 @@ def _reconcile(
         )
 
     if build.reconciliation_paused(body):
-        paused = build.build_paused_status(status, generation, now)
+        paused = resource_status.build_paused_status(status, generation, now)
         return Outcome(paused, [], write_status(paused))
 
     try:
@@ -183,73 +183,20 @@ def _reconcile(
     states = shard_states(spec.shards, pods, previous_states, replacing=replacing)
     candidates = placement_candidates(states, (a.leader for a in previous.values()))
     live = [s for s in candidates if s not in step.drain] or candidates  # one shard: nowhere to drain to
-    problem: tuple[str, str] | None = None
-    try:
-        placement = place(spec.partitions, live, previous, spec.standbys)
-    except PlacementError:
-        # no live shard: keep the last leadership (nobody better exists) and say so
-        failed = sorted(s for s, st in states.items() if st == FAILED)
-        placement = previous
-        problem = (
-            "NoLiveShard",
-            f"no live shard to lead partitions (failed: {failed}); leadership left as it was",
-        )
+    placement, problem = _leadership(spec.partitions, live, previous, spec.standbys, states)
     moved = sorted(p for p, a in placement.items() if p in previous and previous[p].leader != a.leader)
     if moved:
         log.info("%s/%s: partitions %s change leader (live shards %s)", namespace, name, moved, live)
 
     metrics.export(namespace, name, spec.partitions, placement, states)
-    # what the status reports besides leadership: listeners, replication, the scale subresource
-    secured = bool(spec.tls.get("enabled") or spec.sasl)
-    node_ids = broker_node_ids(spec.bootstrap_servers, secured=secured)
-    brokers = len(node_ids) if node_ids else None
-    replication = fit_replication(spec.replication_factor, spec.min_insync_replicas, brokers)
-    warnings = []
-    if replication.clamped:
-        warnings.append(("StateTopicReplicationClamped", replication.message))
-    for listener in spec.listeners:
-        beyond = [n for n in node_ids or () if n >= listener.broker_ports]
-        if beyond:
-            warnings.append(
-                (
-                    "TooFewBrokerPorts",
-                    f"Kafka brokers with node ids {beyond} have no port among listener {listener.name}'s "
-                    f"{listener.broker_ports} per-broker ports (its brokerPorts must exceed the largest node "
-                    "id): its clients reach them only at a gateway pod's own address",
-                )
-            )
-    warning = (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None
-    gateway_pods = (
-        kube.list(collection_path("Pod", namespace), build.selector(name, build.GATEWAY))
-        if any(listener.type == "nodeport" for listener in spec.listeners)
-        else []
-    )
-    listener_services = {
-        listener.name: kube.get(
-            object_path("Service", namespace, build.listener_service_name(name, spec, listener))
-        )
-        for listener in spec.listeners
-        if listener.type == "loadbalancer"
-    }
-    load_balancer_hosts = {n: build.load_balancer_host(svc) for n, svc in listener_services.items()}
-    observed = {
-        "warning": warning,
-        "listeners": build.build_listener_status(name, namespace, spec, gateway_pods, listener_services),
-        "replicas": sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")),
-        "label_selector": build.label_selector_string(name, build.SHARD),
-        "replication": replication,
-        "kafka_brokers": brokers,
-        "rollout_pending": step.pending,
-        "rollout_message": step.message,
-        "replacing_shard": step.replacing,
-    }
+    observed, load_balancer_hosts = _observed(kube, name, namespace, spec, pods, step)
 
     objects = [
         build.build_shard_statefulset(name, namespace, spec, body, image, partition=step.partition),
         build.build_gateway_deployment(name, namespace, spec, body, image, load_balancer_hosts),
-        *build.build_services(name, namespace, spec, body),
-        *build.build_pod_disruption_budgets(name, namespace, spec, body),
-        *build.build_network_policies(name, namespace, spec, body),
+        *network.build_services(name, namespace, spec, body),
+        *network.build_pod_disruption_budgets(name, namespace, spec, body),
+        *network.build_network_policies(name, namespace, spec, body),
     ]
     # leadership first, so a shard about to be removed is already deposed when its pod stops;
     # and a status written before the workloads change says they are about to (Progressing),
@@ -268,6 +215,64 @@ def _reconcile(
     written = write_status(pre_status)
     if written:
         status, conditions = pre_status, pre_status["conditions"]
+    changed, rejected = _apply_objects(kube, name, namespace, objects, current, body)
+    final = pre_status
+    if rejected:
+        problem = ("Rejected", "the API server refused: " + "; ".join(rejected))
+        final = status_for(placement, states, problem, **observed)
+        written = write_status(final) or written
+    elif changed:
+        log.info("%s/%s: updated %s", namespace, name, changed)
+        final = status_for(placement, states, problem, **{**observed, "rollout_pending": True})
+        written = write_status(final) or written
+    return Outcome(final, changed, written)
+
+
+def _leadership(
+    partitions: int, live: list[int], previous: Placement, standbys: int, states: Mapping[int, str]
+) -> tuple[Placement, tuple[str, str] | None]:
+    """The placement over the live shards, or, with none live, the last one kept (nobody better
+    exists) and the problem the status reports."""
+    try:
+        return place(partitions, live, previous, standbys), None
+    except PlacementError:
+        failed = sorted(s for s, st in states.items() if st == FAILED)
+        return previous, (
+            "NoLiveShard",
+            f"no live shard to lead partitions (failed: {failed}); leadership left as it was",
+        )
+
+
+def _cluster_warning(spec: Spec, node_ids: Sequence[int] | None, replication: Any) -> tuple[str, str] | None:
+    """What the status warns about the Kafka cluster behind: a state topic's replication clamped
+    to the brokers there are, brokers a listener has no per-broker port for."""
+    warnings = []
+    if replication.clamped:
+        warnings.append(("StateTopicReplicationClamped", replication.message))
+    for listener in spec.listeners:
+        beyond = [n for n in node_ids or () if n >= listener.broker_ports]
+        if beyond:
+            warnings.append(
+                (
+                    "TooFewBrokerPorts",
+                    f"Kafka brokers with node ids {beyond} have no port among listener {listener.name}'s "
+                    f"{listener.broker_ports} per-broker ports (its brokerPorts must exceed the largest node "
+                    "id): its clients reach them only at a gateway pod's own address",
+                )
+            )
+    return (warnings[0][0], "; ".join(m for _, m in warnings)) if warnings else None
+
+
+def _apply_objects(
+    kube: Kube,
+    name: str,
+    namespace: str,
+    objects: list[dict[str, Any]],
+    current: list[dict[str, Any] | None],
+    owner: Mapping[str, Any],
+) -> tuple[list[str], list[str]]:
+    """Each built object applied over what the API server has (read once, ``current``), and the
+    listener Services no longer built pruned: (what changed, what the API server refused)."""
     changed = []
     rejected = []
     for obj, existing in zip(objects, current, strict=True):
@@ -282,18 +287,46 @@ def _reconcile(
             # says why, where whoever can fix it looks (a log line alone goes unseen)
             rejected.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc}")
     try:
-        changed += prune_listener_services(kube, name, namespace, objects, body)
+        changed += prune_listener_services(kube, name, namespace, objects, owner)
     except KubeError as exc:
         if exc.status not in (403,):
             raise
         rejected.append(f"Service deletion: {exc}")
-    final = pre_status
-    if rejected:
-        problem = ("Rejected", "the API server refused: " + "; ".join(rejected))
-        final = status_for(placement, states, problem, **observed)
-        written = write_status(final) or written
-    elif changed:
-        log.info("%s/%s: updated %s", namespace, name, changed)
-        final = status_for(placement, states, problem, **{**observed, "rollout_pending": True})
-        written = write_status(final) or written
-    return Outcome(final, changed, written)
+    return changed, rejected
+
+
+def _observed(
+    kube: Kube, name: str, namespace: str, spec: Spec, pods: list[dict[str, Any]], step: RolloutStep
+) -> tuple[dict[str, Any], dict[str, str | None]]:
+    """What the status reports besides leadership (listeners, replication, the scale
+    subresource, the rollout), and each load-balanced listener's address for the gateway pods."""
+    secured = bool(spec.tls.get("enabled") or spec.sasl)
+    node_ids = broker_node_ids(spec.bootstrap_servers, secured=secured)
+    brokers = len(node_ids) if node_ids else None
+    replication = fit_replication(spec.replication_factor, spec.min_insync_replicas, brokers)
+    warning = _cluster_warning(spec, node_ids, replication)
+    gateway_pods = (
+        kube.list(collection_path("Pod", namespace), build.selector(name, build.GATEWAY))
+        if any(listener.type == "nodeport" for listener in spec.listeners)
+        else []
+    )
+    listener_services = {
+        listener.name: kube.get(
+            object_path("Service", namespace, build.listener_service_name(name, spec, listener))
+        )
+        for listener in spec.listeners
+        if listener.type == "loadbalancer"
+    }
+    load_balancer_hosts = {n: resource_status.load_balancer_host(svc) for n, svc in listener_services.items()}
+    observed = {
+        "warning": warning,
+        "listeners": resource_status.build_listener_status(name, namespace, spec, gateway_pods, listener_services),
+        "replicas": sum(1 for p in pods if not (p.get("metadata") or {}).get("deletionTimestamp")),
+        "label_selector": build.label_selector_string(name, build.SHARD),
+        "replication": replication,
+        "kafka_brokers": brokers,
+        "rollout_pending": step.pending,
+        "rollout_message": step.message,
+        "replacing_shard": step.replacing,
+    }
+    return observed, load_balancer_hosts

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from groupcoord.controlplane.placement import place, placement_from_status
-from groupcoord_operator import build
+from groupcoord_operator import build, network, resource_status
 from groupcoord_operator.crd import build_crd, strict
 from groupcoord_operator.health import FAILED, READY, STARTING, placement_candidates, shard_states
 from groupcoord_operator.reconcile import is_subset
@@ -121,9 +121,9 @@ def all_objects(spec_raw):
     return [
         build.build_shard_statefulset("gc", "kafka", spec, OWNER),
         build.build_gateway_deployment("gc", "kafka", spec, OWNER),
-        *build.build_services("gc", "kafka", spec, OWNER),
-        *build.build_pod_disruption_budgets("gc", "kafka", spec, OWNER),
-        *build.build_network_policies("gc", "kafka", spec, OWNER),
+        *network.build_services("gc", "kafka", spec, OWNER),
+        *network.build_pod_disruption_budgets("gc", "kafka", spec, OWNER),
+        *network.build_network_policies("gc", "kafka", spec, OWNER),
     ]
 
 
@@ -179,7 +179,7 @@ def test_gateway_command_line_points_at_per_shard_dns_names():
     assert env["GROUPCOORD_KAFKA_SECURITY_PROTOCOL"]["value"] == "PLAINTEXT"
     # an internal listener: each pod advertises its own pod IP, never 127.0.0.1
     assert env["GROUPCOORD_ADVERTISED_HOST"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
-    shard_svc, gateway_svc, metrics_svc = build.build_services("gc", "kafka", parse_spec(MINIMAL))
+    shard_svc, gateway_svc, metrics_svc = network.build_services("gc", "kafka", parse_spec(MINIMAL))
     assert shard_svc["spec"]["clusterIP"] == "None" and shard_svc["spec"]["publishNotReadyAddresses"]
     assert gateway_svc["spec"]["type"] == "ClusterIP"
     # every per-broker listener port (port + 1 + node id) is on the Service and the pod
@@ -317,7 +317,7 @@ def test_new_shards_lead_only_once_ready_but_a_fresh_install_places_at_once():
 
 def test_status_carries_leadership_and_conditions():
     placement = place(6, [0, 1, 2], None, 1)
-    status = build.build_status(
+    status = resource_status.build_status(
         placement=placement,
         shard_states={0: READY, 1: READY, 2: READY},
         generation=4,
@@ -332,7 +332,7 @@ def test_status_carries_leadership_and_conditions():
     jsonschema.validate({"spec": MINIMAL, "status": status}, openapi_schema())
 
     later = NOW + dt.timedelta(minutes=5)
-    failed = build.build_status(
+    failed = resource_status.build_status(
         placement=placement,
         shard_states={0: READY, 1: FAILED, 2: READY},
         generation=4,
@@ -445,7 +445,7 @@ def test_a_restart_request_is_a_new_pod_template_for_shards_and_gateways():
 
 
 def test_a_paused_resource_keeps_its_last_status_and_says_it_is_paused():
-    status = build.build_status(
+    status = resource_status.build_status(
         placement=place(6, [0, 1], None, 0),
         shard_states={0: READY, 1: READY},
         generation=2,
@@ -454,10 +454,10 @@ def test_a_paused_resource_keeps_its_last_status_and_says_it_is_paused():
     )
     assert not build.reconciliation_paused({"metadata": {}})
     assert build.reconciliation_paused({"metadata": {"annotations": {build.PAUSE_RECONCILIATION: "True"}}})
-    paused = build.build_paused_status(status, 3, NOW)
-    later = build.build_paused_status(paused, 3, NOW + dt.timedelta(minutes=5))
+    paused = resource_status.build_paused_status(status, 3, NOW)
+    later = resource_status.build_paused_status(paused, 3, NOW + dt.timedelta(minutes=5))
     assert later == paused, "a paused resource's status does not move"
-    edited = build.build_paused_status(paused, 4, NOW + dt.timedelta(minutes=6))
+    edited = resource_status.build_paused_status(paused, 4, NOW + dt.timedelta(minutes=6))
     assert edited == paused, "nor when the spec is edited meanwhile (a new generation, a real API server's)"
     by_type = {c["type"]: c for c in paused["conditions"]}
     assert by_type["ReconciliationPaused"]["status"] == "True"
@@ -499,7 +499,7 @@ def test_listener_types_advertise_a_reachable_address(listener, service_type, ad
     assert [p["containerPort"] for p in ports] == [9092, 9093, 9094]
     assert all(("hostPort" in p) == host_port for p in ports)
     assert ("strategy" in dep["spec"]) == host_port, "hostPorts: no surge pod that could not schedule"
-    _, svc, _ = build.build_services("gc", "kafka", spec)
+    _, svc, _ = network.build_services("gc", "kafka", spec)
     assert svc["spec"]["type"] == service_type
     assert [p["port"] for p in svc["spec"]["ports"]] == [9092, 9093, 9094]
     for obj in (dep, svc):
@@ -517,7 +517,7 @@ def ready_pod(name, host_ip, ready=True):
 
 
 def test_status_listeners_name_the_bootstrap_address_per_type():
-    internal = build.build_listener_status("gc", "kafka", parse_spec(MINIMAL))
+    internal = resource_status.build_listener_status("gc", "kafka", parse_spec(MINIMAL))
     assert internal == [
         {
             "name": "plain",
@@ -528,16 +528,16 @@ def test_status_listeners_name_the_bootstrap_address_per_type():
     ]
     nodeport = parse_spec({**MINIMAL, "gateway": {"listener": {"name": "ext", "type": "nodeport"}}})
     pods = [ready_pod("a", "10.0.0.2"), ready_pod("b", "10.0.0.1"), ready_pod("c", "10.0.0.3", ready=False)]
-    (entry,) = build.build_listener_status("gc", "kafka", nodeport, pods)
+    (entry,) = resource_status.build_listener_status("gc", "kafka", nodeport, pods)
     assert entry["bootstrapServers"] == "10.0.0.1:9092,10.0.0.2:9092", "Ready pods' nodes only"
     lb = parse_spec({**MINIMAL, "gateway": {"listener": {"type": "loadbalancer"}}})
-    assert "bootstrapServers" not in build.build_listener_status("gc", "kafka", lb)[0], "never guessed"
+    assert "bootstrapServers" not in resource_status.build_listener_status("gc", "kafka", lb)[0], "never guessed"
     svc = {"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}
     assert (
-        build.build_listener_status("gc", "kafka", lb, [], {"plain": svc})[0]["bootstrapServers"]
+        resource_status.build_listener_status("gc", "kafka", lb, [], {"plain": svc})[0]["bootstrapServers"]
         == "203.0.113.7:9092"
     )
-    hosts = {"plain": build.load_balancer_host(svc)}
+    hosts = {"plain": resource_status.load_balancer_host(svc)}
     dep = build.build_gateway_deployment("gc", "kafka", lb, load_balancer_hosts=hosts)
     env = {e["name"]: e for e in containers(dep)[0]["env"]}
     assert env["GROUPCOORD_ADVERTISED_HOST"]["value"] == "203.0.113.7"
@@ -611,7 +611,7 @@ def test_listeners_each_get_ports_a_service_an_address_and_their_own_security():
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["listener-secure-tls"] == "/etc/groupcoord/listeners/secure/tls"
 
-    services = {s["metadata"]["name"]: s for s in build.build_services("gc", "kafka", spec)}
+    services = {s["metadata"]["name"]: s for s in network.build_services("gc", "kafka", spec)}
     assert {n: (s["spec"].get("type"), [p["port"] for p in s["spec"]["ports"]]) for n, s in services.items()} == {
         "gc-shard": (None, [50051, 9100]),
         "gc-gateway": ("ClusterIP", [9092, 9093, 9094, 9095]),
@@ -619,12 +619,12 @@ def test_listeners_each_get_ports_a_service_an_address_and_their_own_security():
         "gc-gateway-secure": ("LoadBalancer", [9192, 9193, 9194]),
         "gc-gateway-nodes": ("NodePort", [9292, 9293]),
     }
-    gateway_policy = build.build_network_policies("gc", "kafka", spec)[1]
+    gateway_policy = network.build_network_policies("gc", "kafka", spec)[1]
     opened = [p["port"] for p in gateway_policy["spec"]["ingress"][0]["ports"]]
     assert opened == [9092, 9093, 9094, 9095, 9192, 9193, 9194, 9292, 9293]
 
     lb_svc = {"status": {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}}}
-    status = build.build_listener_status("gc", "kafka", spec, [ready_pod("a", "10.0.0.5")], {"secure": lb_svc})
+    status = resource_status.build_listener_status("gc", "kafka", spec, [ready_pod("a", "10.0.0.5")], {"secure": lb_svc})
     assert [(e["name"], e["type"], e.get("bootstrapServers")) for e in status] == [
         ("plain", "internal", "gc-gateway.kafka.svc:9092"),
         ("secure", "loadbalancer", "lb.example.com:9192"),
@@ -663,13 +663,13 @@ def test_listeners_the_operator_refuses(gateway, message):
 
 
 def test_pod_disruption_budgets_are_owned_and_allow_one_pod_down():
-    budgets = build.build_pod_disruption_budgets("gc", "kafka", parse_spec(MINIMAL), OWNER)
+    budgets = network.build_pod_disruption_budgets("gc", "kafka", parse_spec(MINIMAL), OWNER)
     assert [b["metadata"]["name"] for b in budgets] == ["gc-shard", "gc-gateway"]
     for pdb in budgets:
         assert pdb["spec"]["maxUnavailable"] == 1
         assert pdb["metadata"]["ownerReferences"][0]["kind"] == "GroupCoordinator"
         kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
-    shard, gateway = build.build_pod_disruption_budgets("gc", "kafka", parse_spec(FULL), OWNER)
+    shard, gateway = network.build_pod_disruption_budgets("gc", "kafka", parse_spec(FULL), OWNER)
     assert shard["spec"]["maxUnavailable"] == 0 and gateway["spec"]["maxUnavailable"] == 2
 
 
@@ -696,14 +696,14 @@ def test_status_with_warning_listeners_and_scale_fields_fits_the_crd():
     from groupcoord.common.topic_replication import fit_replication
 
     replication = fit_replication(3, 2, 1)
-    status = build.build_status(
+    status = resource_status.build_status(
         placement=place(6, [0, 1], None, 0),
         shard_states={0: READY, 1: READY},
         generation=2,
         previous_conditions=None,
         now=NOW,
         warning=("StateTopicReplicationClamped", replication.message),
-        listeners=build.build_listener_status("gc", "kafka", parse_spec(MINIMAL)),
+        listeners=resource_status.build_listener_status("gc", "kafka", parse_spec(MINIMAL)),
         replicas=2,
         label_selector=build.label_selector_string("gc", "shard"),
         replication=replication,
@@ -718,7 +718,7 @@ def test_status_with_warning_listeners_and_scale_fields_fits_the_crd():
 
 def test_network_policies_open_each_port_to_its_callers_only():
     spec = parse_spec({**FULL, "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]}})
-    shard, gateway = build.build_network_policies("gc", "kafka", spec, OWNER)
+    shard, gateway = network.build_network_policies("gc", "kafka", spec, OWNER)
     for policy in (shard, gateway):
         kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
         assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -738,7 +738,7 @@ def test_network_policies_open_each_port_to_its_callers_only():
 
 def test_no_metrics_peers_means_nobody_scrapes_not_everybody():
     spec = parse_spec({**MINIMAL, "networkPolicy": {"metricsFrom": []}})
-    for policy in build.build_network_policies("gc", "kafka", spec):
+    for policy in network.build_network_policies("gc", "kafka", spec):
         assert all(rule.get("from") != [] for rule in policy["spec"]["ingress"])
         assert all(p["port"] != build.METRICS_PORT for rule in policy["spec"]["ingress"] for p in rule["ports"])
 
