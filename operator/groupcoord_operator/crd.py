@@ -1,7 +1,8 @@
 """The GroupCoordinator CustomResourceDefinition, built in Python so there is one source of truth.
 
 The Helm chart ships the rendered copy (``helm/groupcoord/crds/``; regenerate with
-``python -m groupcoord_operator crd``) and a test fails when the two differ. The operator
+``python -m groupcoord_operator --print-crd > helm/groupcoord/crds/groupcoord.io_groupcoordinators.yaml``)
+and a test fails when the two differ. The operator
 validates each spec against the same ``openAPIV3Schema`` before acting, so a cluster without
 (or with older) schema validation still ends in a clear ``Degraded`` condition instead of a
 crash loop. Rules a structural schema cannot say (heartbeat < session timeout, the partition

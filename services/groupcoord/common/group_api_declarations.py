@@ -16,8 +16,9 @@ declaration and a declaration without an entry, so the tables cannot drift apart
 
 Adding a group type is then what adding share groups (KIP-932) was:
 
-1. one :class:`GroupApi` here per API (ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch,
-   ShareAcknowledge), with the request and response messages added to the proto's envelope
+1. one :class:`GroupApi` here per API, seven of them (ShareGroupHeartbeat, ShareGroupDescribe,
+   ShareFetch, ShareAcknowledge, DescribeShareGroupOffsets, AlterShareGroupOffsets,
+   DeleteShareGroupOffsets), with the request and response messages added to the proto's envelope
    oneofs under the declared operation names;
 2. the handlers, each registered once against its declaration: the state machines in a
    package of the core (``coordinator/core/share/``), reached from the shard facade, with one
