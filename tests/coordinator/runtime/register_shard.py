@@ -40,6 +40,25 @@ REGISTER_TYPE_ID = FIRST_OUTSIDE_TYPE_ID  # the first id outside the product's (
 RECORD_TYPES.register(REGISTER_TYPE_ID, register_pb2.RegisterKey, register_pb2.RegisterValue)
 
 
+class RegisterMetrics:
+    """The register shard's CoordinatorMetricsShard: a count for the partition status, no
+    groups to export and nothing its writes count."""
+
+    def __init__(self, shard: RegisterShard) -> None:
+        self._shard = shard
+
+    def group_counts(self) -> dict[str, int]:
+        return {"register": len(self._shard.values)}
+
+    def export(self, partition: int, sink: Any) -> None:
+        sink.set_group_counts(partition, {})  # no groups of any protocol
+
+    def observe_written(
+        self, partition: int, records: Any, sink: Any, seen: dict[Any, Any], *, by_timer: bool
+    ) -> None:
+        return None
+
+
 class RegisterShard:
     """All registers hashed to one state-topic partition."""
 
@@ -49,6 +68,7 @@ class RegisterShard:
         self.loaded_at_ms: int | None = None
         # Requests waiting for a register to appear (not state: they die with leadership).
         self._waiting: dict[str, list[Any]] = {}
+        self._metrics = RegisterMetrics(self)
 
     def replay(self, record: CoordinatorRecord) -> None:
         key = record.key
@@ -113,14 +133,8 @@ class RegisterShard:
             return CoordinatorResult()
         return CoordinatorResult([CoordinatorRecord(register_pb2.RegisterKey(name=name), None)])
 
-    def group_counts(self) -> dict[str, int]:
-        return {"register": len(self.values)}
-
-    def group_state_counts(self) -> dict[str, dict[str, int]]:
-        return {}  # no groups of any protocol
-
-    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
-        return {}
+    def metrics(self) -> RegisterMetrics:
+        return self._metrics
 
     @property
     def data(self) -> dict[str, int]:

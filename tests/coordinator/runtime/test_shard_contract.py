@@ -13,7 +13,7 @@ from register_shard import RegisterShard
 
 from groupcoord.common.records import FIRST_OUTSIDE_TYPE_ID, STATE_TOPIC_RECORD_TYPES, RecordTypeRegistry
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.contract import CoordinatorShard, TransactionalShard
+from groupcoord.coordinator.core.contract import CoordinatorMetricsShard, CoordinatorShard, TransactionalShard
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.runtime.timers import LoopTimer
 from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataShard
@@ -29,12 +29,11 @@ def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
         "replay",
         "on_loaded",
         "transactions",
-        "group_counts",
-        "group_state_counts",
-        "share_records_in_flight",
+        "metrics",
         "data",
         "restore",
     }
+    assert hooks(CoordinatorMetricsShard) == {"group_counts", "export", "observe_written"}
     assert hooks(TransactionalShard) == {
         "open_transactions",
         "producer_sequences",
@@ -47,6 +46,7 @@ def test_the_protocols_declare_the_hooks_the_runtime_calls() -> None:
 def test_the_register_shard_implements_every_hook_and_is_not_transactional() -> None:
     shard = RegisterShard(0, LoopTimer(lambda _event: None))
     assert all(hasattr(shard, name) for name in hooks(CoordinatorShard))
+    assert all(hasattr(shard.metrics(), name) for name in hooks(CoordinatorMetricsShard))
     assert shard.transactions() is None  # so no marker follower runs for it
 
 
@@ -54,8 +54,8 @@ def test_the_group_coordinator_shard_is_transactional() -> None:
     shard = GroupCoordinatorShard(LoopTimer(lambda _event: None), GroupConfig())
     assert shard.transactions() is shard
     assert all(hasattr(shard, name) for name in hooks(TransactionalShard) | hooks(TopicMetadataShard))
-    assert shard.group_counts() == {"consumer": 0, "classic": 0}
-    assert shard.group_state_counts() == {"consumer": {}, "classic": {}, "share": {}}
+    assert shard.metrics().group_counts() == {"consumer": 0, "classic": 0}
+    assert shard.metrics().group_state_counts() == {"consumer": {}, "classic": {}, "share": {}}
 
 
 def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed() -> None:
@@ -77,9 +77,9 @@ def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed()
         )
         for record in shard.offset_commit(request, 0).records:
             shard.replay(record)
-    counts = shard.group_state_counts()
-    assert shard.group_counts() == {kind: sum(counts[kind].values()) for kind in ("consumer", "classic")}
-    assert shard.group_counts() == {"consumer": 0, "classic": 2}
+    counts = shard.metrics().group_state_counts()
+    assert shard.metrics().group_counts() == {kind: sum(counts[kind].values()) for kind in ("consumer", "classic")}
+    assert shard.metrics().group_counts() == {"consumer": 0, "classic": 2}
 
 
 def test_outside_record_types_cannot_take_the_products_ids() -> None:

@@ -14,7 +14,7 @@ message a stable numeric type id that prefixes the serialized key on the state t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
@@ -189,20 +189,27 @@ class CoordinatorOperation(Generic[S, R]):
     # already in the log (a producer's TxnOffsetCommit while its earlier offsets are pending:
     # the marker deciding those must be replayed before its new offsets, as in the log).
     needs_markers: Callable[[S], bool] | None = None
+    # What a successful answer tells the process's metrics facade, when it says what it did
+    # (a share delivery's counts): ``answered(sink, response)``, called by whoever delivers the
+    # reply, so the dispatcher needs no list of such operations.
+    answered: Callable[[Any, R], None] | None = None
 
 
 def write_operation(
     name: str,
     run: Callable[[S, int, Token], CoordinatorResult[R]],
     needs_markers: Callable[[S], bool] | None = None,
+    answered: Callable[[Any, R], None] | None = None,
 ) -> CoordinatorOperation[S, R]:
-    return CoordinatorOperation(name, False, run, needs_markers)
+    return CoordinatorOperation(name, False, run, needs_markers, answered)
 
 
 def read_operation(
-    name: str, run: Callable[[S, int, Token], CoordinatorResult[R]]
+    name: str,
+    run: Callable[[S, int, Token], CoordinatorResult[R]],
+    answered: Callable[[Any, R], None] | None = None,
 ) -> CoordinatorOperation[S, R]:
-    return CoordinatorOperation(name, True, run)
+    return CoordinatorOperation(name, True, run, None, answered)
 
 
 class ArmedTimers(Protocol):
@@ -276,18 +283,10 @@ class CoordinatorShard(Protocol):
         no client transactions. The shard's opt-in to the marker follower, asked once per load:
         a shard that returns None never sees a marker record."""
 
-    def group_counts(self) -> dict[str, int]:
-        """Groups hosted here by kind (bounded: no group names), for the control plane's
-        partition status."""
-
-    def group_state_counts(self) -> dict[str, dict[str, int]]:
-        """Groups by protocol (``consumer``, ``classic``, ``share``), then by state, for the
-        metrics; a protocol a shard has no groups of may be left out or map to nothing."""
-
-    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
-        """Per share-partition (group, topic name, partition) of this partition, its records
-        not done yet (acquired, or available again): Kafka's ``InFlightMessageCount``, for the
-        metrics; share-partitions with none are left out ({} for a shard without share groups)."""
+    def metrics(self) -> CoordinatorMetricsShard:
+        """What the shard measures of itself (Kafka's ``CoordinatorMetricsShard``), which the
+        runtime only hands the process's metrics facade: the runtime knows no metric of any
+        shard."""
 
     @property
     def data(self) -> Any:
@@ -297,6 +296,36 @@ class CoordinatorShard(Protocol):
         """Make the state a copy of ``data`` (another replica's :attr:`data`): how the runtime
         reverts the live replica to the committed one after a failed write. All or nothing: if
         it raises, the state is unchanged (the runtime then reloads the partition instead)."""
+
+
+class CoordinatorMetricsShard(Protocol):
+    """The gauges and counters of one coordinator shard (Kafka's ``CoordinatorMetricsShard``),
+    handed to the runtime by :meth:`CoordinatorShard.metrics`. The shard owns what is measured
+    and how it is named; the runtime only says when, and hands over ``sink``, the process's
+    metrics facade (``groupcoord.observability.shard_metrics.ShardMetrics``), so the runtime
+    knows no group type, record type or metric of any shard."""
+
+    def group_counts(self) -> dict[str, int]:
+        """What the shard hosts by kind (bounded: no names), for the control plane's partition
+        status."""
+
+    def export(self, partition: int, sink: Any) -> None:
+        """Set the shard's gauges for ``partition`` on ``sink``. Called about every second on
+        the committed replica of an active partition (what reads see)."""
+
+    def observe_written(
+        self,
+        partition: int,
+        records: Sequence[CoordinatorRecord],
+        sink: Any,
+        seen: dict[Any, Any],
+        *,
+        by_timer: bool,
+    ) -> None:
+        """Count on ``sink`` what ``records``, written by one live request (``by_timer``: by a
+        timer), did. Never called for records a load replays, which would recount history.
+        ``seen`` is the partition's memory of what earlier writes said (a group's last epoch),
+        kept by the runtime across the partition's loads and reverts, as the counts are."""
 
 
 class TransactionalShard(Protocol):

@@ -7,7 +7,7 @@ and admin APIs work on any group through this protocol, like Apache Kafka's ``Gr
 from __future__ import annotations
 
 import enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.topics_image import TopicsImage
@@ -17,6 +17,37 @@ class GroupType(enum.Enum):
     CONSUMER = "consumer"
     CLASSIC = "classic"
     SHARE = "share"
+
+
+class OffsetCommitValidation(NamedTuple):
+    """What an OffsetCommit or TxnOffsetCommit says of its committer, once per request: the
+    one parameter every group type's :meth:`Group.validate_offset_commit` takes (with the
+    topic and partition of each offset), so the offsets manager asks the same question of any
+    group type. A named tuple: built once per commit, on the offsets' hot path."""
+
+    member_id: str
+    group_instance_id: str | None
+    generation_or_member_epoch: int
+    api_version: int
+    # resolves a topic name to its id, where the group type checks assignments
+    image: TopicsImage
+    # a TxnOffsetCommit: validated as Kafka's ``validateTransactionalOffsetCommit``
+    transactional: bool = False
+
+
+class SimpleGroups(Protocol):
+    """How the offsets side gets Kafka's "simple" group: the group an offset commit with no
+    generation makes exist (a consumer without group management, the admin client). The
+    classic side's (core/classic/group.py ``SIMPLE_GROUPS``), handed to the offsets manager
+    and its replay, so the offsets code builds no group of any type itself."""
+
+    def new_group(self, group_id: str, now_ms: int = 0) -> Group:
+        """An empty simple group, as replay makes it for an offset of a group not known yet."""
+        ...
+
+    def creation_records(self, group_id: str, now_ms: int) -> list[CoordinatorRecord]:
+        """The records creating an empty simple group (written before its first offset)."""
+        ...
 
 
 class Group(Protocol):
@@ -41,21 +72,11 @@ class Group(Protocol):
         committed offsets are the offset manager's, since they outlive a change of type."""
         ...
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_or_member_epoch: int,
-        api_version: int,
-        topic: str,
-        partition: int,
-        image: TopicsImage,
-        transactional: bool = False,
-    ) -> None:
+    def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
         """Raise CoordinatorError (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, STALE_MEMBER_EPOCH,
-        FENCED_INSTANCE_ID, UNSUPPORTED_VERSION...) when this commit must be rejected.
-        An empty member id with generation -1 is an admin commit (allowed only when empty).
-        ``image`` resolves ``topic`` to its id where the group type checks assignments."""
+        FENCED_INSTANCE_ID, UNSUPPORTED_VERSION...) when ``commit``'s offset of ``topic``
+        ``partition`` must be rejected. An empty member id with generation -1 is an admin
+        commit (allowed only when empty)."""
         ...
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None: ...

@@ -14,7 +14,6 @@ SyncGroup) also take the runtime's ``token`` for the waiting request (see contra
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable
 from functools import partial
@@ -22,14 +21,14 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.classic import join as classic_join
 from groupcoord.coordinator.core.classic import membership as classic_membership
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
 from groupcoord.coordinator.core.classic import replay as classic_replay
 from groupcoord.coordinator.core.classic import sync as classic_sync
 from groupcoord.coordinator.core.classic.context import ClassicContext
-from groupcoord.coordinator.core.classic.group import simple_group_records
+from groupcoord.coordinator.core.classic.group import SIMPLE_GROUPS
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer import heartbeat as consumer_heartbeat
 from groupcoord.coordinator.core.consumer import membership as consumer_membership
@@ -39,20 +38,10 @@ from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
 from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.group import Group, GroupType
+from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.group_admin import GroupAdmin
-from groupcoord.coordinator.core.group_configs import (
-    SHARE_AUTO_OFFSET_RESET,
-    SHARE_DELIVERY_COUNT_LIMIT,
-    SHARE_HEARTBEAT_INTERVAL_MS,
-    SHARE_ISOLATION_LEVEL,
-    SHARE_PARTITION_MAX_RECORD_LOCKS,
-    SHARE_RECORD_LOCK_DURATION_MS,
-    SHARE_RENEW_ACKNOWLEDGE_ENABLE,
-    SHARE_SESSION_TIMEOUT_MS,
-    GroupConfigManager,
-    replay_group_config,
-)
+from groupcoord.coordinator.core.group_configs import GroupConfigManager, replay_group_config
+from groupcoord.coordinator.core.group_metrics import GroupCoordinatorMetricsShard
 from groupcoord.coordinator.core.migration.classic_members import ClassicMembersOfConsumerGroups
 from groupcoord.coordinator.core.migration.online_migration import OnlineMigration
 from groupcoord.coordinator.core.offsets import (
@@ -63,11 +52,9 @@ from groupcoord.coordinator.core.offsets import (
 )
 from groupcoord.coordinator.core.share import delivery as share_delivery
 from groupcoord.coordinator.core.share import group as share_group
-from groupcoord.coordinator.core.share import heartbeat as share_heartbeat
 from groupcoord.coordinator.core.share import offsets as share_offsets
+from groupcoord.coordinator.core.share.context import ShareContext
 from groupcoord.coordinator.core.share.describe import describe_share_groups
-from groupcoord.coordinator.core.share.group import ShareGroup
-from groupcoord.coordinator.core.share.share_partition import DeliveryLimits
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
@@ -106,7 +93,7 @@ class GroupCoordinatorShard(ActsOnState):
         self.offset_manager = OffsetMetadataManager(
             self.data,
             self.config,
-            create_simple_group=simple_group_records,
+            SIMPLE_GROUPS,
             delete_group=self.delete_group_records,
         )
         self.config_manager = GroupConfigManager(self.data, self.config)
@@ -125,6 +112,8 @@ class GroupCoordinatorShard(ActsOnState):
         )
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
+        self.share = ShareContext(self.data, self.config, self.config_manager)
+        self._metrics = GroupCoordinatorMetricsShard(self.data)
         self._replay = self._replay_switch()
 
     def restore(self, data: GroupCoordinatorState) -> None:
@@ -152,9 +141,9 @@ class GroupCoordinatorShard(ActsOnState):
         switch[classic_rpb.ClassicGroupMetadataKey] = partial(classic_replay.replay_metadata, data)
         switch[classic_rpb.ClassicGroupMemberKey] = partial(classic_replay.replay_member, data)
         switch[classic_rpb.ClassicGroupPendingMemberKey] = partial(classic_replay.replay_pending_member, data)
-        switch[offsets_rpb.OffsetCommitKey] = partial(replay_offset, data)
-        switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data)
-        switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data)
+        switch[offsets_rpb.OffsetCommitKey] = partial(replay_offset, data, SIMPLE_GROUPS)
+        switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data, SIMPLE_GROUPS)
+        switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data, SIMPLE_GROUPS)
         switch[offsets_rpb.GroupConfigKey] = partial(replay_group_config, data)
         switch[share_rpb.SharePartitionStateKey] = lambda key, value: share_delivery.replay(
             data.share_partitions, key, value
@@ -179,11 +168,7 @@ class GroupCoordinatorShard(ActsOnState):
         timers = [self.offset_manager.expiry_timer(now_ms)]
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
-        for group in self.groups.values():
-            if isinstance(group, ShareGroup):
-                timers += share_heartbeat.timers_after_load(
-                    group, now_ms, self._share_config(group.group_id), self._share_session_expired
-                )
+        timers += self.share.timers_after_load(now_ms)
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
         return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
@@ -195,11 +180,7 @@ class GroupCoordinatorShard(ActsOnState):
     def delete_group_records(self, group: Group) -> list[CoordinatorRecord]:
         """Tombstones deleting a group and its offsets (DeleteGroups, offset expiry), and a
         share group's share-partition states."""
-        delivery = [
-            share_delivery.state_record(key, None)
-            for key in sorted(self.data.share_partitions)
-            if key[0] == group.group_id
-        ]
+        delivery = self.share.delete_records(group.group_id)
         return self.offset_manager.delete_all_records(group.group_id) + delivery + group.tombstone_records()
 
     # --- KIP-848 consumer groups -------------------------------------------------------------
@@ -231,68 +212,13 @@ class GroupCoordinatorShard(ActsOnState):
     def share_group_heartbeat(
         self, request: share_pb.ShareGroupHeartbeatRequest, now_ms: int
     ) -> CoordinatorResult[share_pb.ShareGroupHeartbeatResponse]:
-        group = self.groups.get(request.group_id)
-        if group is not None and not isinstance(group, ShareGroup):
-            # no conversion between share groups and the others exists, even of an empty group
-            raise CoordinatorError(
-                ErrorCode.group_id_not_found, f"Group {request.group_id} is not a share group."
-            )
-        result = share_heartbeat.heartbeat(
-            group,
-            share_heartbeat.from_request(request),
-            now_ms,
-            self._share_config(request.group_id),
-            self.image,
-            self._share_session_expired,
-        )
-        records = result.records
-        if request.member_epoch == share_group.LEAVE_GROUP_MEMBER_EPOCH and result.records:
-            records = records + self._release_share_member(request.group_id, request.member_id)
-        return CoordinatorResult(
-            records=records, response=share_heartbeat.to_response(result.response), timers=result.timers
-        )
-
-    def _release_share_member(self, group_id: str, member_id: str) -> list[CoordinatorRecord]:
-        """What the member holds, given back as it goes."""
-        limits = self._delivery_config(group_id).limits
-        return share_delivery.release_member(self.data.share_partitions, group_id, member_id, limits)
-
-    def _share_config(self, group_id: str) -> share_heartbeat.ShareGroupConfig:
-        """The group's share.session.timeout.ms and share.heartbeat.interval.ms (its dynamic
-        configs, else the broker-level defaults)."""
-        return share_heartbeat.ShareGroupConfig(
-            session_timeout_ms=self.config_manager.int_value(group_id, SHARE_SESSION_TIMEOUT_MS),
-            heartbeat_interval_ms=self.config_manager.int_value(group_id, SHARE_HEARTBEAT_INTERVAL_MS),
-            max_size=self.config.share_group_max_size,
-        )
-
-    def _share_session_expired(self, group_id: str, member_id: str, now_ms: int) -> CoordinatorResult[None]:
-        """A share member's session timer: run on the state as it is when it fires."""
-        group = self.groups.get(group_id)
-        result = share_heartbeat.session_expired(group if isinstance(group, ShareGroup) else None, member_id)
-        if not result.records:
-            return result
-        return CoordinatorResult(records=result.records + self._release_share_member(group_id, member_id))
+        return self.share.heartbeat(request, now_ms)
 
     def share_delivery(
         self, request: share_pb.ShareDeliveryRequest, now_ms: int
     ) -> CoordinatorResult[share_pb.ShareDeliveryResponse]:
-        """ShareFetch's two steps and ShareAcknowledge (its first step alone): one operation on
-        the delivery state, whichever API asked (core/share/delivery.py)."""
-        return share_delivery.deliver(self.data.share_partitions, request, now_ms, self._delivery_config)
-
-    def _delivery_config(self, group_id: str) -> share_delivery.DeliveryConfig:
-        value = self.config_manager.value
-        return share_delivery.DeliveryConfig(
-            DeliveryLimits(
-                delivery_count_limit=self.config_manager.int_value(group_id, SHARE_DELIVERY_COUNT_LIMIT),
-                lock_duration_ms=self.config_manager.int_value(group_id, SHARE_RECORD_LOCK_DURATION_MS),
-                max_in_flight=self.config_manager.int_value(group_id, SHARE_PARTITION_MAX_RECORD_LOCKS),
-            ),
-            auto_offset_reset=str(value(group_id, SHARE_AUTO_OFFSET_RESET)),
-            isolation_level=str(value(group_id, SHARE_ISOLATION_LEVEL)),
-            renew_enabled=bool(value(group_id, SHARE_RENEW_ACKNOWLEDGE_ENABLE)),
-        )
+        """ShareFetch's two steps and ShareAcknowledge (its first step alone)."""
+        return self.share.delivery(request, now_ms)
 
     def describe_share_group_offsets(
         self, request: share_pb.DescribeShareGroupOffsetsRequest, now_ms: int = 0
@@ -404,29 +330,9 @@ class GroupCoordinatorShard(ActsOnState):
         return self.offset_manager.offset_delete(request, now_ms)
 
     # --- group admin -------------------------------------------------------------------------
-    def group_state_counts(self) -> dict[str, dict[str, int]]:
-        """Groups by protocol (consumer, classic, share), then by snake_case state, for the
-        metrics the runtime publishes (never per group: bounded cardinality)."""
-        counts: dict[str, dict[str, int]] = {kind.value: {} for kind in GroupType}
-        for group in self.groups.values():
-            state = re.sub(r"(?<!^)(?=[A-Z])", "_", group.state_name()).lower()
-            of_kind = counts[group.group_type.value]
-            of_kind[state] = of_kind.get(state, 0) + 1
-        return counts
-
-    def share_records_in_flight(self) -> dict[tuple[str, str, int], int]:
-        out = {}
-        for (group_id, topic_id, partition), state in self.data.share_partitions.items():
-            if records := state.in_flight():
-                out[(group_id, self.image.topic_name(topic_id) or topic_id.hex(), partition)] = records
-        return out
-
-    def group_counts(self) -> dict[str, int]:
-        """Groups hosted here by protocol (the control plane's partition status)."""
-        counts = {kind.value: 0 for kind in (GroupType.CONSUMER, GroupType.CLASSIC)}
-        for group in self.groups.values():
-            counts[group.group_type.value] = counts.get(group.group_type.value, 0) + 1
-        return counts
+    def metrics(self) -> GroupCoordinatorMetricsShard:
+        """The shard's gauges and counters (core/group_metrics.py), which the runtime exports."""
+        return self._metrics
 
     def list_groups(
         self, request: admin_pb.ListGroupsRequest, now_ms: int

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
-from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
@@ -32,7 +31,7 @@ from groupcoord.coordinator.core.contract import (
     TransactionalWrite,
     deadline_timer,
 )
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import Group, OffsetCommitValidation, SimpleGroups
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.txn_offsets import OffsetKey, pending_record
 from groupcoord.records.v1 import offsets_pb2 as rpb
@@ -90,7 +89,10 @@ def offset_record(
 
 # --- replay: the partition state is the only argument (the replay switch binds it) -------------
 def replay_offset(
-    data: GroupCoordinatorState, k: rpb.OffsetCommitKey, value: rpb.OffsetCommitValue | None
+    data: GroupCoordinatorState,
+    simple: SimpleGroups,
+    k: rpb.OffsetCommitKey,
+    value: rpb.OffsetCommitValue | None,
 ) -> None:
     transactions = data.transactions
     if transactions.open_by_key or transactions.unrestated:  # cheap without transactions (usual)
@@ -117,23 +119,28 @@ def replay_offset(
     # An offset commit makes its group exist (Kafka's "simple" group), also on replay.
     groups = data.groups
     if group_id not in groups:
-        groups[group_id] = ClassicGroup(group_id)
+        groups[group_id] = simple.new_group(group_id)
 
 def replay_pending(
-    data: GroupCoordinatorState, k: rpb.PendingTxnOffsetKey, value: rpb.PendingTxnOffsetValue | None
+    data: GroupCoordinatorState,
+    simple: SimpleGroups,
+    k: rpb.PendingTxnOffsetKey,
+    value: rpb.PendingTxnOffsetValue | None,
 ) -> None:
     data.transactions.replay_pending(k, value)
     groups = data.groups
     if value is not None and k.group_id not in groups:
-        groups[k.group_id] = ClassicGroup(k.group_id)  # Kafka's simple group, as above
+        groups[k.group_id] = simple.new_group(k.group_id)  # Kafka's simple group, as above
 
-def replay_marker(data: GroupCoordinatorState, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None) -> None:
+def replay_marker(
+    data: GroupCoordinatorState, simple: SimpleGroups, k: rpb.TxnMarkerKey, value: rpb.TxnMarkerValue | None
+) -> None:
     for (group_id, topic, partition), committed in data.transactions.replay_marker(k, value):
         data.offsets.setdefault(group_id, {}).setdefault(topic, {})[partition] = (
             CommittedOffset.from_value(committed)
         )
         if group_id not in data.groups:
-            data.groups[group_id] = ClassicGroup(group_id)
+            data.groups[group_id] = simple.new_group(group_id)
 
 
 class OffsetMetadataManager(ActsOnState):
@@ -141,9 +148,9 @@ class OffsetMetadataManager(ActsOnState):
     :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState` (``offsets``,
     ``transactions``), shared with the group managers.
 
-    ``create_simple_group(group_id, now_ms)`` returns the records creating an empty classic
-    group, and ``delete_group(group)`` the tombstones of a group: both belong to the group
-    managers, which the shard wires in. A v10 request naming a topic only by id is resolved
+    ``simple`` makes Kafka's simple group (an empty classic group without protocol type) and
+    the records creating it, and ``delete_group(group)`` returns the tombstones of a group:
+    both belong to the group types, which the shard wires in. A v10 request naming a topic only by id is resolved
     through the state's topics image.
     """
 
@@ -151,12 +158,12 @@ class OffsetMetadataManager(ActsOnState):
         self,
         data: GroupCoordinatorState,
         config: GroupConfig,
-        create_simple_group: Callable[[str, int], list[CoordinatorRecord]],
+        simple: SimpleGroups,
         delete_group: Callable[[Group], list[CoordinatorRecord]],
     ) -> None:
         self.data = data
         self.config = config
-        self._create_simple_group = create_simple_group
+        self._simple = simple
         self._delete_group = delete_group
 
     # ------------------------------------------------------------------------------ commit
@@ -172,13 +179,20 @@ class OffsetMetadataManager(ActsOnState):
         elif group is None:
             if request.generation_id_or_member_epoch < 0:
                 # A consumer without group management, or the admin client: a simple group.
-                records += self._create_simple_group(request.group_id, now_ms)
-                group = ClassicGroup(request.group_id, now_ms)
+                records += self._simple.creation_records(request.group_id, now_ms)
+                group = self._simple.new_group(request.group_id, now_ms)
             elif request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
                 group_error = ErrorCode.group_id_not_found
             else:
                 group_error = ErrorCode.illegal_generation
 
+        commit = OffsetCommitValidation(
+            request.member_id,
+            instance_id,
+            request.generation_id_or_member_epoch,
+            request.api_version,
+            self.data.image,
+        )
         response = pb.OffsetCommitResponse()
         expire_ms = _NO_RETENTION
         if request.api_version in _RETENTION_TIME_VERSIONS and request.retention_time_ms != _NO_RETENTION:
@@ -195,15 +209,7 @@ class OffsetMetadataManager(ActsOnState):
                 if code is None:
                     assert group is not None
                     try:
-                        group.validate_offset_commit(
-                            request.member_id,
-                            instance_id,
-                            request.generation_id_or_member_epoch,
-                            request.api_version,
-                            name,
-                            p.partition_index,
-                            self.data.image,
-                        )
+                        group.validate_offset_commit(commit, name, p.partition_index)
                     except CoordinatorError as e:
                         code = e.code
                 metadata = p.committed_metadata if p.HasField("committed_metadata") else ""
@@ -246,6 +252,14 @@ class OffsetMetadataManager(ActsOnState):
         elif group is None and request.generation_id >= 0:
             group_error = ErrorCode.illegal_generation
         accepted: list[tuple[OffsetKey, rpb.OffsetCommitValue]] = []
+        commit = OffsetCommitValidation(
+            request.member_id,
+            instance_id,
+            request.generation_id,
+            request.api_version,
+            self.data.image,
+            transactional=True,
+        )
         response = pb.TxnOffsetCommitResponse()
         for topic in request.topics:
             rt = response.topics.add(name=topic.name)
@@ -253,16 +267,7 @@ class OffsetMetadataManager(ActsOnState):
                 code = group_error
                 if code is None and group is not None:
                     try:
-                        group.validate_offset_commit(
-                            request.member_id,
-                            instance_id,
-                            request.generation_id,
-                            request.api_version,
-                            topic.name,
-                            p.partition_index,
-                            self.data.image,
-                            transactional=True,
-                        )
+                        group.validate_offset_commit(commit, topic.name, p.partition_index)
                     except CoordinatorError as e:
                         # A stale KIP-848 member epoch is ILLEGAL_GENERATION here (Kafka).
                         code = (

@@ -1,15 +1,18 @@
 """A partition's group coordinator state as plain data, apart from the code that acts on it.
 
 Everything replay builds for one state-topic partition lives in one :class:`GroupCoordinatorState`:
-the groups (classic and consumer groups with their members), the committed offsets, the
-pending transactional offsets, the dynamic group configs, and the topics image the runtime last
-delivered. The code acting on it is wiring the shard builds once and a revert never copies:
+the groups (classic, consumer and share groups with their members), the committed offsets, the
+pending transactional offsets, the dynamic group configs, the delivery states of the share
+groups' share-partitions, and the topics image the runtime last delivered. The code acting on
+it is wiring the shard builds once and a revert never copies:
 
-* ClassicContext, ConsumerContext, OffsetMetadataManager, GroupAdmin and GroupConfigManager
-  (:class:`ActsOnState`) hold this root (``data``), the config and the callables the shard
-  wires in. ClassicContext also holds the parked JoinGroup/SyncGroup requests (``waiters``:
-  connections, not state; a revert drops them, ``GroupCoordinatorShard.restore``), and
-  ConsumerContext the read-only view of the armed timers and the (stateless) assignors.
+* ClassicContext, ConsumerContext, ShareContext, OffsetMetadataManager, GroupAdmin and
+  GroupConfigManager (:class:`ActsOnState`) hold this root (``data``), the config and the
+  callables the shard wires in; the shard's metrics object (core/group_metrics.py) reads it.
+  ClassicContext also holds the parked JoinGroup/SyncGroup requests (``waiters``: connections,
+  not state; a revert drops them, ``GroupCoordinatorShard.restore``), ConsumerContext the
+  read-only view of the armed timers and the (stateless) assignors, ShareContext the group
+  configs it reads a share group's settings from.
 * OnlineMigration holds the ClassicContext, ClassicMembersOfConsumerGroups the
   ConsumerContext: they reach the root through those.
 * The replay switch binds each record type's replay function to the root: replay needs

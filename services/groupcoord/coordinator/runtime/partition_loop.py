@@ -53,7 +53,6 @@ from groupcoord.coordinator.core.contract import (
 from groupcoord.coordinator.runtime.fencing import Fence
 from groupcoord.coordinator.runtime.loader import PartitionLoader
 from groupcoord.coordinator.runtime.partition_state import PartitionState, check_transition
-from groupcoord.coordinator.runtime.record_metrics import RecordCounter
 from groupcoord.coordinator.runtime.replicas import ShardFactory, ShardReplicas
 from groupcoord.coordinator.runtime.skipped_records import SkippedRecords
 from groupcoord.coordinator.runtime.statelog import (
@@ -130,7 +129,9 @@ class PartitionRuntime:
         self._shard_id = shard_id
         self._on_failure = on_failure
         self._metrics = metrics
-        self._record_counter = RecordCounter()
+        # what the shard's metrics remember of earlier writes (a group's last epoch), kept
+        # across loads and reverts like the counts they feed (CoordinatorMetricsShard)
+        self._written_seen: dict[Any, Any] = {}
         self._thread = thread
         self._queue: asyncio.Queue[tuple[float, object]] = asyncio.Queue()
         self._timer = LoopTimer(self._put)
@@ -572,8 +573,10 @@ class PartitionRuntime:
             else:
                 w.waiters.extend(waiters)
             return
-        if self._metrics is not None:
-            self._record_counter.observe(self._metrics, self.partition, records, by_timer=by_timer)
+        if self._metrics is not None:  # before the live replay: counted once, as written
+            self._replicas.live.metrics().observe_written(
+                self.partition, records, self._metrics, self._written_seen, by_timer=by_timer
+            )
         try:
             if transaction is None:  # a transactional write's, once the upstream accepted them
                 self._replicas.replay_live(records)
@@ -610,7 +613,7 @@ class PartitionRuntime:
 
 
 def _completion_pairs(completions: Any) -> list[Waiter]:
-    """Responses to *other* waiting requests (delayed classic JoinGroup/SyncGroup answers).
+    """Responses to *other* waiting requests (answers of requests a handler parked as PENDING).
 
     A completion is a pair (token, response); the token is the future the runtime passed to the
     handler that answered PENDING. Released with this result's write; foreign tokens are ignored.

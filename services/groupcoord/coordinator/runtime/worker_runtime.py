@@ -185,14 +185,14 @@ class WorkerRuntime:
                     queue_size=part.queue_size,
                     load_time_ms=part.load_time_ms,
                     records_loaded=part.records_loaded,
-                    group_counts=shard.group_counts() if shard is not None else {},
+                    group_counts=shard.metrics().group_counts() if shard is not None else {},
                     error=part.error,
                 )
             )
         return out
 
     def publish_metrics(self) -> None:
-        """Push partition states, queue sizes and group counts to the metrics facade (the
+        """Push partition states, queue sizes and each shard's gauges to the metrics facade (the
         worker calls this every second; cheap: no group is walked by the runtime)."""
         m = self.metrics
         if m is None:
@@ -206,8 +206,7 @@ class WorkerRuntime:
             shard = part.committed_shard
             if shard is None or part.state is not PartitionState.ACTIVE:
                 continue
-            m.set_group_counts(p, shard.group_state_counts())
-            m.set_share_records_in_flight(p, shard.share_records_in_flight())
+            shard.metrics().export(p, m)  # the shard's gauges: which, and how named, is the shard's
             transactions = shard.transactions()
             if transactions is not None:
                 m.set_pending_transactional_offsets(p, transactions.transaction_stats()[0])

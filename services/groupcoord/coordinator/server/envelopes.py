@@ -8,7 +8,9 @@ each runs on its partition's loop and the reply
 at once), out of order. Measured here, unary Python gRPC does ~1.3–3.6k calls/s
 while a stream with many messages in flight does 7–10k/s, hence streams. A service shaped
 this way brings one table from its oneof field names to typed operations on the coordinator
-shard (the Coordinator service's ``OPERATIONS``); the dispatcher itself knows no API.
+shard (the group coordinator's: ``core/group_operations.py``); the dispatcher itself knows no
+API. An operation whose answer tells the metrics what it did says so itself (its ``answered``
+hook, called with the runtime's metrics facade once the answer is ready).
 """
 
 from __future__ import annotations
@@ -29,10 +31,6 @@ from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 
 log = logging.getLogger(__name__)
-
-#: envelopes whose answer says what it did to share-group records (ShareDeliveryResponse.counts)
-SHARE_DELIVERY_APIS = frozenset({"share_fetch", "share_acknowledge"})
-
 
 class EnvelopeDispatcher:
     """Runs envelope streams against a runtime; see the module docstring."""
@@ -65,7 +63,7 @@ class EnvelopeDispatcher:
             reply.error_code = int(exc.code)
             reply.error_message = exc.message or ""
         else:
-            reply.error_code = -1  # UNKNOWN_SERVER_ERROR
+            reply.error_code = int(ErrorCode.unknown_server_error)
             reply.error_message = f"{type(exc).__name__}: {exc}"
         return reply
 
@@ -107,7 +105,9 @@ class EnvelopeDispatcher:
 
         metrics = self.runtime.metrics
 
-        def answered(envelope: Any, api: str, started: float) -> Callable[[asyncio.Future[Any]], None]:
+        def answered(
+            envelope: Any, api: str, op: CoordinatorOperation[Any, Any], started: float
+        ) -> Callable[[asyncio.Future[Any]], None]:
             def done(fut: asyncio.Future[Any]) -> None:
                 if metrics is not None:
                     metrics.observe_request(
@@ -116,8 +116,8 @@ class EnvelopeDispatcher:
                         partition=envelope.partition,
                         group=getattr(getattr(envelope, api), "group_id", None) or None,
                     )
-                    if api in SHARE_DELIVERY_APIS and not fut.cancelled() and fut.exception() is None:
-                        metrics.record_share_delivery(fut.result().counts)
+                    if op.answered is not None and not fut.cancelled() and fut.exception() is None:
+                        op.answered(metrics, fut.result())  # what the answer says it did
                 replies.put_nowait(self.reply_for(envelope, fut, api))
 
             return done
@@ -133,7 +133,7 @@ class EnvelopeDispatcher:
                         replies.put_nowait(
                             self.reply_type(
                                 correlation_id=envelope.correlation_id,
-                                error_code=42,
+                                error_code=int(ErrorCode.invalid_request),
                                 error_message="no request",
                             )
                         )
@@ -146,8 +146,9 @@ class EnvelopeDispatcher:
                             envelope.partition,
                             text_format.MessageToString(getattr(envelope, api), as_one_line=True)[:500],
                         )
-                    fut = self.runtime.submit(envelope.partition, operation(getattr(envelope, api)))
-                    fut.add_done_callback(answered(envelope, api, time.perf_counter()))
+                    op = operation(getattr(envelope, api))
+                    fut = self.runtime.submit(envelope.partition, op)
+                    fut.add_done_callback(answered(envelope, api, op, time.perf_counter()))
             finally:
                 reading_done = True
                 replies.put_nowait(None)

@@ -23,10 +23,10 @@ from typing import Any
 
 import grpc
 
-from groupcoord.common.process_logging import configure_logging
 from groupcoord.common import grpc_keepalive, grpc_limits
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.internal_tls import CallerCheck, InternalTls
+from groupcoord.common.process_logging import configure_logging
 from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.coordinator.runtime.statelog import UpstreamProbe
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime

@@ -569,7 +569,7 @@ def test_consumer_groups_are_listed_with_their_state_and_type() -> None:
     assert [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in listed] == [
         (G, "Reconciling", "consumer", "consumer")
     ]
-    assert ctx.shard.group_state_counts()["consumer"] == {"reconciling": 1}  # what the metrics export
+    assert ctx.shard.metrics().group_state_counts()["consumer"] == {"reconciling": 1}  # what the metrics export
 
 
 def test_heartbeats_wait_for_the_first_topics_image() -> None:

@@ -255,12 +255,12 @@ def test_each_answer_counts_what_its_step_did_to_records() -> None:
 
     assert counts(ack("a", [])) == {}
     assert counts(acquire("a", 0, range(0, 10))) == {"acquired": 10}
-    assert sum(ctx.shard.share_records_in_flight().values()) == 10
+    assert sum(ctx.shard.metrics().share_records_in_flight().values()) == 10
     assert counts(ack("a", [(0, 4, ACCEPT), (5, 6, RELEASE), (7, 7, REJECT)])) == {
         "accepted": 5, "released": 2, "rejected": 1, "archived": 1,
     }  # fmt: skip
     assert counts(acquire("b", 5, range(5, 7))) == {"acquired": 2, "redelivered": 2}
-    assert sum(ctx.shard.share_records_in_flight().values()) == 4, "5 and 6 (b's) and 8 and 9 (a's): 0-4 and 7 are done"
+    assert sum(ctx.shard.metrics().share_records_in_flight().values()) == 4, "5 and 6 (b's) and 8 and 9 (a's): 0-4 and 7 are done"
     ctx.advance(15_000)  # a's 8 and 9 (first delivery) and b's 5 and 6 (second: the limit) run out
     assert counts(ack("c", [])) == {"lock_timeouts": 4, "archived": 2}
     assert counts(ack("c", [])) == {}, "counted once"

@@ -91,7 +91,7 @@ def test_a_share_consumer_joins_is_described_listed_and_leaves() -> None:
         "Stable",
         "share",
     )
-    assert ctx.shard.group_counts() == {"consumer": 0, "classic": 0, "share": 1}
+    assert ctx.shard.metrics().group_counts() == {"consumer": 0, "classic": 0, "share": 1}
 
     assert beat(ctx, "b", -1).member_epoch == -1
     assert beat(ctx, "a", -1).member_epoch == -1

@@ -23,8 +23,7 @@ from dataclasses import dataclass, replace
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
 from groupcoord.records.v1 import classic_group_pb2 as pb
 
 
@@ -378,20 +377,12 @@ class ClassicGroup:
         elif member_id not in self.members:
             raise CoordinatorError(ErrorCode.unknown_member_id)
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_or_member_epoch: int,
-        api_version: int,
-        topic: str,
-        partition: int,
-        image: TopicsImage,
-        transactional: bool = False,
-    ) -> None:
+    def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
         """Kafka's ClassicGroup.validateOffsetCommit. A transactional commit (TxnOffsetCommit)
         without member information comes from a producer older than KIP-447 and is accepted in
         any state, and it is not refused while the group completes a rebalance."""
+        member_id, group_instance_id = commit.member_id, commit.group_instance_id
+        generation_or_member_epoch, transactional = commit.generation_or_member_epoch, commit.transactional
         if self.state is ClassicGroupState.DEAD:
             raise CoordinatorError(ErrorCode.coordinator_not_available)
         if generation_or_member_epoch < 0 and self.state is ClassicGroupState.EMPTY:
@@ -456,3 +447,20 @@ def simple_group_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
     """Records creating an empty classic group without protocol type (a "simple" group that
     only stores offsets: commits with generation -1 to a group that does not exist)."""
     return [ClassicGroup(group_id, now_ms).metadata_record()]
+
+
+class SimpleClassicGroups:
+    """Kafka's simple group is a classic group without protocol type: the
+    :class:`~groupcoord.coordinator.core.group.SimpleGroups` the shard hands the offsets
+    manager and the offsets' replay."""
+
+    @staticmethod
+    def new_group(group_id: str, now_ms: int = 0) -> ClassicGroup:
+        return ClassicGroup(group_id, now_ms)
+
+    @staticmethod
+    def creation_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
+        return simple_group_records(group_id, now_ms)
+
+
+SIMPLE_GROUPS = SimpleClassicGroups()

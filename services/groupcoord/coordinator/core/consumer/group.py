@@ -28,8 +28,7 @@ from google.protobuf.message import Message
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
 from groupcoord.records.v1 import consumer_group_pb2 as pb
 
 # Special member epochs in ConsumerGroupHeartbeat.
@@ -352,17 +351,7 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_or_member_epoch: int,
-        api_version: int,
-        topic: str,
-        partition: int,
-        image: TopicsImage,
-        transactional: bool = False,
-    ) -> None:
+    def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetCommit plus KIP-1251's per-partition epochs.
 
         An admin commit (no member id, epoch -1) is allowed only while the group is empty. A
@@ -372,8 +361,13 @@ class ConsumerGroup:
         partition back, and refusing that commit hands the next owner records to consume
         twice): else STALE_MEMBER_EPOCH.
         """
+        member_id, generation_or_member_epoch, transactional = (
+            commit.member_id,
+            commit.generation_or_member_epoch,
+            commit.transactional,
+        )
         if not member_id and generation_or_member_epoch < 0:
-            if self.members and not (transactional and group_instance_id is None):
+            if self.members and not (transactional and commit.group_instance_id is None):
                 # A TxnOffsetCommit without member information (a producer older than
                 # KIP-447) is accepted, as in Kafka.
                 raise CoordinatorError(ErrorCode.unknown_member_id)
@@ -384,7 +378,7 @@ class ConsumerGroup:
         if (
             not transactional
             and not member.uses_classic_protocol
-            and api_version < _MIN_OFFSET_COMMIT_VERSION
+            and commit.api_version < _MIN_OFFSET_COMMIT_VERSION
         ):
             raise CoordinatorError(ErrorCode.unsupported_version)
         if generation_or_member_epoch == member.member_epoch:
@@ -394,7 +388,7 @@ class ConsumerGroup:
             raise CoordinatorError(ErrorCode.illegal_generation)
         if generation_or_member_epoch > member.member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
-        topic_id = image.topic_id(topic)
+        topic_id = commit.image.topic_id(topic)
         assigned_at = member.assignment_epoch(topic_id, partition) if topic_id is not None else None
         if assigned_at is None or assigned_at > generation_or_member_epoch:
             raise CoordinatorError(ErrorCode.stale_member_epoch)

@@ -1,6 +1,9 @@
 """KIP-932 share groups, one concept per module: the delivery state of a share-partition —
 records acquired under locks, acknowledged, released, archived — with its snapshot record
-(share_partition.py); the share group, its members and their records (group.py);
-ShareGroupHeartbeat and the session timer (heartbeat.py). The assignor is
-``assignors/simple_assignor.py``. The shard does not replay these records yet and nothing
-routes a share-group request here: see docs/share-groups.md."""
+(share_partition.py); ShareFetch and ShareAcknowledge on that state (delivery.py); the share
+group, its members and their records (group.py); ShareGroupHeartbeat and the session timer
+(heartbeat.py); ShareGroupDescribe (describe.py); Describe/Alter/DeleteShareGroupOffsets
+(offsets.py). The assignor is ``assignors/simple_assignor.py``. Handlers are reached through the
+partition's :class:`~groupcoord.coordinator.core.share.context.ShareContext` (the group's
+configs turned into the values these modules take); the shard replays the share records and
+routes the seven share-group APIs here (core/group_operations.py, docs/share-groups.md)."""

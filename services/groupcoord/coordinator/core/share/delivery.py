@@ -37,10 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.share import share_partition as sp
+from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import share_group_pb2 as rpb
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 
@@ -197,3 +199,23 @@ def release_member(
         if released != states[key]:
             records.append(state_record(key, released))
     return records
+
+
+def records_in_flight(
+    states: dict[SharePartitionKey, sp.SharePartition], image: TopicsImage
+) -> dict[tuple[str, str, int], int]:
+    """Per share-partition (group, topic name, partition), its records not done yet (acquired,
+    or available again): Kafka's ``InFlightMessageCount``, for the metrics; share-partitions
+    with none are left out."""
+    out = {}
+    for (group_id, topic_id, partition), state in states.items():
+        if records := state.in_flight():
+            out[(group_id, image.topic_name(topic_id) or topic_id.hex(), partition)] = records
+    return out
+
+
+def count_delivery(sink: Any, response: pb.ShareDeliveryResponse) -> None:
+    """The ``answered`` hook of ShareFetch's and ShareAcknowledge's operations: what the step
+    did to records (its answer's ``counts``) goes to the process's metrics facade
+    (``ShardMetrics.record_share_delivery``) once the client is answered."""
+    sink.record_share_delivery(response.counts)

@@ -29,8 +29,7 @@ from typing import Any
 
 from groupcoord.common.errors import CoordinatorError, ErrorCode
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
 from groupcoord.records.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.records.v1 import share_group_pb2 as pb
 
@@ -105,17 +104,7 @@ class ShareGroup:
             ErrorCode.group_id_not_found, f"Group {self.group_id} is not a consumer group."
         )
 
-    def validate_offset_commit(
-        self,
-        member_id: str,
-        group_instance_id: str | None,
-        generation_or_member_epoch: int,
-        api_version: int,
-        topic: str,
-        partition: int,
-        image: TopicsImage,
-        transactional: bool = False,
-    ) -> None:
+    def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
         raise self._not_a_consumer_group()
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
