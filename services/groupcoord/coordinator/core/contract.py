@@ -323,9 +323,11 @@ class CoordinatorMetricsShard(Protocol):
         by_timer: bool,
     ) -> None:
         """Count on ``sink`` what ``records``, written by one live request (``by_timer``: by a
-        timer), did. Never called for records a load replays, which would recount history.
-        ``seen`` is the partition's memory of what earlier writes said (a group's last epoch),
-        kept by the runtime across the partition's loads and reverts, as the counts are."""
+        timer), did. Called on the live replica just before the records are replayed into it;
+        never for records a load replays, which would recount history. ``seen`` is the
+        partition's memory of what earlier writes said (a group's last epoch), which the
+        runtime keeps across the partition's loads and reverts as it keeps the counts: a reload
+        builds new replicas, and must not count again a change it counted before."""
 
 
 class TransactionalShard(Protocol):

@@ -3,11 +3,13 @@
 Its state is one :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState`
 (``data``): every group hashed to the partition — classic, consumer (KIP-848) and share
 (KIP-932) groups share one ``groups`` map, since a group id names exactly one group — their
-committed and pending
-offsets, group configs and the topics image. The managers acting on it are wiring built once by
-the constructor; ``restore(data)`` is the runtime's revert and copies data only. One
-method per coordinator API, named like the ``Coordinator`` service's oneof fields
-(``join_group``, ``offset_commit``...), each ``(request, now_ms)`` → ``CoordinatorResult``;
+committed and pending offsets, group configs, the share-partitions' delivery states and the
+topics image. The code acting on it is wiring built once by the constructor — one context per
+group type (``classic``, ``consumer``, ``share``), the offsets, admin and config managers, and
+the metrics object the runtime exports (``metrics()``, core/group_metrics.py); ``restore(data)``
+is the runtime's revert and copies data only. One method per coordinator API, named like the
+``Coordinator`` service's oneof fields (``join_group``, ``offset_commit``...), each
+``(request, now_ms)`` → ``CoordinatorResult``, bound to its API in core/group_operations.py;
 ``replay(record)`` dispatches by record type. Handlers that answer later (classic JoinGroup,
 SyncGroup) also take the runtime's ``token`` for the waiting request (see contract.py).
 """
