@@ -45,8 +45,9 @@ class SimpleGroups(Protocol):
         """An empty simple group, as replay makes it for an offset of a group not known yet."""
         ...
 
-    def creation_records(self, group_id: str, now_ms: int) -> list[CoordinatorRecord]:
-        """The records creating an empty simple group (written before its first offset)."""
+    def create(self, group_id: str, now_ms: int) -> tuple[Group, list[CoordinatorRecord]]:
+        """A new empty simple group, to validate a commit against, and the records creating it
+        (written before its first offset): one call, as the commit needs both."""
         ...
 
 

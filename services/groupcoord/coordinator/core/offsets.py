@@ -179,8 +179,8 @@ class OffsetMetadataManager(ActsOnState):
         elif group is None:
             if request.generation_id_or_member_epoch < 0:
                 # A consumer without group management, or the admin client: a simple group.
-                records += self._simple.creation_records(request.group_id, now_ms)
-                group = self._simple.new_group(request.group_id, now_ms)
+                group, created = self._simple.create(request.group_id, now_ms)
+                records += created
             elif request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
                 group_error = ErrorCode.group_id_not_found
             else:

@@ -443,12 +443,6 @@ def with_assignment(member: ClassicGroupMember, assignment: bytes) -> ClassicGro
     return replace(member, assignment=assignment)
 
 
-def simple_group_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
-    """Records creating an empty classic group without protocol type (a "simple" group that
-    only stores offsets: commits with generation -1 to a group that does not exist)."""
-    return [ClassicGroup(group_id, now_ms).metadata_record()]
-
-
 class SimpleClassicGroups:
     """Kafka's simple group is a classic group without protocol type: the
     :class:`~groupcoord.coordinator.core.group.SimpleGroups` the shard hands the offsets
@@ -459,8 +453,15 @@ class SimpleClassicGroups:
         return ClassicGroup(group_id, now_ms)
 
     @staticmethod
-    def creation_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
-        return simple_group_records(group_id, now_ms)
+    def create(group_id: str, now_ms: int) -> tuple[ClassicGroup, list[CoordinatorRecord]]:
+        group = ClassicGroup(group_id, now_ms)
+        return group, [group.metadata_record()]
 
 
 SIMPLE_GROUPS = SimpleClassicGroups()
+
+
+def simple_group_records(group_id: str, now_ms: int) -> list[CoordinatorRecord]:
+    """Records creating an empty classic group without protocol type (a "simple" group that
+    only stores offsets: commits with generation -1 to a group that does not exist)."""
+    return SIMPLE_GROUPS.create(group_id, now_ms)[1]
