@@ -1,6 +1,6 @@
-"""``python bench/run.py --list`` after the README's plain install (``pip install -e .``, no test
-extra): every benchmark is listed, and running one whose tools are missing ends with one line
-naming the extra, not a traceback."""
+"""``python bench/run.py --list`` (docs/usage.md's commands) after an install without the test
+extra (the README's quick start installs ``.[local]``): every benchmark is listed, and running
+one whose tools are missing ends with one line naming the extra, not a traceback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What the embedded broker (tansu) does with transactions: the measurements that decided how
-TxnOffsetCommit reaches the upstream transaction coordinator (README, "Exactly-once").
+TxnOffsetCommit reaches the upstream transaction coordinator (docs/exactly-once.md).
 
 Raw requests, as librdkafka sends them (InitProducerId v4, AddPartitionsToTxn v3, Produce v9
 with a transactional batch, EndTxn v3), and a raw read_uncommitted Fetch that keeps control

@@ -177,7 +177,7 @@ def _listener(description: str, *, required: list[str] | None = None, security: 
 
 
 def _gateway_security() -> dict:
-    """TLS and SASL on the gateway's client listeners (the names the README's Security section uses)."""
+    """TLS and SASL on the gateway's client listeners (the names docs/security.md uses)."""
     return {
         "type": "object",
         "description": "TLS and SASL on the client listeners.",
