@@ -432,3 +432,32 @@ def test_every_benchmark_named_exists() -> None:
     ]
     assert len(named) >= 5
     assert [(w, n) for w, n in named if n not in names and n != "NAME"] == []
+
+
+# --- links -----------------------------------------------------------------------------------
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives the headings: lowercased, punctuation dropped, spaces as -."""
+    markdown = re.sub(r"^```.*?^```", "", markdown, flags=re.MULTILINE | re.DOTALL)
+    return {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    }
+
+
+def test_every_link_between_the_docs_arrives() -> None:
+    """A relative link of the README, docs/ or helm/README.md names a file that exists and, with
+    ``#anchor``, a heading it has (sections moved out of the README must take their links along)."""
+    broken = []
+    for page in [*doc_files(), ROOT / "helm" / "README.md"]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text()):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
