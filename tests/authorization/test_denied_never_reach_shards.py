@@ -30,8 +30,9 @@ from groupcoord.authorization.acls import (
     ResourceType,
 )
 from groupcoord.common.kafka_wire import codec
-from groupcoord.gateway.groups.wire_translation import from_proto
-from groupcoord.gateway.security.group_authorization import Caller, GroupAuthorization
+from groupcoord.gateway.messages.wire_translation import from_proto
+from groupcoord.gateway.security.group_acls import Caller
+from groupcoord.gateway.security.group_authorization import GroupAuthorization
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op

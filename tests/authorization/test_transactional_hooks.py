@@ -8,7 +8,8 @@ import pytest
 
 from groupcoord.authorization.acls import AclBinding, Authorizer, Operation, Permission, ResourceType
 from groupcoord.common.kafka_wire import codec
-from groupcoord.gateway.security.group_authorization import Caller, GroupAuthorization
+from groupcoord.gateway.security.group_acls import Caller
+from groupcoord.gateway.security.group_authorization import GroupAuthorization
 from tests.authorization.test_group_api_authorization import build
 
 ALICE = Caller("User:alice", "127.0.0.1")
@@ -70,7 +71,7 @@ def test_txn_offset_commit_serves_the_allowed_topics_and_merges_the_refused_back
     assert [t.name for t in verdict.request.topics] == ["ok"]  # nothing refused reaches a shard
     topic_type = response_type.__dataclass_fields__["topics"].type.__args__[0]
     partition_type = topic_type.__dataclass_fields__["partitions"].type.__args__[0]
-    from groupcoord.gateway.security.group_authorization import _make  # noqa: PLC0415
+    from groupcoord.gateway.security.group_acls import make as _make  # noqa: PLC0415
 
     served = _make(response_type, topics=(topic_type(name="ok", partitions=(partition_type(partition_index=0, error_code=0),)),))
     merged = verdict.finish(served)

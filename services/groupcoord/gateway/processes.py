@@ -90,8 +90,8 @@ def follow_supervisor(
 
 def run_process(spec: ProcessSpec, conn: Connection) -> None:
     """A further gateway process: serves until its supervisor closes the pipe or a signal."""
-    from groupcoord.common.process_logging import configure_logging  # noqa: PLC0415 - the spawned process's
     from groupcoord.common.event_loop import new_event_loop  # noqa: PLC0415
+    from groupcoord.common.process_logging import configure_logging  # noqa: PLC0415 - the spawned process's
 
     configure_logging(spec.log_level, spec.log_format)
     with asyncio.Runner(loop_factory=new_event_loop) as runner:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
@@ -13,8 +13,17 @@ from prometheus_client.registry import Collector
 
 from groupcoord.observability.families import ApiLabel, families_of
 
-if TYPE_CHECKING:
-    from groupcoord.gateway.groups.leadership import LeadershipTable
+
+class PartitionLeaders(Protocol):
+    """What the metrics read of the gateway's leadership table
+    (:class:`groupcoord.gateway.groups.leadership.LeadershipTable`): its partition count and
+    each partition's leader address, None while it has none. Declared here so that
+    observability never imports the gateway (the gateway hands its table in)."""
+
+    @property
+    def partitions(self) -> int: ...
+
+    def address_of(self, partition: int) -> tuple[str, int] | None: ...
 
 
 class GatewayMetrics:
@@ -31,7 +40,7 @@ class GatewayMetrics:
     def observe_request(self, api: str, seconds: float, *, shard: str = "") -> None:
         self._families.request_latency.labels("gateway", str(shard), self._apis(api)).observe(seconds)
 
-    def watch_leadership(self, table: LeadershipTable) -> None:
+    def watch_leadership(self, table: PartitionLeaders) -> None:
         """Export how many of ``table``'s partitions have no leader (for the alert rules)."""
         with _LEADERSHIP_LOCK:
             collector = _LEADERSHIP.get(self.registry)
@@ -48,9 +57,9 @@ class LeadershipCollector(Collector):
     (tests run several gateways in one process)."""
 
     def __init__(self) -> None:
-        self.tables: list[weakref.ref[LeadershipTable]] = []  # the table is a dataclass: unhashable
+        self.tables: list[weakref.ref[PartitionLeaders]] = []  # the table is a dataclass: unhashable
 
-    def add(self, table: LeadershipTable) -> None:
+    def add(self, table: PartitionLeaders) -> None:
         self.tables = [r for r in self.tables if r() is not None and r() is not table] + [weakref.ref(table)]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:

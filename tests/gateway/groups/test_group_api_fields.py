@@ -19,7 +19,7 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.gateway.groups.group_apis import GROUP_APIS
-from groupcoord.gateway.groups.wire_translation import _proto_field_for
+from groupcoord.gateway.messages.wire_translation import _proto_field_for
 from groupcoord.rpc.v1 import classic_group_pb2 as cg
 from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupcoord.gateway.groups.group_apis import java_inet_address
+from groupcoord.gateway.groups.serving import java_inet_address
 
 
 @pytest.mark.parametrize(

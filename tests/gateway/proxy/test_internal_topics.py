@@ -20,8 +20,8 @@ from kio.schema.produce.v9 import response as produce_resp
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
 from groupcoord.common.kafka_wire import codec
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy.internal_topics import InternalTopics, merge_payload
-from groupcoord.gateway.transport.protocol import Request
 
 STATE, METRICS = "__my_state", "__my_metrics"
 TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=5))

@@ -14,8 +14,8 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy.upstream import UpstreamLink, UpstreamUnavailable
-from groupcoord.gateway.transport.protocol import Request
 
 METADATA = MetadataRequest(
     topics=(), allow_auto_topic_creation=False, include_topic_authorized_operations=False

@@ -18,9 +18,10 @@ from gateway.transport.raw_wire import read_correlation_ids, read_frame
 
 from groupcoord.common.kafka_wire.framing import frame_bytes
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
-from groupcoord.gateway.transport.protocol import Request, ServerConnection
+from groupcoord.gateway.transport.protocol import ServerConnection
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord_testing import BackgroundCluster
 

@@ -8,9 +8,9 @@ import pytest
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.transport.protocol import (
     ProtocolViolation,
-    Request,
     ServerConnection,
     produce_expects_response,
 )

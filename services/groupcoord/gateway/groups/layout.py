@@ -16,7 +16,7 @@ placement, and never routes on a guess:
   placement that did not.
 
 Clients see at most the retriable errors of a failover (held by the gateway; see
-:meth:`groupcoord.gateway.groups.group_apis.GroupApis.call_partition`).
+:meth:`groupcoord.gateway.groups.serving.GroupServing.call_partition`).
 """
 
 from __future__ import annotations

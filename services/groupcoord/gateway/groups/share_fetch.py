@@ -19,11 +19,13 @@ Offsets are acquired per whole batch, as Kafka's share-partitions acquire them.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import logging
 import struct
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +36,25 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.static.primitive import i8, i32, i32Timedelta, i64
 
 from groupcoord.common.durations import non_negative_duration
-from groupcoord.gateway.groups.share_sessions import SharePartitionId
+from groupcoord.gateway.groups.serving import CallContext, GroupServing
+from groupcoord.gateway.groups.share_sessions import (
+    FINAL_EPOCH,
+    EndedSession,
+    SharePartitionId,
+    ShareSessionError,
+    ShareSessions,
+)
+from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type
 from groupcoord.rpc.v1 import share_group_pb2 as pb
+from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
+
+log = logging.getLogger(__name__)
 
 PARTITION_MAX_BYTES = 1 << 20
 RENEW_VERSION = 2  # ShareFetch's and ShareAcknowledge's first with RENEW and acquire modes
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # share.acquire.mode (KIP-1206), as v2 requests carry it
 MAX_WAIT_MS = 5_000  # well inside the upstream link's request timeout
+SHARE_API_VERSION = 1  # of ShareAcknowledge, sent for a share session its connection ended
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
 # a v2 record batch's header after those: leader epoch, magic, crc, attributes, last offset
@@ -256,8 +270,9 @@ async def fetch_upstream(
             )
             ranges = deliverable(found, aborted)
             covered = found[-1].last_offset if found else None
-            tid = topic.topic_id.bytes if topic.topic_id is not None else bytes(16)
-            out[(tid, int(p.partition_index))] = Fetched(p.error_code, complete, ranges, covered)
+            out[(topic_id_bytes(topic.topic_id), int(p.partition_index))] = Fetched(
+                p.error_code, complete, ranges, covered
+            )
     return out
 
 
@@ -295,3 +310,242 @@ def delivery_request(
                 acknowledge_types=[int(t) for t in b.acknowledge_types],
             )
     return request
+
+
+def topic_id_bytes(topic_id: uuid.UUID | None) -> bytes:
+    """A topic id as 16 bytes; a null one as Kafka's zero id (the upstream: UNKNOWN_TOPIC_ID)."""
+    return topic_id.bytes if topic_id is not None else bytes(16)
+
+
+def share_error(response_type: Any, code: ErrorCode) -> Any:
+    """A ShareFetch or ShareAcknowledge answered with one top-level error (a session error, the
+    shard's, a refusal): nothing per partition."""
+    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": code, "responses": (), "node_endpoints": ()}
+    if "acquisition_lock_timeout" in response_type.__dataclass_fields__:  # ShareFetch only
+        fields["acquisition_lock_timeout"] = NO_THROTTLE
+    return response_type(**fields)
+
+
+class ShareDelivery:
+    """The KIP-932 share sessions of the members fetching through this gateway, and the ends
+    of those whose connection closed: the share groups' connection state
+    (:meth:`~.serving.GroupServing.connection_state`)."""
+
+    def __init__(self, apis: GroupServing) -> None:
+        self.apis = apis
+        self.sessions = ShareSessions()
+        self._ending: set[asyncio.Task[None]] = set()  # sessions of closed connections ending
+
+    def connection_closed(self, connection: Hashable) -> None:
+        """A client connection closed: the share sessions it opened end, and what their members
+        hold is given back now (Kafka 4.4 ends a share session with its connection)."""
+        for ended in self.sessions.disconnected(connection):
+            task = asyncio.get_running_loop().create_task(self._end_session(ended))
+            self._ending.add(task)
+            task.add_done_callback(self._ending.discard)
+
+    async def close(self, grace_s: float) -> None:
+        """The gateway stops: share sessions its closed connections ended still give their
+        records back (for up to ``grace_s``; their locks run out otherwise)."""
+        if self._ending:
+            _, late = await asyncio.wait(list(self._ending), timeout=grace_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+
+    async def _end_session(self, ended: EndedSession) -> None:
+        request = delivery_request(ended.group_id, ended.member_id, (), {}, SHARE_API_VERSION, ended.partitions)
+        reply = await self.apis.call(ended.group_id, Envelope(share_acknowledge=request))
+        code = reply.error_code if reply.response is None else reply.response.error_code
+        if code:  # its locks still run out: the records come back then
+            log.info(
+                "share session of %s in %s ended with its connection; giving back its records failed: %s",
+                ended.member_id,
+                ended.group_id,
+                ErrorCode(code).name,
+            )
+
+    def final(self, group_id: str, member_id: str, epoch: int) -> list[SharePartitionId] | None:
+        """A checked request with the final epoch ends the member's session here: its
+        share-partitions, where what it still holds is given back (None for any other epoch)."""
+        if epoch != FINAL_EPOCH:
+            return None
+        return self.sessions.final(group_id, member_id).partitions
+
+
+async def share_fetch(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
+    """The ShareFetch adapter: the session moved on here, then the three steps of the module's
+    docstring (the shard's step 1, the upstream's Fetch, the shard's acquisition)."""
+    rt = ctx.response_type
+    group_id, member_id = req.group_id or "", req.member_id or ""
+    acknowledgements = {
+        (topic_id_bytes(t.topic_id), int(p.partition_index)): p.acknowledgement_batches
+        for t in req.topics
+        for p in t.partitions
+        if p.acknowledgement_batches
+    }
+    asked = [(topic_id_bytes(t.topic_id), int(p.partition_index)) for t in req.topics for p in t.partitions]
+    renew = ctx.version >= RENEW_VERSION and bool(req.is_renew_ack)
+    if renew and (req.max_wait or req.min_bytes or req.max_bytes or req.max_records):
+        return share_error(rt, ErrorCode.invalid_request)  # a renewal fetches nothing
+    delivery = apis.connection_state(ShareDelivery)
+    try:
+        fetching = delivery.sessions.fetch(
+            group_id,
+            member_id,
+            int(req.share_session_epoch),
+            asked,
+            [(topic_id_bytes(t.topic_id), int(p)) for t in req.forgotten_topics_data for p in t.partitions],
+            ctx.connection,
+        )
+    except ShareSessionError as e:
+        return share_error(rt, e.code)
+    mode = int(getattr(req, "share_acquire_mode", BATCH_OPTIMIZED))
+    if mode not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+        return share_error(rt, ErrorCode.unknown_server_error)  # Kafka 4.4's, the session moved on
+    if renew:
+        fetching = []  # acknowledgements only: nothing is fetched or acquired
+    ended = delivery.final(group_id, member_id, int(req.share_session_epoch))
+    step1 = await apis.call(
+        group_id,
+        Envelope(
+            share_fetch=delivery_request(group_id, member_id, fetching, acknowledgements, ctx.version, ended, renew)
+        ),
+    )
+    if step1.response is None or step1.response.error_code:
+        code = step1.error_code if step1.response is None else step1.response.error_code
+        return share_error(rt, ErrorCode(code))
+    told = {(p.topic_id, p.partition): p for p in step1.response.partitions}
+    fetched: dict[SharePartitionId, Fetched] = {}
+    acquired: dict[SharePartitionId, Any] = {}
+    if fetching:
+        offsets, starts = await _fetch_offsets(ctx, fetching, told)
+        if offsets:
+            fetched = await fetch_upstream(
+                ctx.ask,
+                offsets,
+                int(req.max_wait.total_seconds() * 1000),
+                int(req.min_bytes),
+                int(req.max_bytes),
+                step1.response.isolation_level == "read_committed",
+            )
+        acquired = await _acquire(apis, ctx, req, mode, offsets, starts, fetched)
+    return _share_fetch_response(
+        rt,
+        req,
+        [*fetching, *acknowledgements],
+        {*asked, *acknowledgements},
+        told,
+        fetched,
+        acquired,
+        step1.response.acquisition_lock_timeout_ms,
+    )
+
+
+async def _fetch_offsets(
+    ctx: CallContext, fetching: list[SharePartitionId], told: dict[SharePartitionId, Any]
+) -> tuple[dict[SharePartitionId, int], dict[SharePartitionId, int]]:
+    """(where to fetch each share-partition from, the start offsets ``share.auto.offset.reset``
+    gave the ones never read): the shard's fetch offset, or the upstream's ListOffsets of its
+    reset (a partition whose reset the upstream did not answer is not fetched)."""
+    resets = {k: told[k].reset_to for k in fetching if told[k].HasField("reset_to")}
+    starts = await start_offsets(ctx.ask, resets)
+    offsets = {
+        k: starts[k] if k in resets else told[k].fetch_offset for k in fetching if k not in resets or k in starts
+    }
+    return offsets, starts
+
+
+async def _acquire(
+    apis: GroupServing,
+    ctx: CallContext,
+    req: Any,
+    mode: int,
+    offsets: dict[SharePartitionId, int],
+    starts: dict[SharePartitionId, int],
+    fetched: dict[SharePartitionId, Fetched],
+) -> dict[SharePartitionId, Any]:
+    """Step 3: the shard acquires, for the member, offsets of the fetched batches; the ranges
+    it acquired, per share-partition (none when the shard did not answer)."""
+    step2 = pb.ShareDeliveryRequest(
+        api_version=ctx.version,
+        group_id=req.group_id or "",
+        member_id=req.member_id or "",
+        acquire=True,
+    )
+    # batch_optimized (Kafka's default share.acquire.mode): whole batches, until the
+    # member's max_records is reached (the batch that reaches it is taken whole); each
+    # fetch then covers up to the first batch left out (fetched again later), else all it
+    # returned. record_limit: every batch offered, the shard acquires max_records exactly.
+    wanted, taken = max(int(req.max_records), 1), 0
+    for key, got in fetched.items():
+        if got.error_code != ErrorCode.none or got.covered_to is None or key not in offsets:
+            continue
+        part = step2.partitions.add(topic_id=key[0], partition=key[1], fetch_offset=offsets[key])
+        if key in starts:
+            part.start_offset = starts[key]
+        part.covered_to = got.covered_to
+        for first, last in got.deliverable:
+            if taken >= wanted and mode == BATCH_OPTIMIZED:
+                part.covered_to = first - 1
+                break
+            part.offsets.extend(range(first, last + 1))
+            taken += last - first + 1
+    # batch_optimized: so the shard never splits a batch
+    step2.max_records = wanted if mode == RECORD_LIMIT else max(taken, 1)
+    if not step2.partitions:
+        return {}
+    reply = await apis.call(step2.group_id, Envelope(share_fetch=step2))
+    if reply.response is None:
+        return {}
+    return {(p.topic_id, p.partition): p.acquired for p in reply.response.partitions}
+
+
+def _share_fetch_response(
+    rt: Any,
+    req: Any,
+    answered: list[SharePartitionId],
+    named: set[SharePartitionId],
+    told: dict[SharePartitionId, Any],
+    fetched: dict[SharePartitionId, Fetched],
+    acquired: dict[SharePartitionId, Any],
+    lock_timeout_ms: int,
+) -> Any:
+    """The ShareFetch answer: per share-partition fetched or acknowledged (``answered``, in
+    that order, once each) its records if it acquired any, the acquired ranges and the
+    acknowledgement's error; a later fetch of the session leaves out what it neither
+    ``named`` nor changed."""
+    topic_type = element_type(rt, "responses")
+    partition_type = element_type(topic_type, "partitions")
+    leader_type = partition_type.__dataclass_fields__["current_leader"].type
+    range_type = element_type(partition_type, "acquired_records")
+    by_topic: dict[bytes, list[Any]] = {}
+    incremental = int(req.share_session_epoch) > 0
+    for key in dict.fromkeys(answered):
+        got = fetched.get(key)
+        code, records = (got.error_code, got.records) if got is not None else (ErrorCode.none, b"")
+        ranges = acquired.get(key, ())
+        if incremental and not ranges and code == ErrorCode.none and key not in named:
+            continue  # as Kafka's share session answers a later fetch: what it named or changed
+        by_topic.setdefault(key[0], []).append(
+            partition_type(
+                partition_index=i32(key[1]),
+                error_code=code,
+                acknowledge_error_code=ErrorCode(told[key].acknowledge_error_code) if key in told else ErrorCode.none,
+                current_leader=leader_type(leader_id=i32(-1), leader_epoch=i32(-1)),
+                records=records if ranges else b"",
+                acquired_records=tuple(
+                    range_type(first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count)
+                    for r in ranges
+                ),
+            )
+        )
+    return rt(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        acquisition_lock_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=lock_timeout_ms)),
+        responses=tuple(
+            topic_type(topic_id=uuid.UUID(bytes=tid), partitions=tuple(parts)) for tid, parts in by_topic.items()
+        ),
+        node_endpoints=(),
+    )

@@ -51,7 +51,8 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.gateway.transport.protocol import Request
+from groupcoord.gateway.messages.framed_request import Request
+from groupcoord.gateway.messages.kio_entities import element_type
 
 TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type.TOPIC
 ZERO_UUID = uuid.UUID(int=0)
@@ -62,11 +63,6 @@ def _fields(entity: type[Any], **candidates: Any) -> Any:
     """``entity`` built from the ``candidates`` its version has (kio types differ by version)."""
     have = entity.__dataclass_fields__
     return entity(**{k: v for k, v in candidates.items() if k in have})
-
-
-def _element(entity: type[Any], field_name: str) -> type[Any]:
-    """The element type of a tuple field of a kio entity."""
-    return entity.__dataclass_fields__[field_name].type.__args__[0]  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +92,7 @@ def _named(entry: Any) -> Topic | None:
 
 
 def _produce_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -> Any:
-    pt = _element(rt, "partition_responses")
+    pt = element_type(rt, "partition_responses")
     return _fields(
         rt,
         name=getattr(entry, "name", None),
@@ -118,7 +114,7 @@ def _produce_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -
 
 
 def _delete_records_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -> Any:
-    pt = _element(rt, "partitions")
+    pt = element_type(rt, "partitions")
     return rt(
         name=entry.name,
         partitions=tuple(
@@ -150,7 +146,7 @@ def _config_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) ->
 
 
 def _txn_result(entry: Any, rt: type[Any], error: ErrorCode, topic: Topic) -> Any:
-    pt = _element(rt, "results_by_partition")
+    pt = element_type(rt, "results_by_partition")
     return rt(
         name=entry.name,
         results_by_partition=tuple(
@@ -260,7 +256,7 @@ class InternalTopics:
         if not refused:
             return None
         response_type = codec.response_type(request.api_key, request.api_version)
-        result_type = _element(response_type, rule.results)
+        result_type = element_type(response_type, rule.results)
         results = tuple(rule.result(e, result_type, rule.error, t) for e, t in refused)
         if rule.whole:
             others = tuple(

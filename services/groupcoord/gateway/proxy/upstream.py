@@ -23,8 +23,8 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy import broker_addresses
-from groupcoord.gateway.transport.protocol import Request
 
 log = logging.getLogger(__name__)
 

@@ -9,32 +9,32 @@ Kafka does, so it can retry with a version we know.
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16, i32Timedelta
+from kio.static.primitive import i16
 
 from groupcoord.common.group_api_declarations import DECLARATIONS, NOT_SERVED
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type, has_field
 
 VersionRanges = Mapping[int, tuple[int, int]]
 
 
-@dataclass(frozen=True, slots=True)
-class ServedApi:
-    """An API the gateway answers itself: the versions it serves and the handler serving them.
+class ServedApi(Protocol):
+    """An API the gateway answers itself, as the transport needs it: the versions it serves.
 
-    Tables of these (api key -> ServedApi), derived from the group APIs' declarations
-    (:mod:`groupcoord.common.group_api_declarations`), are what the gateway routes by and
-    ApiVersions advertises from.
+    The group handler's table of these (api key -> its entry, which also carries the adapter:
+    :class:`~groupcoord.gateway.groups.serving.AdaptedApi`), derived from the group APIs'
+    declarations (:mod:`groupcoord.common.group_api_declarations`), is what the gateway routes
+    by and ApiVersions advertises from. Declared here, implemented there: the transport never
+    imports group serving.
     """
 
-    versions: tuple[int, int]
-    handler: Callable[..., Awaitable[Any]]
+    @property
+    def versions(self) -> tuple[int, int]: ...
 
 
 # Every API that names only groups, served or not. When our coordinator serves groups, the ones
@@ -83,12 +83,12 @@ def api_versions_response(version: int, advertised: VersionRanges) -> tuple[int,
     if version > top:
         version, error = 0, ErrorCode.unsupported_version
     body_type = codec.response_type(ApiKey.API_VERSIONS, version)
-    entry_type = body_type.__dataclass_fields__["api_keys"].type.__args__[0]
+    entry_type = element_type(body_type, "api_keys")
     entries = tuple(
         entry_type(api_key=i16(k), min_version=i16(lo), max_version=i16(hi))
         for k, (lo, hi) in advertised.items()
     )
     kwargs: dict[str, Any] = {"error_code": error, "api_keys": entries}
-    if "throttle_time" in body_type.__dataclass_fields__:
-        kwargs["throttle_time"] = i32Timedelta.parse(datetime.timedelta(0))
+    if has_field(body_type, "throttle_time"):
+        kwargs["throttle_time"] = NO_THROTTLE
     return version, body_type(**kwargs)

@@ -23,7 +23,7 @@ from prometheus_client import Counter
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.gateway.groups.group_apis import served_by
+from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy import broker_addresses
 from groupcoord.gateway.proxy.internal_topics import merge_payload
 from groupcoord.gateway.proxy.upstream import READ_SIZE, UpstreamLink, UpstreamUnavailable
@@ -32,7 +32,6 @@ from groupcoord.gateway.security.relayed_sasl import RelayedSasl
 from groupcoord.gateway.transport.api_versions import api_versions_response
 from groupcoord.gateway.transport.protocol import (
     ProtocolViolation,
-    Request,
     ServerConnection,
     produce_expects_response,
 )
@@ -289,8 +288,11 @@ class ClientSession:
             return
         started = self.started.pop(seq, None)
         if started is not None and self.gateway.metrics is not None:
+            handler = self.gateway.group_handler
             self.gateway.metrics.observe_request(
-                codec.API_NAMES[started[0]], time.perf_counter() - started[1], shard=served_by.get()
+                codec.API_NAMES[started[0]],
+                time.perf_counter() - started[1],
+                shard="" if handler is None else handler.serving_shard(),
             )
         paused = self.conn.paused
         out = self.conn.respond(seq, payload)

@@ -22,20 +22,10 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.common.kafka_wire.framing import DEFAULT_MAX_FRAME, FrameBuffer, frame_bytes
 from groupcoord.common.kafka_wire.varint import read_uvarint
+from groupcoord.gateway.messages.framed_request import Request
 
 # api key + api version + correlation id + client id length: the smallest possible request.
 MIN_REQUEST_FRAME = 10
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A framed request. ``frame`` is the payload after the size prefix (header + body)."""
-
-    seq: int
-    api_key: int
-    api_version: int
-    correlation_id: int
-    frame: bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 
 
 class GroupApiHandler(Protocol):
-    """Serves the group APIs instead of the upstream cluster (:class:`~.group_apis.GroupApis`)."""
+    """Serves the group APIs instead of the upstream cluster
+    (:class:`~groupcoord.gateway.groups.group_apis.GroupApis`)."""
 
     #: The APIs it serves: api key -> versions and handler.
     apis: Mapping[int, ServedApi]
@@ -59,6 +60,13 @@ class GroupApiHandler(Protocol):
 
     def connection_closed(self, connection: Hashable) -> None:
         """``connection`` closed: what belongs to it ends (its share sessions)."""
+        ...
+
+    def serving_shard(self) -> str:
+        """The shard that served the group request running in this task, for the latency
+        metric's ``shard`` label ("" for a forwarded API, or a request fanned out to several
+        shards). Asked of the handler, which sets it: the transport never imports group
+        serving."""
         ...
 
 
