@@ -35,14 +35,13 @@ from groupcoord.coordinator.core.consumer.group import (
     replace_member,
 )
 from groupcoord.coordinator.core.consumer.membership import (
+    heartbeat_timers,
     known_static_member,
     leave,
-    rebalance_timer,
     session_timer,
     static_takeover,
 )
 from groupcoord.coordinator.core.consumer.regex_subscriptions import compile_regex
-from groupcoord.coordinator.core.consumer.timers import member_timer_cancels
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE
@@ -205,11 +204,7 @@ def _heartbeat(
         undescribable=frozenset(r.undescribable_topics),
     )
 
-    # Timers.
-    timers.append(session_timer(ctx, gid, member_id, now_ms))
-    if replaced is not None:
-        timers += member_timer_cancels(gid, replaced.member_id)
-    timers += rebalance_timer(ctx, gid, member, reconciled, now_ms)
+    timers += heartbeat_timers(ctx, gid, member_id, member, reconciled, now_ms, replaced)
 
     response = pb.ConsumerGroupHeartbeatResponse(
         member_id=member_id,

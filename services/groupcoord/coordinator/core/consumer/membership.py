@@ -202,6 +202,25 @@ def _fence(
     return remove_member(ctx, group, member, now_ms)
 
 
+def heartbeat_timers(
+    ctx: ConsumerContext,
+    group_id: str,
+    member_id: str,
+    before: ConsumerGroupMember,
+    after: ConsumerGroupMember,
+    now_ms: int,
+    replaced: ConsumerGroupMember | None = None,
+) -> list[TimerIntent]:
+    """The timers one heartbeat of ``member_id`` (``before`` → ``after``) (re-)arms, in one
+    call rather than one per timer: its session, the cancels of the static member's previous
+    incarnation it ``replaced``, and its rebalance timer (:func:`rebalance_timer`)."""
+    timers: list[TimerIntent] = [session_timer(ctx, group_id, member_id, now_ms)]
+    if replaced is not None:
+        timers += member_timer_cancels(group_id, replaced.member_id)
+    timers += rebalance_timer(ctx, group_id, before, after, now_ms)
+    return timers
+
+
 def rebalance_timer(
     ctx: ConsumerContext, group_id: str, before: ConsumerGroupMember, after: ConsumerGroupMember, now_ms: int
 ) -> list[TimerIntent]:
