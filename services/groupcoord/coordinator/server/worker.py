@@ -218,6 +218,51 @@ async def _start_samples(metrics: ShardMetrics, config: WorkerConfig) -> MetricS
     return publisher
 
 
+def _grpc_servers(
+    config: WorkerConfig,
+    hosted: HostedShards,
+    runtime: WorkerRuntime,
+    health: ShardHealth,
+    tls: InternalTls | None,
+) -> tuple[list[grpc.aio.Server], int]:
+    """The worker's gRPC server on its port (health, ShardControl and the hosted shards'
+    services; mutual TLS when configured) and, on worker 0, the plaintext health-only port the
+    kubelet probes: (the servers, not started; the worker's port)."""
+    server = grpc.aio.server(
+        options=[*grpc_limits.OPTIONS, *grpc_keepalive.SERVER_OPTIONS],
+        interceptors=[CallerCheck()] if tls is not None else None,
+    )
+    health.add_to(server)
+    sc_grpc.add_ShardControlServicer_to_server(
+        ShardControlServicer(
+            runtime,
+            config.peer_host,
+            config.grpc_port,
+            health,
+            config.state_topic_problems,
+            tls=tls,
+            serves_leadership=config.leadership == "local",
+        ),
+        server,
+    )
+    hosted.add_services(server, runtime)
+    port = config.grpc_port + config.worker
+    address = f"{config.bind_host}:{port}"
+    bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot listen on {address}")
+    if tls is None:
+        log.warning("gRPC on %s is plaintext and unauthenticated (no --internal-tls-dir)", address)
+    servers = [server]
+    if config.worker == 0 and config.health_port:
+        probes = grpc.aio.server()  # health alone: nothing else is reachable without a certificate
+        health.add_to(probes)
+        if probes.add_insecure_port(f"{config.bind_host}:{config.health_port}") == 0:
+            raise OSError(f"cannot listen on {config.bind_host}:{config.health_port}")
+        servers.append(probes)
+    return servers, port
+
+
 async def serve(
     config: WorkerConfig,
     hosted: HostedShards,
@@ -251,38 +296,7 @@ async def serve(
     )
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
-    server = grpc.aio.server(
-        options=[*grpc_limits.OPTIONS, *grpc_keepalive.SERVER_OPTIONS],
-        interceptors=[CallerCheck()] if tls is not None else None,
-    )
-    health.add_to(server)
-    sc_grpc.add_ShardControlServicer_to_server(
-        ShardControlServicer(
-            runtime,
-            config.peer_host,
-            config.grpc_port,
-            health,
-            config.state_topic_problems,
-            tls=tls,
-            serves_leadership=config.leadership == "local",
-        ),
-        server,
-    )
-    hosted.add_services(server, runtime)
-    port = config.grpc_port + config.worker
-    address = f"{config.bind_host}:{port}"
-    bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
-    if bound == 0:
-        raise OSError(f"cannot listen on {address}")
-    if tls is None:
-        log.warning("gRPC on %s is plaintext and unauthenticated (no --internal-tls-dir)", address)
-    servers = [server]
-    if config.worker == 0 and config.health_port:
-        probes = grpc.aio.server()  # health alone: nothing else is reachable without a certificate
-        health.add_to(probes)
-        if probes.add_insecure_port(f"{config.bind_host}:{config.health_port}") == 0:
-            raise OSError(f"cannot listen on {config.bind_host}:{config.health_port}")
-        servers.append(probes)
+    servers, port = _grpc_servers(config, hosted, runtime, health, tls)
     await health.start()
     for s in servers:
         await s.start()
