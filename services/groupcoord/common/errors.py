@@ -1,7 +1,7 @@
 """Errors a core handler raises to answer a request with an exact Kafka error code.
 
-Codes are kio's ``ErrorCode`` (the Kafka protocol's own table), so the gateway puts them on
-the wire unchanged. Handlers raise :class:`CoordinatorError`; the dispatcher turns it into the
+Codes are kio's ``ErrorCode`` (the Kafka protocol's own table), imported from
+``kio.schema.errors`` everywhere: one door, so the gateway puts them on the wire unchanged. Handlers raise :class:`CoordinatorError`; the dispatcher turns it into the
 API's error response and writes no records.
 """
 
@@ -30,4 +30,4 @@ def error_response(response_type: type[M], error: CoordinatorError, **fields: An
     return response
 
 
-__all__ = ["CoordinatorError", "ErrorCode", "error_response"]
+__all__ = ["CoordinatorError", "error_response"]

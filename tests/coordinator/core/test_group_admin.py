@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
 

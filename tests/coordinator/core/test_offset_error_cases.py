@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pytest
 from consumer_group_context import ConsumerGroupContext
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.rpc.v1 import group_admin_pb2 as gpb

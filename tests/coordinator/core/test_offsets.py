@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
 from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.contract import CoordinatorResult, deserialize_record, marker_record
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import offsets_pb2 as opb

@@ -12,10 +12,11 @@ from collections.abc import AsyncIterator
 
 import grpc
 import pytest
+from kio.schema.errors import ErrorCode
 from register_pb2 import RegisterKey, RegisterValue
 from register_shard import RegisterShard
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime

@@ -15,11 +15,12 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from kio.schema.errors import ErrorCode
 from prometheus_client import CollectorRegistry
 from register_pb2 import RegisterGetRequest, RegisterKey, RegisterPutRequest, RegisterValue
 from register_shard import OPERATIONS, RegisterShard
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.common.records import LEADER_EPOCH_TYPE_ID
 from groupcoord.coordinator.core.contract import CoordinatorRecord, deserialize_record, serialize_record
 from groupcoord.coordinator.runtime import write_pipeline

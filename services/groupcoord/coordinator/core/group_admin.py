@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,

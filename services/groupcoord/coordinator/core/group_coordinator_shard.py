@@ -22,8 +22,8 @@ from functools import partial
 from typing import Any
 
 from google.protobuf.message import Message
+from kio.schema.errors import ErrorCode
 
-from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.classic import join as classic_join
 from groupcoord.coordinator.core.classic import membership as classic_membership
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance

@@ -40,8 +40,9 @@ from aiokafka import TopicPartition
 from aiokafka import errors as Errors
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from kio.schema.errors import ErrorCode
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     TransactionalShard,

@@ -19,7 +19,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.common.heap import space_out_full_collections
 from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.core.contract import CoordinatorOperation

@@ -40,7 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord, TransactionalWrite
 from groupcoord.coordinator.runtime.fencing import TXN_MARKER_PREFIX, Fence, ReplayFilter
 from groupcoord.coordinator.runtime.statelog import Entry, PartitionReader, StateLogWriter

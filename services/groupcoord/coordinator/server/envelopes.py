@@ -24,9 +24,10 @@ from typing import Any
 import grpc
 from google.protobuf import text_format
 from google.protobuf.message import Message
+from kio.schema.errors import ErrorCode
 
 from groupcoord.common import grpc_limits
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 

@@ -15,6 +15,10 @@ A ShareFetch is three steps, each a plain request:
 The answer carries the fetched batches as the upstream sent them (never decoded: the client
 delivers only the acquired offsets of them) and the acquired ranges with their delivery counts.
 Offsets are acquired per whole batch, as Kafka's share-partitions acquire them.
+
+Here are the ShareFetch adapter (:func:`share_fetch`, one function per step), the helpers of
+each step, and :class:`ShareDelivery`: the share sessions of this gateway's members, the share
+groups' connection state, which ShareAcknowledge (:mod:`.share_apis`) moves on too.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from groupcoord.gateway.groups.share_sessions import (
     ShareSessionError,
     ShareSessions,
 )
-from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type
+from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type, has_field
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
@@ -102,7 +106,11 @@ def batches(records: bytes | None) -> tuple[bytes, list[Batch]]:
         )
         if magic != 2:
             break
-        found.append(Batch(base, base + delta, producer, bool(attributes & _TRANSACTIONAL), bool(attributes & _CONTROL)))
+        found.append(
+            Batch(
+                base, base + delta, producer, bool(attributes & _TRANSACTIONAL), bool(attributes & _CONTROL)
+            )
+        )
         position = end
     return records[:position], found
 
@@ -134,7 +142,9 @@ def reset_timestamp(reset_to: str, now_ms: int) -> int:
     if reset_to == "earliest":
         return EARLIEST
     duration = (
-        non_negative_duration(reset_to.removeprefix("by_duration:")) if reset_to.startswith("by_duration:") else None
+        non_negative_duration(reset_to.removeprefix("by_duration:"))
+        if reset_to.startswith("by_duration:")
+        else None
     )
     if duration is None:
         return LATEST
@@ -209,7 +219,9 @@ async def end_offsets(ask: Any, partitions: Iterable[tuple[str, int]]) -> dict[t
             topics=tuple(
                 ListOffsetsTopic(
                     name=name,
-                    partitions=tuple(ListOffsetsPartition(partition_index=i32(p), timestamp=i64(LATEST)) for p in ps),
+                    partitions=tuple(
+                        ListOffsetsPartition(partition_index=i32(p), timestamp=i64(LATEST)) for p in ps
+                    ),
                 )
                 for name, ps in by_name.items()
             ),
@@ -238,7 +250,9 @@ async def fetch_upstream(
         by_topic.setdefault(tid, []).append((partition, offset))
     response = await ask(
         FetchRequest(
-            max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=min(max(0, max_wait_ms), MAX_WAIT_MS))),
+            max_wait=i32Timedelta.parse(
+                datetime.timedelta(milliseconds=min(max(0, max_wait_ms), MAX_WAIT_MS))
+            ),
             min_bytes=i32(max(0, min_bytes)),
             max_bytes=i32(max_bytes),
             isolation_level=i8(1 if read_committed else 0),
@@ -320,8 +334,13 @@ def topic_id_bytes(topic_id: uuid.UUID | None) -> bytes:
 def share_error(response_type: Any, code: ErrorCode) -> Any:
     """A ShareFetch or ShareAcknowledge answered with one top-level error (a session error, the
     shard's, a refusal): nothing per partition."""
-    fields: dict[str, Any] = {"throttle_time": NO_THROTTLE, "error_code": code, "responses": (), "node_endpoints": ()}
-    if "acquisition_lock_timeout" in response_type.__dataclass_fields__:  # ShareFetch only
+    fields: dict[str, Any] = {
+        "throttle_time": NO_THROTTLE,
+        "error_code": code,
+        "responses": (),
+        "node_endpoints": (),
+    }
+    if has_field(response_type, "acquisition_lock_timeout"):  # ShareFetch only
         fields["acquisition_lock_timeout"] = NO_THROTTLE
     return response_type(**fields)
 
@@ -354,7 +373,9 @@ class ShareDelivery:
             await asyncio.gather(*late, return_exceptions=True)
 
     async def _end_session(self, ended: EndedSession) -> None:
-        request = delivery_request(ended.group_id, ended.member_id, (), {}, SHARE_API_VERSION, ended.partitions)
+        request = delivery_request(
+            ended.group_id, ended.member_id, (), {}, SHARE_API_VERSION, ended.partitions
+        )
         reply = await self.apis.call(ended.group_id, Envelope(share_acknowledge=request))
         code = reply.error_code if reply.response is None else reply.response.error_code
         if code:  # its locks still run out: the records come back then
@@ -409,7 +430,9 @@ async def share_fetch(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
     step1 = await apis.call(
         group_id,
         Envelope(
-            share_fetch=delivery_request(group_id, member_id, fetching, acknowledgements, ctx.version, ended, renew)
+            share_fetch=delivery_request(
+                group_id, member_id, fetching, acknowledgements, ctx.version, ended, renew
+            )
         ),
     )
     if step1.response is None or step1.response.error_code:
@@ -451,7 +474,9 @@ async def _fetch_offsets(
     resets = {k: told[k].reset_to for k in fetching if told[k].HasField("reset_to")}
     starts = await start_offsets(ctx.ask, resets)
     offsets = {
-        k: starts[k] if k in resets else told[k].fetch_offset for k in fetching if k not in resets or k in starts
+        k: starts[k] if k in resets else told[k].fetch_offset
+        for k in fetching
+        if k not in resets or k in starts
     }
     return offsets, starts
 
@@ -531,11 +556,17 @@ def _share_fetch_response(
             partition_type(
                 partition_index=i32(key[1]),
                 error_code=code,
-                acknowledge_error_code=ErrorCode(told[key].acknowledge_error_code) if key in told else ErrorCode.none,
+                acknowledge_error_code=ErrorCode(told[key].acknowledge_error_code)
+                if key in told
+                else ErrorCode.none,
                 current_leader=leader_type(leader_id=i32(-1), leader_epoch=i32(-1)),
                 records=records if ranges else b"",
                 acquired_records=tuple(
-                    range_type(first_offset=r.first_offset, last_offset=r.last_offset, delivery_count=r.delivery_count)
+                    range_type(
+                        first_offset=r.first_offset,
+                        last_offset=r.last_offset,
+                        delivery_count=r.delivery_count,
+                    )
                     for r in ranges
                 ),
             )
@@ -545,7 +576,8 @@ def _share_fetch_response(
         error_code=ErrorCode.none,
         acquisition_lock_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=lock_timeout_ms)),
         responses=tuple(
-            topic_type(topic_id=uuid.UUID(bytes=tid), partitions=tuple(parts)) for tid, parts in by_topic.items()
+            topic_type(topic_id=uuid.UUID(bytes=tid), partitions=tuple(parts))
+            for tid, parts in by_topic.items()
         ),
         node_endpoints=(),
     )

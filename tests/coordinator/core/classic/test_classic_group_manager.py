@@ -10,10 +10,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kio.schema.errors import ErrorCode as E
 from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard

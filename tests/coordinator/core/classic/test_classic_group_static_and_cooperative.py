@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,

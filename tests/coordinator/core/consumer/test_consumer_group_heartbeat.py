@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from consumer_group_context import ConsumerGroupContext, G
+from kio.schema.errors import ErrorCode as E
 from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.group import MemberState

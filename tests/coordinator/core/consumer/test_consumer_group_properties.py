@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from consumer_group_context import ConsumerGroupContext, G
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from consumer_group_context import ConsumerGroupContext, G
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode as E
 from test_consumer_group_properties import Client, _run
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,

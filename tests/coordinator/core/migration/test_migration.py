@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 from consumer_group_context import ConsumerGroupContext
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,

@@ -10,9 +10,9 @@ group converts back into a classic group and its members rebalance the classic w
 from __future__ import annotations
 
 from consumer_group_context import ConsumerGroupContext, G
+from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
-from groupcoord.common.errors import ErrorCode as E
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,

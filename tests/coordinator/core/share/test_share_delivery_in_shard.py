@@ -12,9 +12,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the core tests' drivers
 
+from kio.schema.errors import ErrorCode  # noqa: E402
 from shard_test_context import ShardContext  # noqa: E402
 
-from groupcoord.common.errors import ErrorCode  # noqa: E402
 from groupcoord.coordinator.core.config import GroupConfig  # noqa: E402
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb  # noqa: E402
 from groupcoord.rpc.v1 import share_group_pb2 as pb  # noqa: E402

@@ -11,8 +11,8 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kio.schema.errors import ErrorCode
 
-from groupcoord.common.errors import ErrorCode
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorResult, ScheduleTimer
 from groupcoord.coordinator.core.share.group import ShareGroup, ShareGroupState, replay
 from groupcoord.coordinator.core.share.heartbeat import (

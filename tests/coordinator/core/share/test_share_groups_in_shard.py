@@ -11,9 +11,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the core tests' drivers
 
+from kio.schema.errors import ErrorCode
 from shard_test_context import ShardContext  # noqa: E402
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode  # noqa: E402
+from groupcoord.common.errors import CoordinatorError  # noqa: E402
 from groupcoord.coordinator.core.config import GroupConfig  # noqa: E402
 from groupcoord.coordinator.core.share.group import ShareGroup  # noqa: E402
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb  # noqa: E402

@@ -16,7 +16,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from groupcoord.coordinator.core.classic.waiters import Waiters, WaitKey
 from groupcoord.coordinator.core.config import GroupConfig

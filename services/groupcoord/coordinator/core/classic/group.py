@@ -20,7 +20,9 @@ import enum
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_subscription
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation

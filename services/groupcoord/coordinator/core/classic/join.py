@@ -13,7 +13,9 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
 from groupcoord.coordinator.core.classic.rebalance import (

@@ -7,7 +7,9 @@ member id or group instance id) and rebalances the group (rebalance.remove_membe
 
 from __future__ import annotations
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import ClassicGroupState
 from groupcoord.coordinator.core.classic.rebalance import (

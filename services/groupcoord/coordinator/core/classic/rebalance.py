@@ -23,7 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import (
     ClassicGroup,

@@ -6,7 +6,8 @@ waiting JoinGroup (the leader with the members' metadata) and SyncGroup at once.
 
 from __future__ import annotations
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
 from groupcoord.coordinator.core.classic.group import ClassicGroupState, with_assignment
 from groupcoord.coordinator.core.classic.rebalance import finish

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.message import Message
+from kio.schema.errors import ErrorCode
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
 from groupcoord.records.v1 import consumer_group_pb2 as pb

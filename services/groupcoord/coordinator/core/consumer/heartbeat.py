@@ -22,7 +22,9 @@ import base64
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError, error_response
 from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
 from groupcoord.coordinator.core.consumer.context import ConsumerContext
 from groupcoord.coordinator.core.consumer.group import (

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 
 import re2
+from kio.schema.errors import ErrorCode
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.topics_image import INTERNAL_TOPICS, TopicsImage
 
 _OPTIONS = re2.Options()

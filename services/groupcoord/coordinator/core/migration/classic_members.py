@@ -28,7 +28,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode, error_response
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError, error_response
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,

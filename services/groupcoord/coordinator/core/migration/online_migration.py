@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,

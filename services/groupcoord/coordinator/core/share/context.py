@@ -14,7 +14,9 @@ records they return, once replayed, are the change.
 
 from __future__ import annotations
 
-from groupcoord.common.errors import CoordinatorError, ErrorCode
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
 from groupcoord.coordinator.core.group_configs import (

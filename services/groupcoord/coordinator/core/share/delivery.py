@@ -39,7 +39,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.share import share_partition as sp
 from groupcoord.coordinator.core.topics_image import TopicsImage

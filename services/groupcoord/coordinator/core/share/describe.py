@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.consumer.describe import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.share.group import ShareGroup

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.assignors.api import GroupSpec, MemberSpec
 from groupcoord.coordinator.core.assignors.simple_assignor import SimpleAssignor
 from groupcoord.coordinator.core.contract import (

@@ -15,7 +15,8 @@ UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers).
 
 from __future__ import annotations
 
-from groupcoord.common.errors import ErrorCode
+from kio.schema.errors import ErrorCode
+
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.share import share_partition as sp
