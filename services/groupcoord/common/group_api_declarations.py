@@ -1,9 +1,10 @@
 """The group APIs this coordinator serves: one declaration per Kafka API, shared by both sides.
 
 A group API is served in three places that must agree: the gateway decodes it and adapts it to
-a coordinator call (``gateway/groups/group_apis.py``), the gateway authorizes it
-(``gateway/security/group_authorization.py``), and a coordinator worker runs it on the partition's
-coordinator shard (``coordinator/server/coordinator_service.py``). The gateway never imports the
+a coordinator call (its group type's module, gathered in ``gateway/groups/group_apis.py``), the
+gateway authorizes it (its group type's hooks, gathered in
+``gateway/security/group_authorization.py``), and a worker process runs it on the partition's
+shard (``coordinator/core/group_operations.py``). The gateway never imports the
 coordinator package nor the coordinator the gateway, so what both must agree on is declared here,
 once per API, in :data:`DECLARATIONS`: its key, the versions served, the
 ``CoordinatorEnvelope`` oneof field that carries it to a shard (which is also the name of the
@@ -22,8 +23,10 @@ Adding a group type is then what adding share groups (KIP-932) was:
    oneofs under the declared operation names;
 2. the handlers, each registered once against its declaration: the state machines in a
    package of the core (``coordinator/core/share/``), reached from the shard facade, with one
-   ``ShardHandler`` per API in the coordinator service's ``OPERATIONS``; one gateway adapter per
-   API in the gateway's ``GROUP_APIS``; and one authorization hook per API in ``HOOKS``.
+   ``ShardHandler`` per API in the shard's ``OPERATIONS`` (``core/group_operations.py``); one
+   gateway adapter per API in the group type's module (``gateway/groups/share_apis.py``, its
+   ``ADAPTERS``); and one authorization hook per API in its authorization module
+   (``gateway/security/share_authorization.py``, its ``AUTHORIZATION_HOOKS``).
 
 Nothing else names the API: routing, ApiVersions, the authorizable versions, the set never
 forwarded upstream and the envelope dispatch follow from the declaration, and a registration
