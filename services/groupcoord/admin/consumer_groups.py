@@ -33,6 +33,7 @@ from aiokafka.errors import for_code
 from aiokafka.protocol.admin import DeleteGroupsRequest
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from kio.schema.consumer_group_describe.v0.request import ConsumerGroupDescribeRequest
+from kio.schema.errors import ErrorCode
 from kio.schema.offset_delete.v0.request import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
@@ -511,7 +512,7 @@ class ConsumerGroupsAdmin:
             )
         except (ExchangeFailed, AdminError):
             return group
-        described = [g for g in response.groups if g.group_id == group.group_id and g.error_code == 0]
+        described = [g for g in response.groups if g.group_id == group.group_id and g.error_code == ErrorCode.none]
         return consumer_group_description(described[0]) if described else group
 
     async def committed(self, group_id: str) -> dict[TopicPartition, int]:

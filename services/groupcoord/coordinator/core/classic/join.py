@@ -233,7 +233,7 @@ def _rejoin_static_member(
             change.reschedule.append((new_id, new.session_timeout_ms))
             skip = request.api_version >= _JOIN_SKIP_ASSIGNMENT_VERSION and was_leader
             response = pb.JoinGroupResponse(
-                error_code=0,
+                error_code=ErrorCode.none.value,
                 generation_id=group.generation_id,
                 protocol_type=group.protocol_type,
                 protocol_name=group.protocol_name,

@@ -35,7 +35,7 @@ def join_response(group: ClassicGroup, member: ClassicGroupMember) -> pb.JoinGro
     """The JoinGroup answer for the current generation (the leader gets the member list)."""
     leader = group.is_leader(member.member_id)
     response = pb.JoinGroupResponse(
-        error_code=0,
+        error_code=ErrorCode.none.value,
         generation_id=group.generation_id,
         protocol_type=group.protocol_type,
         leader=group.leader_id or "",
@@ -50,7 +50,7 @@ def join_response(group: ClassicGroup, member: ClassicGroupMember) -> pb.JoinGro
 def sync_response(group: ClassicGroup, member: ClassicGroupMember) -> pb.SyncGroupResponse:
     """The SyncGroup answer: the member's assignment in the current generation."""
     response = pb.SyncGroupResponse(
-        error_code=0, protocol_type=group.protocol_type, assignment=member.assignment
+        error_code=ErrorCode.none.value, protocol_type=group.protocol_type, assignment=member.assignment
     )
     if group.protocol_name is not None:
         response.protocol_name = group.protocol_name

@@ -187,7 +187,7 @@ class ClassicMembersOfConsumerGroups:
             )
         )
         response = pb.JoinGroupResponse(
-            error_code=0,
+            error_code=ErrorCode.none.value,
             generation_id=reconciled.member_epoch,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=protocols[0][0],
@@ -206,7 +206,7 @@ class ClassicMembersOfConsumerGroups:
         if converted is None:
             return None
         response = pb.JoinGroupResponse(
-            error_code=0,
+            error_code=ErrorCode.none.value,
             generation_id=group.group_epoch,
             protocol_type=CONSUMER_PROTOCOL_TYPE,
             protocol_name=_protocol_name(joining),
@@ -245,7 +245,7 @@ class ClassicMembersOfConsumerGroups:
         gid = group.group_id
         return CoordinatorResult(
             response=pb.SyncGroupResponse(
-                error_code=0,
+                error_code=ErrorCode.none.value,
                 protocol_type=CONSUMER_PROTOCOL_TYPE,
                 protocol_name=protocol_name,
                 assignment=self._assignment(member),
@@ -291,7 +291,7 @@ class ClassicMembersOfConsumerGroups:
                 raise self._rebalance_in_progress(group, member, now_ms, timers)
         except CoordinatorError as e:
             return CoordinatorResult(response=error_response(pb.HeartbeatResponse, e), timers=timers)
-        return CoordinatorResult(response=pb.HeartbeatResponse(error_code=0), timers=timers)
+        return CoordinatorResult(response=pb.HeartbeatResponse(error_code=ErrorCode.none.value), timers=timers)
 
     def _waits_on_others(self, group: ConsumerGroup, member: ConsumerGroupMember) -> bool:
         """Kafka's waitingOnUnreleasedPartition: a partition of its target is still owned by
