@@ -26,12 +26,12 @@ from typing import Any
 from groupcoord.authorization import acl_file
 from groupcoord.authorization.acls import Authorizer
 from groupcoord.authorization.upstream_acls import UpstreamAclSource
-from groupcoord.common.process_logging import LOG_FORMAT_ENV
 from groupcoord.common import internal_tls, kafka_security
 from groupcoord.common.event_loop import new_event_loop, stop_on_signals
 from groupcoord.common.heap import freeze_startup_objects
 from groupcoord.common.kafka_wire.secure_connection import SaslAuthenticationFailed
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
+from groupcoord.common.process_logging import LOG_FORMAT_ENV
 from groupcoord.common.run_dirs import state_dir
 from groupcoord.controlplane.local import LocalControlPlane
 from groupcoord.embedded_broker import EmbeddedBroker, EmbeddedBrokerMissing
