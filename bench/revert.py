@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from _core_test_doubles import MockClock, MockTimer
 
-from groupcoord.coordinator.core.classic.group import simple_group_records
+from groupcoord.coordinator.core.classic.classic_group import simple_group_records
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard

@@ -14,7 +14,7 @@ from typing import Any
 from shard_test_context import ShardContext
 
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from mock_timer import MockClock, MockTimer
 
-from groupcoord.coordinator.core.classic.group import ClassicGroup
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     PENDING,

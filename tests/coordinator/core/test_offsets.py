@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
-from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.rpc.v1 import offsets_pb2 as opb

@@ -34,10 +34,10 @@ from hypothesis import strategies as st
 from mock_timer import MockClock, MockTimer
 from shard_test_context import RecordLog
 
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
 from groupcoord.coordinator.core.classic.consumer_protocol import Subscription, encode_subscription
-from groupcoord.coordinator.core.classic.group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.contract import (
     ArmedTimers,
     CoordinatorRecord,

@@ -38,7 +38,7 @@ class OffsetCommitValidation(NamedTuple):
 class SimpleGroups(Protocol):
     """How the offsets side gets Kafka's "simple" group: the group an offset commit with no
     generation makes exist (a consumer without group management, the admin client). The
-    classic side's (core/classic/group.py ``SIMPLE_GROUPS``), handed to the offsets manager
+    classic side's (core/classic/classic_group.py ``SIMPLE_GROUPS``), handed to the offsets manager
     and its replay, so the offsets code builds no group of any type itself."""
 
     def new_group(self, group_id: str, now_ms: int = 0) -> Group:

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup, ClassicGroupState
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupState
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group, GroupType
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState

@@ -24,21 +24,18 @@ from typing import Any
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
+from groupcoord.coordinator.core.classic import classic_membership, classic_replay
 from groupcoord.coordinator.core.classic import join as classic_join
-from groupcoord.coordinator.core.classic import membership as classic_membership
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
-from groupcoord.coordinator.core.classic import replay as classic_replay
 from groupcoord.coordinator.core.classic import sync as classic_sync
-from groupcoord.coordinator.core.classic.context import ClassicContext
-from groupcoord.coordinator.core.classic.group import SIMPLE_GROUPS
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext
+from groupcoord.coordinator.core.classic.classic_group import SIMPLE_GROUPS
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer import heartbeat as consumer_heartbeat
-from groupcoord.coordinator.core.consumer import membership as consumer_membership
+from groupcoord.coordinator.core.consumer import consumer_heartbeat, consumer_membership, consumer_replay
 from groupcoord.coordinator.core.consumer import metadata as consumer_metadata
-from groupcoord.coordinator.core.consumer import replay as consumer_replay
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
-from groupcoord.coordinator.core.consumer.describe import describe_consumer_groups
-from groupcoord.coordinator.core.consumer.group import CONSUMER_GROUP_REPLAY, ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
+from groupcoord.coordinator.core.consumer.consumer_describe import describe_consumer_groups
+from groupcoord.coordinator.core.consumer.consumer_group import CONSUMER_GROUP_REPLAY, ConsumerGroup
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.group_admin import GroupAdmin
@@ -53,10 +50,9 @@ from groupcoord.coordinator.core.offsets import (
     replay_pending,
 )
 from groupcoord.coordinator.core.share import delivery as share_delivery
-from groupcoord.coordinator.core.share import group as share_group
-from groupcoord.coordinator.core.share import offsets as share_offsets
-from groupcoord.coordinator.core.share.context import ShareContext
-from groupcoord.coordinator.core.share.describe import describe_share_groups
+from groupcoord.coordinator.core.share import share_group, share_offsets
+from groupcoord.coordinator.core.share.share_context import ShareContext
+from groupcoord.coordinator.core.share.share_describe import describe_share_groups
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb

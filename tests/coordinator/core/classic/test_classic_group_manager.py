@@ -14,7 +14,7 @@ from kio.schema.errors import ErrorCode as E
 from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
-from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb

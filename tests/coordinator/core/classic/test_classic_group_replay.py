@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
-from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
@@ -17,7 +18,6 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 
 G = "group"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from consumer_group_context import ConsumerGroupContext
 
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
+from groupcoord.coordinator.core.consumer.consumer_timers import assignment_timer_key
 
 EVERY_ASSIGNMENT = GroupConfig(consumer_group_assignor_offload_min_size=0)
 

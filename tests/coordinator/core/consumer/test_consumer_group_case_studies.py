@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from consumer_group_context import ConsumerGroupContext
 
-from groupcoord.coordinator.core.consumer.group import MemberState
+from groupcoord.coordinator.core.consumer.consumer_group import MemberState
 
 
 def _stable_pair_on_six_partitions(ctx: ConsumerGroupContext) -> int:

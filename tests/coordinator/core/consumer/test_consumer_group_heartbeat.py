@@ -9,9 +9,9 @@ from kio.schema.errors import ErrorCode as E
 from mock_timer import MockClock, MockTimer
 from shard_test_context import ShardContext
 
-from groupcoord.coordinator.core.classic.group import ClassicGroup
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.group import MemberState
+from groupcoord.coordinator.core.consumer.consumer_group import MemberState
 from groupcoord.coordinator.core.contract import apply_timer_intents
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
@@ -483,7 +483,7 @@ def test_a_commit_racing_the_epoch_bump_that_takes_a_partition_away_is_accepted(
 def test_a_pending_revocation_recorded_without_epochs_reads_as_assigned_at_the_member_epoch() -> None:
     """Records written before pending partitions carried their assignment epochs (the same wire
     form without them) still replay: an older-epoch commit is refused for them, as then."""
-    from groupcoord.coordinator.core.consumer.group import ConsumerGroupMember
+    from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroupMember
     from groupcoord.records.v1 import consumer_group_pb2 as rpb
 
     old = rpb.ConsumerGroupCurrentMemberAssignmentValue(member_epoch=5, previous_member_epoch=4, state=1)

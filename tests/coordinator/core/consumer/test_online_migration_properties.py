@@ -32,7 +32,7 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     encode_subscription,
 )
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.rpc.v1 import classic_group_pb2 as cpb
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

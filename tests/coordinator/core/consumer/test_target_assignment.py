@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from groupcoord.common import steps as steps_module
 from groupcoord.coordinator.core.assignors.uniform_assignor import UniformAssignor
-from groupcoord.coordinator.core.consumer.group import ConsumerGroupMember
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroupMember
 from groupcoord.coordinator.core.consumer.target_assignment import (
     GroupSnapshot,
     compute_snapshot_target,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from consumer_group_context import ConsumerGroupContext, G
 
-from groupcoord.coordinator.core.consumer.group import MemberState
+from groupcoord.coordinator.core.consumer.consumer_group import MemberState
 from groupcoord.coordinator.core.contract import CoordinatorResult
 from groupcoord.coordinator.core.migration.consumer_records import (
     MigratingMember,

@@ -12,6 +12,8 @@ from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
 from groupcoord.common.errors import CoordinatorError
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
@@ -19,10 +21,8 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.classic.group import ClassicGroup
-from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, apply_timer_intents
 from groupcoord.coordinator.core.migration.online_migration import (
     can_upgrade,

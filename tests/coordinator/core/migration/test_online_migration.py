@@ -13,6 +13,8 @@ from consumer_group_context import ConsumerGroupContext, G
 from kio.schema.errors import ErrorCode as E
 from shard_test_context import ShardContext
 
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState as S
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     Assignment,
     Subscription,
@@ -20,10 +22,8 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from groupcoord.coordinator.core.classic.group import ClassicGroup
-from groupcoord.coordinator.core.classic.group import ClassicGroupState as S
 from groupcoord.coordinator.core.config import GroupConfig, MigrationPolicy
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, MemberState
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup, MemberState
 
 SESSION_MS = 10_000
 REBALANCE_MS = 30_000

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorResult, ScheduleTimer
-from groupcoord.coordinator.core.share.group import ShareGroup, ShareGroupState, replay
-from groupcoord.coordinator.core.share.heartbeat import (
+from groupcoord.coordinator.core.share.share_group import ShareGroup, ShareGroupState, replay
+from groupcoord.coordinator.core.share.share_heartbeat import (
     ShareGroupConfig,
     ShareHeartbeat,
     heartbeat,

@@ -16,7 +16,7 @@ from shard_test_context import ShardContext  # noqa: E402
 
 from groupcoord.common.errors import CoordinatorError  # noqa: E402
 from groupcoord.coordinator.core.config import GroupConfig  # noqa: E402
-from groupcoord.coordinator.core.share.group import ShareGroup  # noqa: E402
+from groupcoord.coordinator.core.share.share_group import ShareGroup  # noqa: E402
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb  # noqa: E402
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb  # noqa: E402
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb  # noqa: E402

@@ -1,6 +1,6 @@
-"""The classic group protocol, one concept per module: the group (group.py), JoinGroup
-(join.py), SyncGroup (sync.py), Heartbeat and LeaveGroup (membership.py), the rebalance — join
-phase, completion of a generation, timers (rebalance.py, keys in timers.py) — the parked
-requests answered later (waiters.py), the answers (responses.py), replay (replay.py), and the
+"""The classic group protocol, one concept per module: the group (classic_group.py), JoinGroup
+(join.py), SyncGroup (sync.py), Heartbeat and LeaveGroup (classic_membership.py), the rebalance — join
+phase, completion of a generation, timers (rebalance.py, keys in classic_timers.py) — the parked
+requests answered later (waiters.py), the answers (responses.py), replay (classic_replay.py), and the
 embedded consumer protocol its members speak (consumer_protocol.py). Handlers are functions
-over the partition's :class:`~groupcoord.coordinator.core.classic.context.ClassicContext`."""
+over the partition's :class:`~groupcoord.coordinator.core.classic.classic_context.ClassicContext`."""

@@ -16,8 +16,13 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
-from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext, GroupChange
+from groupcoord.coordinator.core.classic.classic_group import (
+    ClassicGroup,
+    ClassicGroupMember,
+    ClassicGroupState,
+)
+from groupcoord.coordinator.core.classic.classic_timers import pending_member_key
 from groupcoord.coordinator.core.classic.rebalance import (
     client_reason,
     finish,
@@ -30,7 +35,6 @@ from groupcoord.coordinator.core.classic.responses import (
     join_response,
     leader_members,
 )
-from groupcoord.coordinator.core.classic.timers import pending_member_key
 from groupcoord.coordinator.core.classic.waiters import WaitKey
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import GroupType

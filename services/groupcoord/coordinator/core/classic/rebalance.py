@@ -25,15 +25,20 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
-from groupcoord.coordinator.core.classic.group import (
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext, GroupChange
+from groupcoord.coordinator.core.classic.classic_group import (
     ClassicGroup,
     ClassicGroupMember,
     ClassicGroupState,
     with_assignment,
 )
+from groupcoord.coordinator.core.classic.classic_timers import (
+    heartbeat_key,
+    join_key,
+    pending_member_key,
+    sync_key,
+)
 from groupcoord.coordinator.core.classic.responses import error_join, error_sync, join_response
-from groupcoord.coordinator.core.classic.timers import heartbeat_key, join_key, pending_member_key, sync_key
 from groupcoord.coordinator.core.classic.waiters import WaitKey
 from groupcoord.coordinator.core.contract import (
     PENDING,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup, ClassicGroupMember
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 
 

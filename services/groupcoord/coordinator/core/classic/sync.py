@@ -12,8 +12,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
-from groupcoord.coordinator.core.classic.group import ClassicGroupState, with_assignment
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext, GroupChange
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState, with_assignment
 from groupcoord.coordinator.core.classic.rebalance import finish
 from groupcoord.coordinator.core.classic.responses import error_sync, sync_response
 from groupcoord.coordinator.core.classic.waiters import WaitKey

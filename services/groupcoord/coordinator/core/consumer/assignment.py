@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
+from groupcoord.coordinator.core.consumer.consumer_group import (
     ConsumerGroup,
     ConsumerGroupMember,
     current_assignment_record,
@@ -27,6 +27,7 @@ from groupcoord.coordinator.core.consumer.group import (
     regex_record,
     target_member_record,
 )
+from groupcoord.coordinator.core.consumer.consumer_timers import assignment_timer_key
 from groupcoord.coordinator.core.consumer.reconciliation import reconcile
 from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
 from groupcoord.coordinator.core.consumer.target_assignment import (
@@ -35,7 +36,6 @@ from groupcoord.coordinator.core.consumer.target_assignment import (
     compute_snapshot_target,
     snapshot_target_steps,
 )
-from groupcoord.coordinator.core.consumer.timers import assignment_timer_key
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
     CoordinatorResult,

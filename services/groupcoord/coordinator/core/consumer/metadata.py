@@ -8,7 +8,11 @@ now match other topics get a group epoch bump, so the assignor runs again.
 from __future__ import annotations
 
 from groupcoord.coordinator.core.consumer.assignment import subscribed_topics
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, group_metadata_record, regex_record
+from groupcoord.coordinator.core.consumer.consumer_group import (
+    ConsumerGroup,
+    group_metadata_record,
+    regex_record,
+)
 from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group

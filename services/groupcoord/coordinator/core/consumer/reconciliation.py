@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_group import (
     ConsumerGroupMember,
     MemberState,
     Partitions,

@@ -27,7 +27,7 @@ from groupcoord.coordinator.core.assignors.api import (
     PartitionAssignor,
     assign_in_steps,
 )
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_group import (
     ConsumerGroupMember,
     target_member_record,
     target_metadata_record,

@@ -44,15 +44,15 @@ from groupcoord.coordinator.core.classic.join import (
 )
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
+from groupcoord.coordinator.core.consumer.consumer_group import (
     ClassicMemberMetadata,
     ConsumerGroup,
     ConsumerGroupMember,
     MemberState,
     replace_member,
 )
-from groupcoord.coordinator.core.consumer.membership import (
+from groupcoord.coordinator.core.consumer.consumer_membership import (
     downgrade,
     fencing_timer,
     known_static_member,
@@ -60,7 +60,7 @@ from groupcoord.coordinator.core.consumer.membership import (
     session_timer,
     static_takeover,
 )
-from groupcoord.coordinator.core.consumer.timers import (
+from groupcoord.coordinator.core.consumer.consumer_timers import (
     classic_join_timer_key,
     classic_sync_timer_key,
     member_timer_cancels,

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_group import (
     ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberState,
@@ -39,7 +39,7 @@ class MigratingMember:
 
     ``protocols`` are the classic (name, metadata) pairs the member supports — a consumer group
     keeps them for its classic members so it can answer their JoinGroup and convert back
-    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer/group.py,
+    (``ConsumerGroupMember.classic_member_metadata.supported_protocols`` in consumer/consumer_group.py,
     with ``session_timeout_ms``). ``assigned`` is the member's current assignment by topic
     *name* (the embedded protocol's form); the consumer group maps names to topic ids through
     its topics image.

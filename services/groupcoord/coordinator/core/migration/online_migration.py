@@ -25,6 +25,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup, ClassicGroupMember
+from groupcoord.coordinator.core.classic.classic_timers import heartbeat_key, join_key
 from groupcoord.coordinator.core.classic.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Assignment,
@@ -32,13 +35,10 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
     decode_subscription,
     encode_assignment,
 )
-from groupcoord.coordinator.core.classic.context import ClassicContext
-from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember
 from groupcoord.coordinator.core.classic.rebalance import create_converted_group
-from groupcoord.coordinator.core.classic.timers import heartbeat_key, join_key
 from groupcoord.coordinator.core.classic.waiters import WaitKey
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import (
     CancelTimer,
     CoordinatorRecord,

@@ -510,7 +510,7 @@ class ConsumerGroup:
         self, key: pb.ConsumerGroupMetadataKey, v: pb.ConsumerGroupMetadataValue | None
     ) -> None:
         if v is None:
-            return  # the group is deleted: consumer/replay.py drops it from the shard's map
+            return  # the group is deleted: consumer/consumer_replay.py drops it from the shard's map
         self.group_epoch = v.epoch
         self.metadata_hash = v.metadata_hash
 
@@ -626,4 +626,4 @@ CONSUMER_GROUP_REPLAY: dict[type[Message], ConsumerGroupReplay] = {
     pb.ConsumerGroupRegularExpressionKey: ConsumerGroup.replay_regex,
 }
 """Consumer group record key type → the group's replay method. The coordinator shard's replay
-switch routes these through consumer/replay.py, which finds or creates the group."""
+switch routes these through consumer/consumer_replay.py, which finds or creates the group."""

@@ -17,8 +17,8 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.consumer.assignment import assignment_timer, may_assign, subscribed_topics
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
+from groupcoord.coordinator.core.consumer.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
@@ -29,7 +29,7 @@ from groupcoord.coordinator.core.consumer.group import (
     regex_record,
     replace_member,
 )
-from groupcoord.coordinator.core.consumer.timers import (
+from groupcoord.coordinator.core.consumer.consumer_timers import (
     member_timer_cancels,
     rebalance_timer_key,
     session_timer_key,

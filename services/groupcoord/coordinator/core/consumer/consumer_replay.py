@@ -1,14 +1,14 @@
 """Replay of the consumer group records: the only place a consumer group changes.
 
 The shard's replay switch (GroupCoordinatorShard) holds one entry per record type of
-``CONSUMER_GROUP_REPLAY`` (consumer/group.py), each :func:`replay` with that type's method.
+``CONSUMER_GROUP_REPLAY`` (consumer/consumer_group.py), each :func:`replay` with that type's method.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupReplay
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup, ConsumerGroupReplay
 from groupcoord.coordinator.core.state import GroupCoordinatorState
 
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb

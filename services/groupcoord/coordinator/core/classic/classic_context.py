@@ -19,7 +19,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.classic.group import ClassicGroup, ClassicGroupMember, ClassicGroupState
+from groupcoord.coordinator.core.classic.classic_group import (
+    ClassicGroup,
+    ClassicGroupMember,
+    ClassicGroupState,
+)
 from groupcoord.coordinator.core.classic.waiters import Waiters, WaitKey
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent

@@ -12,7 +12,7 @@ Modelled on Apache Kafka 4.x's ``GroupMetadataManager.consumerGroupHeartbeat``. 
    target assignment and the member's reconciliation (consumer/assignment.py);
 4. re-arms the session timer (and the rebalance timer while it must revoke).
 
-A leave (member epoch -1 or -2) is consumer/membership.py's. A repeated heartbeat that changes
+A leave (member epoch -1 or -2) is consumer/consumer_membership.py's. A repeated heartbeat that changes
 nothing writes nothing.
 """
 
@@ -26,8 +26,8 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError, error_response
 from groupcoord.coordinator.core.consumer.assignment import MemberUpdate, advance_member
-from groupcoord.coordinator.core.consumer.context import ConsumerContext
-from groupcoord.coordinator.core.consumer.group import (
+from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
+from groupcoord.coordinator.core.consumer.consumer_group import (
     CONSUMER_GROUP_REPLAY,
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -36,7 +36,7 @@ from groupcoord.coordinator.core.consumer.group import (
     ConsumerGroupMember,
     replace_member,
 )
-from groupcoord.coordinator.core.consumer.membership import (
+from groupcoord.coordinator.core.consumer.consumer_membership import (
     heartbeat_timers,
     known_static_member,
     leave,

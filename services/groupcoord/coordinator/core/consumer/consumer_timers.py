@@ -3,7 +3,7 @@
 A member has a session timer, a rebalance timer while it must revoke, and — a classic member
 inside a consumer group — a rejoin and a sync deadline; the group has the batched assignment's
 timer. The keys name the partition's timers (the runtime keeps one per key); the operations
-that fire live with the members' fencing (consumer/membership.py) and the batched
+that fire live with the members' fencing (consumer/consumer_membership.py) and the batched
 assignment (consumer/assignment.py)."""
 
 from __future__ import annotations

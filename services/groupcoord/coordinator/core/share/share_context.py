@@ -1,7 +1,7 @@
 """What every KIP-932 share group handler works on.
 
-The share-group counterpart of :class:`~groupcoord.coordinator.core.classic.context.ClassicContext`
-and :class:`~groupcoord.coordinator.core.consumer.context.ConsumerContext`: the share groups and
+The share-group counterpart of :class:`~groupcoord.coordinator.core.classic.classic_context.ClassicContext`
+and :class:`~groupcoord.coordinator.core.consumer.consumer_context.ConsumerContext`: the share groups and
 share-partitions of one state-topic partition live in the partition's state (``groups``,
 ``share_partitions``, core/state.py); this object holds that root, the config and the group
 configs, and turns a group's dynamic configs (else the broker-level defaults) into the values
@@ -31,9 +31,8 @@ from groupcoord.coordinator.core.group_configs import (
     GroupConfigManager,
 )
 from groupcoord.coordinator.core.share import delivery as share_delivery
-from groupcoord.coordinator.core.share import group as share_group
-from groupcoord.coordinator.core.share import heartbeat as share_heartbeat
-from groupcoord.coordinator.core.share.group import ShareGroup
+from groupcoord.coordinator.core.share import share_group, share_heartbeat
+from groupcoord.coordinator.core.share.share_group import ShareGroup
 from groupcoord.coordinator.core.share.share_partition import DeliveryLimits
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import share_group_pb2 as share_pb

@@ -7,7 +7,7 @@ code.
 
 from __future__ import annotations
 
-from groupcoord.coordinator.core.classic.group import ClassicGroup
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroup
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.state import GroupCoordinatorState
 from groupcoord.records.v1 import classic_group_pb2 as rpb

@@ -34,7 +34,7 @@ from groupcoord.coordinator.core.contract import (
     TimerIntent,
     deadline_timer,
 )
-from groupcoord.coordinator.core.share.group import (
+from groupcoord.coordinator.core.share.share_group import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     Partitions,
@@ -52,7 +52,7 @@ class ShareGroupConfig:
     """The share group configs, with Kafka's defaults."""
 
     session_timeout_ms: int = 45_000  # group.share.session.timeout.ms
-    heartbeat_interval_ms: int = 5_000  # group.share.heartbeat.interval.ms
+    heartbeat_interval_ms: int = 5_000  # group.share.share_heartbeat.interval.ms
     max_size: int = 200  # group.share.max.size
 
 

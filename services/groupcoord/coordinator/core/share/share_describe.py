@@ -1,6 +1,6 @@
 """ShareGroupDescribe v1: what a share group looks like (Kafka's ShareGroup.asDescribedGroup).
 
-Read-only, like ConsumerGroupDescribe (``consumer/describe.py``): the assignor is always
+Read-only, like ConsumerGroupDescribe (``consumer/consumer_describe.py``): the assignor is always
 ``simple`` (share groups have no other), and each member shows the assignment it was last
 told. Topic names come from the current topics image (a topic it no longer knows is described
 by id with an empty name). A group id of another type is GROUP_ID_NOT_FOUND, "Group x is not a
@@ -13,10 +13,13 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.consumer.describe import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from groupcoord.coordinator.core.consumer.consumer_describe import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_OPERATIONS,
+)
 from groupcoord.coordinator.core.group import Group
-from groupcoord.coordinator.core.share.group import ShareGroup
-from groupcoord.coordinator.core.share.heartbeat import ASSIGNOR
+from groupcoord.coordinator.core.share.share_group import ShareGroup
+from groupcoord.coordinator.core.share.share_heartbeat import ASSIGNOR
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 

@@ -21,7 +21,7 @@ from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorR
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.share import share_partition as sp
 from groupcoord.coordinator.core.share.delivery import SharePartitionKey, state_record
-from groupcoord.coordinator.core.share.group import ShareGroup
+from groupcoord.coordinator.core.share.share_group import ShareGroup
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import share_group_pb2 as pb
 

@@ -22,7 +22,7 @@ from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.assignors.range_assignor import RangeAssignor
 from groupcoord.coordinator.core.assignors.uniform_assignor import UniformAssignor
 from groupcoord.coordinator.core.config import GroupConfig
-from groupcoord.coordinator.core.consumer.group import ConsumerGroup, ConsumerGroupMember
+from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup, ConsumerGroupMember
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorRecord, CoordinatorResult
 from groupcoord.coordinator.core.group import Group
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState

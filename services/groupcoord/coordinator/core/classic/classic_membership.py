@@ -10,8 +10,9 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.classic.context import ClassicContext, GroupChange
-from groupcoord.coordinator.core.classic.group import ClassicGroupState
+from groupcoord.coordinator.core.classic.classic_context import ClassicContext, GroupChange
+from groupcoord.coordinator.core.classic.classic_group import ClassicGroupState
+from groupcoord.coordinator.core.classic.classic_timers import pending_member_key
 from groupcoord.coordinator.core.classic.rebalance import (
     client_reason,
     finish,
@@ -19,7 +20,6 @@ from groupcoord.coordinator.core.classic.rebalance import (
     remove_member_and_rebalance,
     session_timer,
 )
-from groupcoord.coordinator.core.classic.timers import pending_member_key
 from groupcoord.coordinator.core.contract import CancelTimer, CoordinatorResult
 from groupcoord.rpc.v1 import classic_group_pb2 as pb
 

@@ -1,6 +1,6 @@
 """The KIP-932 share group: model, records and replay.
 
-Like a KIP-848 consumer group (``consumer/group.py``), with what share groups leave out:
+Like a KIP-848 consumer group (``consumer/consumer_group.py``), with what share groups leave out:
 
 * the **group epoch** is bumped when what the assignor sees changes (a member joins, leaves or
   changes its subscription; the subscribed topics' metadata changes);
