@@ -66,11 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use this Kafka cluster (HOST:PORT[,HOST:PORT...], its bootstrap servers) instead of "
         "the embedded broker",
     )
-    parser.add_argument("--shards", type=int, default=2, help="coordinator shard processes (default 2)")
-    parser.add_argument("--threads", type=int, default=1, help="worker processes per shard (default 1)")
+    parser.add_argument("--shards", type=int, default=2, help="coordinator processes ('shard' processes, as the resource's spec.shards; default 2)")
+    parser.add_argument("--threads", type=int, default=1, help="worker processes per coordinator process (default 1)")
     parser.add_argument("--partitions", type=int, default=50, help="state-topic partitions (default 50)")
     parser.add_argument("--standbys", type=int, default=0, help="hot standbys per partition (default 0)")
-    parser.add_argument("--log-dir", type=Path, default=None, help="write shard logs here")
+    parser.add_argument("--log-dir", type=Path, default=None, help="write the coordinator processes' logs here")
     parser.add_argument(
         "--gateway-processes",
         type=int,
@@ -332,9 +332,9 @@ async def _run(args: argparse.Namespace, upstream: tuple[str, int]) -> None:
         assert cluster.gateway is not None
         host, port = cluster.gateway.bootstrap_address
         shards = (
-            "no coordinator shards"
+            "no coordinator processes"
             if args.no_coordinator
-            else f"{args.shards} shard(s) x {args.threads} worker(s)"
+            else f"{args.shards} coordinator process(es) x {args.threads} worker(s)"
         )
         if args.gateway_processes > 1:
             shards += f", {args.gateway_processes} gateway processes"

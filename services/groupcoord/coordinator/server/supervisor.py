@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--shard-id", default="0", help="this shard process's id in the placement (default 0)"
+        "--shard-id", default="0", help="this coordinator process's id in the placement (default 0)"
     )
     parser.add_argument(
         "--threads", type=int, default=1, help="worker processes; partition p runs on worker p %% threads"
