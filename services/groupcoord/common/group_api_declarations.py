@@ -37,7 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from types import ModuleType
+from typing import Any, TypeVar
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 
@@ -152,3 +153,23 @@ def registered(
             f"{[k.name for k in missing]}, undeclared {[k.name for k in undeclared]}"
         )
     return [(api, entries[key]) for key, api in declared.items()]
+
+
+def registered_by_group_type(
+    role: str, modules: Iterable[ModuleType], attribute: str
+) -> list[tuple[GroupApi, Any]]:
+    """:func:`~groupcoord.common.group_api_declarations.registered` over the registrations of
+    several group types (each module's ``attribute``: api key -> its entry): besides a missing
+    or an undeclared API, an API two modules both register fails at import. The gateway's two tables
+    are made so: its adapters (``gateway/groups/group_apis.py``) and its authorization hooks
+    (``gateway/security/group_authorization.py``), each from one module per group type."""
+    entries: dict[ApiKey, Any] = {}
+    for module in modules:
+        table: Mapping[ApiKey, Any] = getattr(module, attribute)
+        twice = sorted(entries.keys() & table.keys())
+        if twice:
+            raise ValueError(
+                f"{module.__name__} registers {role}s already registered: {[k.name for k in twice]}"
+            )
+        entries.update(table)
+    return registered(role, entries)

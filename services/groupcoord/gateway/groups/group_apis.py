@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from groupcoord.common.group_api_declarations import registered_by_group_type
 from groupcoord.gateway.groups import admin_apis, classic_apis, consumer_apis, offsets_apis, share_apis
 from groupcoord.gateway.groups.serving import AdaptedApi, GroupServing
-from groupcoord.gateway.security.group_authorization import registered_by_group_type
 
 GROUP_TYPES: tuple[ModuleType, ...] = (classic_apis, consumer_apis, share_apis, offsets_apis, admin_apis)
 """The modules serving the group APIs, one per group type (and the offsets and admin APIs every

@@ -50,12 +50,10 @@ The hooks are registered by group type (``classic_authorization``, ``consumer_au
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
 
-from groupcoord.common.group_api_declarations import DECLARATIONS, GroupApi, registered
-from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.common.group_api_declarations import DECLARATIONS, registered_by_group_type
 from groupcoord.gateway.security import (
     admin_authorization,
     classic_authorization,
@@ -74,26 +72,6 @@ GROUP_TYPES: tuple[ModuleType, ...] = (
 )
 """The modules authorizing the group APIs, one per group type (and the offsets and admin APIs
 every type shares), each with its ``AUTHORIZATION_HOOKS``."""
-
-
-def registered_by_group_type(
-    role: str, modules: Iterable[ModuleType], attribute: str
-) -> list[tuple[GroupApi, Any]]:
-    """:func:`~groupcoord.common.group_api_declarations.registered` over the registrations of
-    several group types (each module's ``attribute``: api key -> its entry): besides a missing
-    or an undeclared API, an API two modules both register fails at import. Both tables of the
-    gateway are made so: the hooks here, the adapters in
-    :mod:`groupcoord.gateway.groups.group_apis`."""
-    entries: dict[ApiKey, Any] = {}
-    for module in modules:
-        table: Mapping[ApiKey, Any] = getattr(module, attribute)
-        twice = sorted(entries.keys() & table.keys())
-        if twice:
-            raise ValueError(
-                f"{module.__name__} registers {role}s already registered: {[k.name for k in twice]}"
-            )
-        entries.update(table)
-    return registered(role, entries)
 
 
 HOOKS: dict[int, Hook] = {
