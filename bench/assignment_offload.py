@@ -32,10 +32,11 @@ import uuid
 from typing import Any
 
 from groupcoord.coordinator.core.contract import write_operation
+from groupcoord.coordinator.core.group_operations import OPERATIONS
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
-from groupcoord.coordinator.server.coordinator_service import OPERATIONS, group_shard_factory
+from groupcoord.coordinator.server.coordinator_service import group_shard_factory
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 

@@ -573,7 +573,7 @@ async def test_a_failed_write_that_landed_after_all_makes_the_partition_reload(b
 
 def _admin_commit(offset: int) -> object:
     """An admin OffsetCommit (no member) of orders-0 for group "app", as a shard operation."""
-    from groupcoord.coordinator.server.coordinator_service import OPERATIONS  # noqa: PLC0415
+    from groupcoord.coordinator.core.group_operations import OPERATIONS  # noqa: PLC0415
     from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
 
     return OPERATIONS["offset_commit"](
@@ -596,7 +596,7 @@ def _admin_commit(offset: int) -> object:
 
 async def _fetched(rt: WorkerRuntime) -> int:
     """The committed offset of orders-0 for group "app", read through the partition's runtime."""
-    from groupcoord.coordinator.server.coordinator_service import OPERATIONS  # noqa: PLC0415
+    from groupcoord.coordinator.core.group_operations import OPERATIONS  # noqa: PLC0415
     from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
 
     request = offsets_pb2.OffsetFetchRequest(
@@ -657,10 +657,8 @@ async def test_a_transactional_write_the_upstream_refuses_fails_alone_and_the_pa
     from kio.static.primitive import i16, i32Timedelta  # noqa: PLC0415
 
     from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+    from groupcoord.coordinator.core.group_operations import OPERATIONS as GROUP_OPERATIONS  # noqa: PLC0415
     from groupcoord.coordinator.runtime.transactions import REFUSED_TRANSACTIONAL_WRITE  # noqa: PLC0415
-    from groupcoord.coordinator.server.coordinator_service import (  # noqa: PLC0415
-        OPERATIONS as GROUP_OPERATIONS,
-    )
     from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
     from groupcoord.rpc.v1 import offsets_pb2  # noqa: PLC0415
 
@@ -809,9 +807,10 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(runt
     gives it the image again. Without it every KIP-848 heartbeat of the partition's groups
     was answered COORDINATOR_LOAD_IN_PROGRESS, which clients retry silently, for ever (the
     deployment test's stuck groups)."""
+    from groupcoord.coordinator.core.group_operations import OPERATIONS  # noqa: PLC0415
     from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
     from groupcoord.coordinator.runtime.topic_metadata import follow_topics  # noqa: PLC0415
-    from groupcoord.coordinator.server.coordinator_service import OPERATIONS, group_shard_factory  # noqa: PLC0415
+    from groupcoord.coordinator.server.coordinator_service import group_shard_factory  # noqa: PLC0415
     from groupcoord.rpc.v1 import consumer_group_pb2  # noqa: PLC0415
 
     await ensure_topic(broker.bootstrap, "orders", 2)

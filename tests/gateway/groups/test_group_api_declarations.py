@@ -28,7 +28,7 @@ from groupcoord.common.group_api_declarations import (
 )
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
-from groupcoord.coordinator.server.coordinator_service import OPERATIONS
+from groupcoord.coordinator.core.group_operations import OPERATIONS
 from groupcoord.gateway.groups.group_apis import GROUP_APIS, GroupApis
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.groups.worker_client import ShardReply, failed

@@ -12,9 +12,9 @@ from prometheus_client import CollectorRegistry
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorShard
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
+from groupcoord.coordinator.core.group_operations import OPERATIONS
 from groupcoord.coordinator.runtime.statelog import ensure_topic
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
-from groupcoord.coordinator.server.coordinator_service import OPERATIONS
 from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.observability.shard_metrics import ShardMetrics
 from groupcoord.rpc.v1 import offsets_pb2 as pb
