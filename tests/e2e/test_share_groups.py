@@ -31,8 +31,13 @@ from groupcoord_testing import BackgroundCluster
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 
 
-def produce(bootstrap: str, topic: str, count: int, partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+def produce(bootstrap: str, topic: str, count: int, partitions: int, batch_records: int | None = None) -> None:
+    """``count`` records round-robin over ``partitions``; ``batch_records`` caps the records of
+    one producer batch (librdkafka's ``batch.num.messages``)."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap}
+    if batch_records is not None:
+        config.update({"batch.num.messages": batch_records, "linger.ms": 0})
+    producer = Producer(config)
     for i in range(count):
         producer.produce(topic, str(i).encode(), partition=i % partitions)
     assert producer.flush(30) == 0
@@ -86,7 +91,11 @@ def assigned_members(cluster: BackgroundCluster, group: str) -> int:
 
 def test_four_share_consumers_on_two_partitions_each_record_once(cluster: BackgroundCluster) -> None:
     """The records are produced once all four members hold partitions: produced first, the
-    first two members to join could drain them before the others are assigned any."""
+    first two members to join could drain them before the others are assigned any. And in
+    batches of at most 100: a share fetch acquires whole batches (Kafka's batch_optimized mode),
+    and librdkafka's default batches hold up to 10,000 records, more of them the longer its
+    sender waits; a CI run on a loaded machine saw each partition's 5,000 records go to one
+    member ("only 2 of 4 members received records: [5000, 5000]")."""
     topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
@@ -108,7 +117,7 @@ def test_four_share_consumers_on_two_partitions_each_record_once(cluster: Backgr
         while assigned_members(cluster, group) < len(consumers):
             assert time.monotonic() < deadline, "the four members were not all assigned partitions in 60 s"
             poll_each()
-        produce(cluster.bootstrap, topic, total, 2)
+        produce(cluster.bootstrap, topic, total, 2, batch_records=100)
         deadline = time.monotonic() + 90
         while sum(len(v) for v in seen.values()) < total and time.monotonic() < deadline:
             poll_each()
