@@ -11,8 +11,6 @@ groups and stops on Ctrl-C fails here.
 from __future__ import annotations
 
 import os
-import re
-import shlex
 import signal
 import subprocess
 import sys
@@ -22,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord.embedded_broker import free_port
+from tests.test_docs_facts import commands
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -32,18 +31,12 @@ UP_TIMEOUT_S = 120
 
 
 def quick_start_commands() -> list[list[str]]:
-    """Every ``.venv/bin/groupcoord ...`` command of the README's Quick start section, in order,
-    split as a shell would (comments dropped; an ``&&`` chain gives its groupcoord part)."""
+    """Every ``groupcoord ...`` command the README's Quick start section writes out in full, in
+    order, as the docs test reads commands (a placeholder such as ``--kafka HOST:PORT`` names a
+    cluster of the reader's: that command is not run, only parsed by the docs test)."""
     text = (ROOT / "README.md").read_text()
     section = text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
-    commands = []
-    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
-        for line in block.splitlines():
-            for part in line.split("#", 1)[0].split("&&"):
-                words = shlex.split(part)
-                if words and words[0] == ".venv/bin/groupcoord":
-                    commands.append(words[1:])
-    return commands
+    return [words for words, full in commands(section) if full and words]
 
 
 def as_run_here(words: list[str], port: int) -> list[str]:
@@ -55,13 +48,13 @@ def as_run_here(words: list[str], port: int) -> list[str]:
 
 
 def test_the_readme_quick_start_starts_reports_lists_and_stops() -> None:
-    commands = quick_start_commands()
-    subcommands = [c[0] for c in commands]
-    assert subcommands[:1] == ["up"] and "status" in subcommands and "groups" in subcommands, commands
+    quick_start = quick_start_commands()
+    subcommands = [c[0] for c in quick_start]
+    assert subcommands[:1] == ["up"] and "status" in subcommands and "groups" in subcommands, quick_start
     assert GROUPCOORD.exists(), f"no installed groupcoord command at {GROUPCOORD}"
     port = free_port()
     up = subprocess.Popen(
-        as_run_here(commands[0], port),
+        as_run_here(quick_start[0], port),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -77,11 +70,7 @@ def test_the_readme_quick_start_starts_reports_lists_and_stops() -> None:
                 break
         assert line.startswith(f"groupcoord is up: bootstrap 127.0.0.1:{port}"), line or "up exited"
 
-        # `up --kafka HOST:PORT` names a cluster of the reader's: it is the same command as the
-        # one running, parsed by the docs test; the others run as written.
-        for words in commands[1:]:
-            if "--kafka" in words:
-                continue
+        for words in quick_start[1:]:
             done = subprocess.run(as_run_here(words, port), capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, (words, done.stdout, done.stderr)
             if words[0] == "status":
