@@ -134,6 +134,10 @@ it did."""
 SHARD_APIS: tuple[GroupApi, ...] = tuple(api for api in DECLARATIONS if api.operation is not None)
 """The group APIs that run an operation on a coordinator shard."""
 
+GATEWAY_OPERATIONS: tuple[ShardOperation, ...] = (write("adopt_group"),)
+"""Shard operations of no Kafka API, which the gateway asks for on its own (a group's adoption
+from the upstream's coordinator, ``gateway/groups/adoption.py``): no client can name them."""
+
 
 def registered(
     role: str, entries: Mapping[ApiKey, T], apis: Iterable[GroupApi] = DECLARATIONS

@@ -7,7 +7,8 @@ the same way. The ids are part of the on-disk format, which is why they live in 
 than next to each model: a reader sees at once which ids are taken, and a collision is a
 failure at import, not a corrupted partition. Never reuse or renumber an id.
 
-Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets and group configs,
+Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets, group configs and
+adoption decisions,
 40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
 never the product's: state machines outside it (the runtime's tests) register their own types
 there (``RecordTypeRegistry.register``, which refuses a lower id, so an outside registration can
@@ -64,6 +65,7 @@ STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(26, offsets.GroupConfigKey, offsets.GroupConfigValue),
     RecordType(PENDING_TXN_OFFSET_TYPE_ID, offsets.PendingTxnOffsetKey, offsets.PendingTxnOffsetValue),
     RecordType(TXN_MARKER_TYPE_ID, offsets.TxnMarkerKey, offsets.TxnMarkerValue),
+    RecordType(29, offsets.GroupAdoptionKey, offsets.GroupAdoptionValue),
     RecordType(LEADER_EPOCH_TYPE_ID, runtime.LeaderEpochKey, runtime.LeaderEpochValue),
     RecordType(60, share.SharePartitionStateKey, share.SharePartitionStateValue),
     RecordType(61, share.ShareGroupMetadataKey, share.ShareGroupMetadataValue),

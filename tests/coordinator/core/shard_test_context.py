@@ -117,6 +117,7 @@ class ShardContext:
         assert fresh.data.offsets == self.shard.data.offsets
         assert fresh.data.group_configs == self.shard.data.group_configs
         assert fresh.data.share_partitions == self.shard.data.share_partitions
+        assert fresh.data.adoptions == self.shard.data.adoptions
 
     def classic(self, group_id: str) -> ClassicGroup:
         group = self.shard.groups[group_id]

@@ -19,10 +19,12 @@ from kio.static.primitive import i8
 
 from groupcoord.common.group_api_declarations import (
     DECLARATIONS,
+    GATEWAY_OPERATIONS,
     GROUP_RESOURCE,
     NOT_SERVED,
     SHARD_APIS,
     GroupApi,
+    ShardOperation,
     registered,
     write,
 )
@@ -60,17 +62,29 @@ def test_every_declared_api_has_an_authorization_hook_and_no_other_api_has_one()
     assert set(TOPIC_NAME_VERSIONS) <= set(HOOKS)
 
 
+def declared_operations() -> list[ShardOperation]:
+    """The operations of the declared group APIs, and those the gateway asks for on its own."""
+    return [*(api.operation for api in SHARD_APIS if api.operation is not None), *GATEWAY_OPERATIONS]
+
+
 def test_every_shard_operation_is_registered_as_declared() -> None:
-    assert set(OPERATIONS) == {api.operation.name for api in SHARD_APIS if api.operation is not None}
-    for api in SHARD_APIS:
-        assert api.operation is not None
+    assert set(OPERATIONS) == {op.name for op in declared_operations()}
+    for declared in declared_operations():
         # the request is bound only when the operation runs
-        operation = OPERATIONS[api.operation.name](None)
-        assert (operation.name, operation.read_only) == (api.operation.name, api.operation.read_only)
+        operation = OPERATIONS[declared.name](None)
+        assert (operation.name, operation.read_only) == (declared.name, declared.read_only)
+
+
+def test_no_client_request_names_a_gateway_operation() -> None:
+    """The gateway's own operations (a group's adoption) are no Kafka API: no adapter, no
+    api key reaches them."""
+    assert not {op.name for op in GATEWAY_OPERATIONS} & {
+        api.operation.name for api in SHARD_APIS if api.operation is not None
+    }
 
 
 def test_the_envelope_oneofs_carry_exactly_the_declared_operations() -> None:
-    declared = {api.operation.name for api in SHARD_APIS if api.operation is not None}
+    declared = {op.name for op in declared_operations()}
     for message, oneof in ((CoordinatorEnvelope, "request"), (CoordinatorReply, "response")):
         assert {f.name for f in message.DESCRIPTOR.oneofs_by_name[oneof].fields} == declared
 

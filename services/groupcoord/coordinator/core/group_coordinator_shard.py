@@ -24,6 +24,7 @@ from typing import Any
 from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
+from groupcoord.coordinator.core.adoption import GroupAdoptions, replay_adoption
 from groupcoord.coordinator.core.classic import classic_membership, classic_replay
 from groupcoord.coordinator.core.classic import join as classic_join
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
@@ -111,6 +112,7 @@ class GroupCoordinatorShard(ActsOnState):
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self.share = ShareContext(self.data, self.config, self.config_manager)
+        self.adoptions = GroupAdoptions(self.data)
         self._metrics = GroupCoordinatorMetricsShard(self.data)
         self._replay = self._replay_switch()
 
@@ -143,6 +145,7 @@ class GroupCoordinatorShard(ActsOnState):
         switch[offsets_rpb.PendingTxnOffsetKey] = partial(replay_pending, data, SIMPLE_GROUPS)
         switch[offsets_rpb.TxnMarkerKey] = partial(replay_marker, data, SIMPLE_GROUPS)
         switch[offsets_rpb.GroupConfigKey] = partial(replay_group_config, data)
+        switch[offsets_rpb.GroupAdoptionKey] = partial(replay_adoption, data)
         switch[share_rpb.SharePartitionStateKey] = lambda key, value: share_delivery.replay(
             data.share_partitions, key, value
         )
@@ -326,6 +329,11 @@ class GroupCoordinatorShard(ActsOnState):
         self, request: offsets_pb.OffsetDeleteRequest, now_ms: int
     ) -> CoordinatorResult[offsets_pb.OffsetDeleteResponse]:
         return self.offset_manager.offset_delete(request, now_ms)
+
+    def adopt_group(
+        self, request: offsets_pb.AdoptGroupRequest, now_ms: int
+    ) -> CoordinatorResult[offsets_pb.AdoptGroupResponse]:
+        return self.adoptions.adopt(request, now_ms)
 
     # --- group admin -------------------------------------------------------------------------
     def metrics(self) -> GroupCoordinatorMetricsShard:

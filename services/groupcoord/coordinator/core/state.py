@@ -47,6 +47,7 @@ from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.coordinator.core.txn_offsets import PendingTransactions
 
 if TYPE_CHECKING:  # the managers import this module: their types are annotations only here
+    from groupcoord.coordinator.core.adoption import AdoptionDecision
     from groupcoord.coordinator.core.group import Group
     from groupcoord.coordinator.core.offsets import CommittedOffset
     from groupcoord.coordinator.core.share.share_partition import SharePartition
@@ -67,6 +68,8 @@ class GroupCoordinatorState:
     group_configs: dict[str, dict[str, int | str | bool]] = field(default_factory=dict)  # group id -> name -> value
     # (group id, topic id, partition) -> the delivery state of that share-partition (immutable)
     share_partitions: dict[tuple[str, bytes, int], SharePartition] = field(default_factory=dict)
+    # group id -> how it became ours (adopted from the upstream's coordinator, or held first)
+    adoptions: dict[str, AdoptionDecision] = field(default_factory=dict)
     # Immutable input, shared by copies (never copied: its mappings are read-only proxies).
     image: TopicsImage = UNKNOWN_IMAGE
 
@@ -88,6 +91,7 @@ class GroupCoordinatorState:
             transactions=copy.deepcopy(self.transactions),
             group_configs={group_id: dict(values) for group_id, values in self.group_configs.items()},
             share_partitions=dict(self.share_partitions),
+            adoptions=dict(self.adoptions),
             image=self.image,
         )
 
