@@ -59,6 +59,7 @@ Address = tuple[str, int]
 log = logging.getLogger(__name__)
 
 ENV_ALLOW_SHARED_UPSTREAM_IDENTITY = "GROUPCOORD_ALLOW_SHARED_UPSTREAM_IDENTITY"
+ENV_ADOPT_UPSTREAM_GROUPS = "GROUPCOORD_ADOPT_UPSTREAM_GROUPS"
 
 
 def parse_address(value: str) -> tuple[str, int]:
@@ -104,6 +105,15 @@ def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
         "its rights; without it such a gateway refuses to start (env "
         f"{ENV_ALLOW_SHARED_UPSTREAM_IDENTITY})",
     )
+    parser.add_argument(
+        "--no-adopt-upstream-groups",
+        dest="adopt_upstream_groups",
+        action="store_false",
+        default=None,
+        help="do not read a group the gateway never held from the upstream's own coordinator on its "
+        "first touch (default: its committed offsets are imported, see docs/adoption.md; env "
+        f"{ENV_ADOPT_UPSTREAM_GROUPS}=false)",
+    )
     acl_file.add_arguments(parser)
     connection_limits.add_arguments(parser)
 
@@ -132,6 +142,8 @@ class GatewayOptions:
     allow_shared_upstream_identity: bool = False
     internal_tls: InternalTls | None = None  # the gateway's certificate for the shards (None: plaintext)
     reuse_port: bool = False  # one of several processes on the same ports (see BrokerListeners)
+    #: import a never-held group's committed offsets from the upstream's coordinator on its first touch
+    adopt_upstream_groups: bool = True
 
     @classmethod
     def from_arguments(
@@ -159,7 +171,16 @@ class GatewayOptions:
             metrics=metrics,
             connection_limits=connection_limits.from_arguments(args),
             allow_shared_upstream_identity=allow_shared_upstream_identity(args),
+            adopt_upstream_groups=adopt_upstream_groups(args),
         )
+
+
+def adopt_upstream_groups(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> bool:
+    """``--no-adopt-upstream-groups``, else its environment variable (default: adopt)."""
+    if getattr(args, "adopt_upstream_groups", None) is False:
+        return False
+    environ = os.environ if environ is None else environ
+    return environ.get(ENV_ADOPT_UPSTREAM_GROUPS, "true").strip().lower() not in ("0", "false", "no", "off")
 
 
 def allow_shared_upstream_identity(
@@ -231,6 +252,8 @@ async def build_gateway(
             state_topic=options.state_topic,
         )
         owned.push_async_callback(group_apis.close)  # before the streams to the shards close
+        if options.adopt_upstream_groups:
+            group_apis.adopt_upstream_groups(upstream.ask_broker, upstream.versions)
     metrics = None
     if options.metrics:
         from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415
@@ -238,6 +261,9 @@ async def build_gateway(
         metrics = GatewayMetrics()
         if leadership is not None:
             metrics.watch_leadership(leadership)
+        if group_apis is not None and group_apis.adoption is not None:
+            observe = metrics.observe_adoption
+            group_apis.adoption.observe = lambda outcome: observe(outcome.value)
     gateway = Gateway(
         upstream,
         group_apis,

@@ -261,6 +261,14 @@ class MetricFamilies:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.group_adoptions = Counter(
+            "groupcoord_gateway_group_adoptions",
+            "First touches of a group at a gateway process, by what the adoption from the upstream's "
+            "own coordinator found: ours, imported, nothing_upstream, upstream_live and "
+            "upstream_pending (held back), not_granted, failed, undecided (docs/adoption.md).",
+            ["outcome"],
+            registry=r,
+        )
         self.windowed = WindowedCollector()
         r.register(self.windowed)
 

@@ -40,6 +40,10 @@ class GatewayMetrics:
     def observe_request(self, api: str, seconds: float, *, shard: str = "") -> None:
         self._families.request_latency.labels("gateway", str(shard), self._apis(api)).observe(seconds)
 
+    def observe_adoption(self, outcome: str) -> None:
+        """A group's first touch at this gateway process, by what its adoption found."""
+        self._families.group_adoptions.labels(outcome).inc()
+
     def watch_leadership(self, table: PartitionLeaders) -> None:
         """Export how many of ``table``'s partitions have no leader (for the alert rules)."""
         with _LEADERSHIP_LOCK:

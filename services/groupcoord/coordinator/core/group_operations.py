@@ -47,20 +47,13 @@ def _operation(api: GroupApi, handler: ShardHandler) -> tuple[str, Operation]:
     declared (Kafka's ``scheduleReadOperation`` / ``scheduleWriteOperation``)."""
     if api.operation is None:
         raise ValueError(f"{api.key.name} is declared without a shard operation")
-    name, run, needs_markers, answered = (
-        api.operation.name,
-        handler.run,
-        handler.needs_markers,
-        handler.answered,
-    )
+    name, run, needs_markers, answered = api.operation.name, handler.run, handler.needs_markers, handler.answered
     if api.operation.read_only:
         if needs_markers is not None:  # a read never waits on the log: the declaration is wrong
             raise ValueError(f"{api.key.name} is declared read-only but its handler needs markers")
         return name, lambda r: read_operation(name, lambda s, now, token: run(s, r, now, token), answered)
     if needs_markers is None:
-        return name, lambda r: write_operation(
-            name, lambda s, now, token: run(s, r, now, token), None, answered
-        )
+        return name, lambda r: write_operation(name, lambda s, now, token: run(s, r, now, token), None, answered)
     return name, lambda r: write_operation(
         name, lambda s, now, token: run(s, r, now, token), lambda s: needs_markers(s, r), answered
     )
@@ -97,21 +90,15 @@ OPERATIONS: dict[str, Operation] = dict(
             ),
             ApiKey.SHARE_GROUP_HEARTBEAT: ShardHandler(lambda s, r, now, _: s.share_group_heartbeat(r, now)),
             ApiKey.SHARE_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.share_group_describe(r, now)),
-            ApiKey.SHARE_FETCH: ShardHandler(
-                lambda s, r, now, _: s.share_delivery(r, now), answered=count_delivery
-            ),
+            ApiKey.SHARE_FETCH: ShardHandler(lambda s, r, now, _: s.share_delivery(r, now), answered=count_delivery),
             ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(
                 lambda s, r, now, _: s.share_delivery(r, now), answered=count_delivery
             ),
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShardHandler(
                 lambda s, r, now, _: s.describe_share_group_offsets(r, now)
             ),
-            ApiKey.ALTER_SHARE_GROUP_OFFSETS: ShardHandler(
-                lambda s, r, now, _: s.alter_share_group_offsets(r, now)
-            ),
-            ApiKey.DELETE_SHARE_GROUP_OFFSETS: ShardHandler(
-                lambda s, r, now, _: s.delete_share_group_offsets(r, now)
-            ),
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS: ShardHandler(lambda s, r, now, _: s.alter_share_group_offsets(r, now)),
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS: ShardHandler(lambda s, r, now, _: s.delete_share_group_offsets(r, now)),
         },
         SHARD_APIS,
     )

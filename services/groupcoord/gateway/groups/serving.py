@@ -27,6 +27,8 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
+from groupcoord.common.upstream_groups import Ask as UpstreamAsk
+from groupcoord.gateway.groups.adoption import UpstreamAdoption
 from groupcoord.gateway.groups.leadership import LeadershipTable
 from groupcoord.gateway.groups.topic_catalog import TopicCatalog
 from groupcoord.gateway.groups.worker_client import ShardReply, WorkerClient, failed
@@ -193,6 +195,8 @@ class GroupServing:
         self.upstream_at: UpstreamAt = upstream_at or (lambda _listener, body: upstream(body))
         self.state_topic = state_topic
         self.apis = self.adapters if authorization is None else authorizable_versions(self.adapters)
+        #: the upstream coordinator's groups adopted on their first touch (None: not adopted)
+        self.adoption: UpstreamAdoption | None = None
         # what the group types keep of client connections, by the kind that made it
         self._connection_states: dict[Callable[[GroupServing], ConnectionState], ConnectionState] = {}
 
@@ -254,7 +258,24 @@ class GroupServing:
     # --- plumbing ---------------------------------------------------------------------
 
     async def call(self, group_id: str, request: Envelope) -> ShardReply:
+        adoption = self.adoption
+        if adoption is not None and group_id not in adoption.ours:
+            refused = await adoption.admit(group_id, request.WhichOneof("request") or "")
+            if refused is not None:
+                return refused
         return await self.call_partition(self.leadership.partition_of(group_id), request)
+
+    def adopt_upstream_groups(
+        self, ask: UpstreamAsk, versions: Callable[[], Awaitable[Mapping[int, tuple[int, int]]]]
+    ) -> UpstreamAdoption:
+        """Adopt the groups of the upstream's coordinator on their first touch
+        (:mod:`.adoption`): ``ask`` reaches its brokers under the coordinator's identity."""
+        self.adoption = UpstreamAdoption(
+            lambda group_id, envelope: self.call_partition(self.leadership.partition_of(group_id), envelope),
+            ask,
+            versions,
+        )
+        return self.adoption
 
     async def call_partition(self, partition: int, request: Envelope) -> ShardReply:
         """The reply of the shard worker leading ``partition``, held through a failover.
@@ -309,13 +330,20 @@ class GroupServing:
         ``on_error(group_id, reply)`` answers for a group whose partition returned a
         request-level error (not leading, loading, no leader known).
         """
+        found: dict[str, T] = {}
+        adoption = self.adoption
+        if adoption is not None and any(gid not in adoption.ours for gid in group_ids):
+            operation = request([]).WhichOneof("request") or ""
+            distinct = list(dict.fromkeys(group_ids))
+            refusals = await asyncio.gather(*(adoption.admit(gid, operation) for gid in distinct))
+            found.update((gid, on_error(gid, r)) for gid, r in zip(distinct, refusals, strict=True) if r)
         by_partition: dict[int, list[str]] = {}
         for gid in group_ids:
-            by_partition.setdefault(self.leadership.partition_of(gid), []).append(gid)
+            if gid not in found:
+                by_partition.setdefault(self.leadership.partition_of(gid), []).append(gid)
         replies = await asyncio.gather(
             *(self.call_partition(p, request(ids)) for p, ids in by_partition.items())
         )
-        found: dict[str, T] = {}
         for ids, reply in zip(by_partition.values(), replies, strict=True):
             if reply.response is not None:
                 found.update(answers(reply.response))

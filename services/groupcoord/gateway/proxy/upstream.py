@@ -134,6 +134,16 @@ class Upstream:
             response = await self.listeners.rewrite(api_key, response)
         return response
 
+    async def ask_broker(self, broker: Address | None, body: Any) -> Any:
+        """The response to ``body`` of the upstream broker at ``broker`` (None: any live one),
+        under the coordinator's identity, as the broker sent it (addresses not rewritten): the
+        gateway's reads of the upstream's own coordinator (``common/upstream_groups.py``)."""
+        if broker is None:
+            return await self._first_answer(
+                lambda address: ask_upstream(address, body, security=self.security)
+            )
+        return await ask_upstream(broker, body, security=self.security)
+
     async def request_at(self, listener: Address, body: Any) -> Any:
         """The response to ``body`` of the upstream broker the client listener ``listener``
         stands for, under the coordinator's identity: for the coordinator's own share of a

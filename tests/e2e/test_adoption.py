@@ -1,0 +1,211 @@
+"""Issue 40 acceptance: groupcoord put in front of a cluster already in use.
+
+A platform team's applications committed on the brokers' own coordinator. Moved to the gateway,
+a group resumes exactly where it committed, on every partition (imported once, into the state
+topic: also after a kill -9 of the shard that imported it). While the upstream's coordinator
+still has live members of the group, the gateway holds the moved instances back instead of
+forming a second group with the same id; the moment the last upstream member leaves, they
+resume from its last commit: no record consumed twice, none skipped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from groupcoord_testing import BackgroundCluster
+
+from .failover import failover_cluster
+from .test_consumer_groups import wait_until
+
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
+PARTITIONS = 3
+RECORDS = 30  # per partition
+
+
+def upstream_name(broker: Any) -> str:
+    return str(getattr(broker, "upstream_name", "tansu"))
+
+
+def direct(broker: Any) -> str:
+    return f"{broker.host}:{broker.port}"
+
+
+def topic_with_records(bootstrap: str) -> str:
+    topic = f"adopt-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        fut.result(15)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(PARTITIONS):
+        for i in range(RECORDS):
+            producer.produce(topic, f"{p}:{i}".encode(), partition=p)
+    assert producer.flush(30) == 0
+    return topic
+
+
+def consume(consumer: Consumer, until: Any, timeout_s: float = 60.0) -> list[tuple[int, int]]:
+    """(partition, offset) of what ``consumer`` receives until ``until(records)`` holds."""
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + timeout_s
+    while not until(got):
+        assert time.monotonic() < deadline, f"consumed only {len(got)} records: {sorted(got)[:10]}..."
+        for m in consumer.consume(100, timeout=0.5):
+            if m.error() is None:
+                got.append((m.partition(), m.offset()))
+    return got
+
+
+def commit_on_the_upstream(broker: Any, client: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """A member of ``group`` on the brokers' own coordinator consumes and commits ``offsets``
+    (partition -> next offset), then leaves: the application before the move."""
+    if client == "kafka-python":
+        from kafka import KafkaConsumer  # noqa: PLC0415
+        from kafka import TopicPartition as KpPartition  # noqa: PLC0415
+        from kafka.structs import OffsetAndMetadata  # noqa: PLC0415
+
+        kc = KafkaConsumer(topic, bootstrap_servers=direct(broker), group_id=group, enable_auto_commit=False)
+        wait_until(lambda: kc.poll(200) is not None and bool(kc.assignment()), what="kafka-python assigned")
+        kc.commit({KpPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
+        kc.close()
+        return
+    protocol = {"librdkafka-classic": "classic", "librdkafka-consumer": "consumer"}[client]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": direct(broker),
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    consume(consumer, lambda got: len(got) >= 1)
+    consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    consumer.close()
+
+
+def gateway_consumer(bootstrap: str, group: str, topic: str, protocol: str = "classic") -> Consumer:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([topic])
+    return consumer
+
+
+CLIENTS = ["librdkafka-classic", "librdkafka-consumer", "kafka-python"]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_group_committed_on_the_upstream_resumes_through_the_gateway_at_its_offsets(
+    broker: Any, cluster: BackgroundCluster, client: str
+) -> None:
+    if client == "librdkafka-consumer" and upstream_name(broker) != "kafka-4.4":
+        pytest.skip("KIP-848 on the upstream's own coordinator: Kafka 4.4 only")
+    topic = topic_with_records(direct(broker))
+    group = f"adopt-{client}-{uuid.uuid4().hex[:6]}"
+    committed = {0: 7, 1: 19, 2: 30}  # one partition wholly consumed
+    commit_on_the_upstream(broker, client, group, topic, committed)
+
+    protocol = "consumer" if client == "librdkafka-consumer" else "classic"
+    moved = gateway_consumer(cluster.bootstrap, group, topic, protocol)
+    try:
+        expected = {(p, o) for p in range(PARTITIONS) for o in range(committed[p], RECORDS)}
+        got = consume(moved, lambda got: len(got) >= len(expected))
+        time.sleep(1.0)
+        got += [(m.partition(), m.offset()) for m in moved.consume(100, timeout=1.0) if m.error() is None]
+        assert sorted(got) == sorted(expected)  # from the committed offsets, each record once
+        starts = {p: min(o for q, o in got if q == p) for p in range(PARTITIONS) if committed[p] < RECORDS}
+        assert starts == {p: o for p, o in committed.items() if o < RECORDS}
+    finally:
+        moved.close()
+
+
+def test_imported_offsets_survive_a_kill_of_the_shard_that_imported_them(broker: Any, tmp_path: Any) -> None:
+    """The import is records in the state topic: the shard's successor replays them."""
+    topic = topic_with_records(direct(broker))
+    group = f"adopt-kill-{uuid.uuid4().hex[:6]}"
+    committed = {0: 3, 1: 11, 2: 25}
+    commit_on_the_upstream(broker, "librdkafka-classic", group, topic, committed)
+    with failover_cluster(broker, tmp_path, "adopt") as fc:
+        reader = Consumer({"bootstrap.servers": fc.bootstrap, "group.id": group})
+        try:  # an OffsetFetch through the gateway: the group's first touch imports it
+            seen = reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+        finally:
+            reader.close()
+        assert {tp.partition: tp.offset for tp in seen} == committed
+        fc.kill_leader(fc.state_partition(group))
+        moved = gateway_consumer(fc.bootstrap, group, topic)
+        try:
+            expected = {(p, o) for p in range(PARTITIONS) for o in range(committed[p], RECORDS)}
+            got = consume(moved, lambda got: len(got) >= len(expected), timeout_s=90)
+            assert sorted(got) == sorted(expected)
+        finally:
+            moved.close()
+
+
+def test_moved_instances_wait_while_the_upstream_still_serves_the_group(
+    broker: Any, cluster: BackgroundCluster
+) -> None:
+    """A rolling move, halfway: one instance still on the brokers, one already on the gateway.
+    The gateway's instance consumes nothing (it would otherwise be a second group with the same
+    id, reading the same partitions) until the brokers' instance leaves; then it starts exactly
+    after that instance's last commit."""
+    topic = topic_with_records(direct(broker))
+    group = f"adopt-live-{uuid.uuid4().hex[:6]}"
+    old = Consumer(
+        {
+            "bootstrap.servers": direct(broker),
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    old.subscribe([topic])
+    old_got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 60
+    while len(old_got) < 20:  # part of the topic, each record committed as it is consumed
+        assert time.monotonic() < deadline, f"the upstream's member consumed {len(old_got)} records"
+        for m in old.consume(20 - len(old_got), timeout=1):
+            if m.error() is None:
+                old_got.append((m.partition(), m.offset()))
+                old.commit(message=m, asynchronous=False)
+    old.pause(old.assignment())  # consumes nothing more, and stays a member
+    # the moved instance, while the old one stays a live member (it polls, so it keeps its
+    # assignment: librdkafka heartbeats in the background)
+    moved = gateway_consumer(cluster.bootstrap, group, topic)
+    stop = threading.Event()
+    early: list[tuple[int, int]] = []
+
+    def poll_moved() -> None:
+        while not stop.is_set():
+            early.extend((m.partition(), m.offset()) for m in moved.consume(100, timeout=0.3) if m.error() is None)
+
+    poller = threading.Thread(target=poll_moved, daemon=True)
+    poller.start()
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline:
+        assert old.poll(0.2) is None
+    stop.set()
+    poller.join(10)
+    assert early == [], "the gateway formed a second group while the upstream's was live"
+    old.close()  # the last upstream instance leaves; its commits are the group's positions
+    expected_rest = {(p, o) for p in range(PARTITIONS) for o in range(RECORDS)} - set(old_got)
+    try:
+        got = consume(moved, lambda got: len(got) >= len(expected_rest), timeout_s=90)
+        assert not set(got) & set(old_got), "records consumed on both sides"
+        assert sorted(got) == sorted(expected_rest)
+    finally:
+        moved.close()
