@@ -10,6 +10,7 @@ resume from its last commit: no record consumed twice, none skipped.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -209,3 +210,66 @@ def test_moved_instances_wait_while_the_upstream_still_serves_the_group(
         assert sorted(got) == sorted(expected_rest)
     finally:
         moved.close()
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    """``groupcoord ARGV --output json`` in this process: (exit status, its document)."""
+    from groupcoord.cli import main as groupcoord  # noqa: PLC0415
+
+    try:
+        status = groupcoord([*argv, "--output", "json"])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else 1
+    out, _err = capsys.readouterr()
+    return int(status or 0), json.loads(out) if out.strip() else {}
+
+
+def committed_at(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        seen = reader.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        reader.close()
+    return {tp.partition: tp.offset for tp in seen if tp.offset >= 0}
+
+
+def test_import_then_export_leaves_the_application_where_it_committed_through_the_gateway(
+    broker: Any, cluster: BackgroundCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The way in and the way back: ``groups import`` (dry run, then --execute) copies the
+    upstream's positions; the application commits through the gateway; ``groups export``
+    writes those back, and the application, bootstrapped to the brokers again, resumes there."""
+    topic = topic_with_records(direct(broker))
+    group = f"adopt-cli-{uuid.uuid4().hex[:6]}"
+    commit_on_the_upstream(broker, "librdkafka-classic", group, topic, {0: 4, 1: 5, 2: 6})
+    where = ("--bootstrap", cluster.bootstrap, "--upstream", direct(broker))
+    status, plan = run_cli(capsys, "groups", "import", group, *where)
+    assert status == 0 and not plan["executed"]
+    assert {o["partition"]: o["offset"] for o in plan["groups"][0]["offsets"]} == {0: 4, 1: 5, 2: 6}
+    status, done = run_cli(capsys, "groups", "import", group, *where, "--execute")
+    assert status == 0 and done["executed"]
+    assert committed_at(cluster.bootstrap, group, topic) == {0: 4, 1: 5, 2: 6}
+
+    moved = gateway_consumer(cluster.bootstrap, group, topic)
+    try:  # the application, now through the gateway, consumes ten more of partition 0 and commits
+        got = consume(moved, lambda got: sum(1 for p, _ in got if p == 0) >= 10)
+        moved.commit(offsets=[TopicPartition(topic, 0, 14)], asynchronous=False)
+    finally:
+        moved.close()
+    assert got
+    status, plan = run_cli(capsys, "groups", "export", group, *where)  # dry run: nothing written
+    assert status == 0 and committed_at(direct(broker), group, topic)[0] == 4
+    status, done = run_cli(capsys, "groups", "export", group, *where, "--execute")
+    assert status == 0, done
+    back = committed_at(direct(broker), group, topic)
+    assert back == committed_at(cluster.bootstrap, group, topic) and back[0] == 14
+
+    # a live group is refused, on either side, and nothing moves
+    member = gateway_consumer(cluster.bootstrap, group, topic)
+    try:
+        consume(member, lambda got: len(got) >= 1)
+        status, refused = run_cli(capsys, "groups", "export", group, *where, "--execute")
+        assert status == 1 and "inactive" not in (refused["groups"][0]["error"] or "")
+        assert "commit there" in refused["groups"][0]["error"]
+    finally:
+        member.close()

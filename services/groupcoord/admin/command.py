@@ -1,4 +1,5 @@
-"""``groupcoord groups``: list, describe, reset offsets of, delete and delete offsets of consumer groups.
+"""``groupcoord groups``: list, describe, reset offsets of, delete and delete offsets of consumer
+groups, and import them from or export them to the upstream cluster's own coordinator.
 
 Apache Kafka's ``kafka-consumer-groups.sh`` as subcommands (``groups describe G`` for
 ``--describe --group G``), with its options (``--all-groups``, ``--members``/``--offsets``/
@@ -44,6 +45,7 @@ from groupcoord.admin.consumer_groups import (
     parse_topic_partitions,
     reset_plan,
 )
+from groupcoord.admin.transfer import Side, transfer
 
 HELP = "list, describe, reset offsets of and delete consumer groups (like kafka-consumer-groups.sh)"
 
@@ -196,7 +198,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     delete_offsets.add_argument(
         "--topic", action="append", required=True, help="TOPIC or TOPIC:P,P (repeatable)"
     )
-    for action in (listing, describe, reset, delete, delete_offsets):
+    moves = []
+    for name, what in (
+        ("import", "the upstream's own coordinator into groupcoord (adopt groups in bulk)"),
+        ("export", "groupcoord back to the upstream's own coordinator (leave, or let lag tools see them)"),
+    ):
+        move = actions.add_parser(name, help=f"copy empty groups' committed offsets from {what}")
+        groups_arguments(move, f"a group to {name} (repeatable; or GROUP...)")
+        move.add_argument(
+            "--upstream",
+            required=True,
+            metavar="HOST:PORT",
+            help="a bootstrap broker of the upstream cluster itself (not the gateway)",
+        )
+        move.add_argument(
+            "--upstream-command-config",
+            metavar="FILE",
+            help="Kafka client properties for the upstream's brokers (as --command-config)",
+        )
+        mode = move.add_mutually_exclusive_group()
+        mode.add_argument("--dry-run", action="store_true", help="print the offsets only (the default)")
+        mode.add_argument("--execute", action="store_true", help="commit them on the other side")
+        moves.append(move)
+    for action in (listing, describe, reset, delete, delete_offsets, *moves):
         connection_arguments(action, defaults=False)
 
 
@@ -456,12 +480,49 @@ async def run_delete_offsets(admin: ConsumerGroupsAdmin, args: argparse.Namespac
     return 1 if error else 0
 
 
+async def run_transfer(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    """``import`` (upstream → gateway) and ``export`` (gateway → upstream): admin/transfer.py."""
+    try:
+        config = load_client_config(args.upstream_command_config)
+    except CommandConfigError as exc:
+        raise AdminError(f"--upstream-command-config: {exc}") from None
+    async with ConsumerGroupsAdmin(
+        args.upstream,
+        client_id=config.client_id or "groupcoord-admin",
+        timeout_s=args.timeout,
+        security=config.security,
+    ) as upstream:
+        sides = (Side(upstream, f"the upstream {args.upstream}"), Side(admin, f"groupcoord {args.bootstrap}"))
+        source, target = sides if args.action == "import" else sides[::-1]
+        group_ids = await _group_ids(source.admin, args)
+        moves = await transfer(source, target, group_ids, execute=args.execute)
+    errors = [m.error for m in moves if m.error]
+    for message in errors:
+        _error(message)
+    if not args.execute and not args.dry_run:
+        print(DRY_RUN_WARNING, file=sys.stderr)
+    if args.output == "json":
+        doc = {
+            "executed": bool(args.execute),
+            "from": source.name,
+            "to": target.name,
+            "groups": [{"group": m.group, "offsets": output.plan_json(m.offsets), "error": m.error} for m in moves],
+        }
+        print(output.document(doc))
+    else:
+        print()
+        print(output.reset_table({m.group: m.offsets for m in moves}))
+    return 1 if errors else 0
+
+
 ACTIONS = {
     "list": run_list,
     "describe": run_describe,
     "reset-offsets": run_reset,
     "delete": run_delete,
     "delete-offsets": run_delete_offsets,
+    "import": run_transfer,
+    "export": run_transfer,
 }
 
 

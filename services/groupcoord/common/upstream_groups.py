@@ -98,6 +98,14 @@ def unreadable(versions: Mapping[int, tuple[int, int]]) -> str | None:
     return None
 
 
+async def api_versions(ask: Ask) -> dict[int, tuple[int, int]]:
+    """The API versions a broker of the cluster ``ask`` reaches serves (ApiVersions)."""
+    from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
+
+    body = await ask(None, ApiVersionsRequest(client_software_name="groupcoord", client_software_version="0"))
+    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+
+
 def serves_kip848(versions: Mapping[int, tuple[int, int]]) -> bool:
     return ApiKey.CONSUMER_GROUP_DESCRIBE in versions
 
