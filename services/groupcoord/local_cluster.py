@@ -135,6 +135,8 @@ class ClusterOptions:
     acl_policy: Callable[[], Authorizer] | UpstreamAclSource | None = None
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)  # Kafka's socket configs
     allow_shared_upstream_identity: bool = False  # see GatewayOptions
+    adopt_upstream_groups: bool = True  # see GatewayOptions
+    mirror_offsets_interval_ms: int = 0  # see GatewayOptions (0: no mirror)
     # Mutual TLS between gateway, control plane and shards, with a throwaway CA made at start
     # (False only to measure what it costs)
     internal_tls: bool = True
@@ -150,6 +152,8 @@ class ClusterOptions:
             "acl_policy",
             "connection_limits",
             "allow_shared_upstream_identity",
+            "adopt_upstream_groups",
+            "mirror_offsets_interval_ms",
             "bootstrap_servers",
             "arguments",
         }
@@ -160,6 +164,8 @@ class ClusterOptions:
             acl_policy=acl_file.from_arguments(args),
             connection_limits=connection_limits.from_arguments(args),
             allow_shared_upstream_identity=assembly.allow_shared_upstream_identity(args),
+            adopt_upstream_groups=assembly.adopt_upstream_groups(args),
+            mirror_offsets_interval_ms=assembly.mirror_offsets_interval_ms(args),
             arguments=args,
         )
 
@@ -181,6 +187,8 @@ class ClusterOptions:
             connection_limits=self.connection_limits,
             allow_shared_upstream_identity=self.allow_shared_upstream_identity,
             internal_tls=tls,
+            adopt_upstream_groups=self.adopt_upstream_groups,
+            mirror_offsets_interval_ms=self.mirror_offsets_interval_ms,
         )
 
 

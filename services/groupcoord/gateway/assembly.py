@@ -43,6 +43,7 @@ from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
 from groupcoord.gateway.groups.group_apis import GroupApis
 from groupcoord.gateway.groups.leadership import LeadershipTable
+from groupcoord.gateway.groups.offset_mirror import OffsetMirror
 from groupcoord.gateway.groups.worker_client import WorkerClient
 from groupcoord.gateway.proxy.advertised_host import advertised_host
 from groupcoord.gateway.proxy.internal_topics import InternalTopics
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 
 ENV_ALLOW_SHARED_UPSTREAM_IDENTITY = "GROUPCOORD_ALLOW_SHARED_UPSTREAM_IDENTITY"
 ENV_ADOPT_UPSTREAM_GROUPS = "GROUPCOORD_ADOPT_UPSTREAM_GROUPS"
+ENV_MIRROR_OFFSETS = "GROUPCOORD_MIRROR_OFFSETS_TO_UPSTREAM"
 
 
 def parse_address(value: str) -> tuple[str, int]:
@@ -114,6 +116,20 @@ def add_arguments(parser: argparse.ArgumentParser, *, host: str) -> None:
         "first touch (default: its committed offsets are imported, see docs/adoption.md; env "
         f"{ENV_ADOPT_UPSTREAM_GROUPS}=false)",
     )
+    parser.add_argument(
+        "--mirror-offsets-to-upstream",
+        action="store_true",
+        default=None,
+        help="also write the offsets committed here to the upstream's own coordinator, within "
+        "--mirror-offsets-interval-ms, so the brokers' lag tools see them and a team can leave at any "
+        f"moment (env {ENV_MIRROR_OFFSETS}=true; docs/adoption.md)",
+    )
+    parser.add_argument(
+        "--mirror-offsets-interval-ms",
+        type=int,
+        default=1000,
+        help="how often the mirrored offsets are written upstream (default 1000)",
+    )
     acl_file.add_arguments(parser)
     connection_limits.add_arguments(parser)
 
@@ -144,6 +160,8 @@ class GatewayOptions:
     reuse_port: bool = False  # one of several processes on the same ports (see BrokerListeners)
     #: import a never-held group's committed offsets from the upstream's coordinator on its first touch
     adopt_upstream_groups: bool = True
+    #: write the offsets committed here to the upstream's coordinator every so many ms (0: never)
+    mirror_offsets_interval_ms: int = 0
 
     @classmethod
     def from_arguments(
@@ -172,7 +190,15 @@ class GatewayOptions:
             connection_limits=connection_limits.from_arguments(args),
             allow_shared_upstream_identity=allow_shared_upstream_identity(args),
             adopt_upstream_groups=adopt_upstream_groups(args),
+            mirror_offsets_interval_ms=mirror_offsets_interval_ms(args),
         )
+
+
+def mirror_offsets_interval_ms(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
+    """``--mirror-offsets-to-upstream`` (or its environment variable): its interval, else 0."""
+    environ = os.environ if environ is None else environ
+    on = getattr(args, "mirror_offsets_to_upstream", None) or _is_true(environ.get(ENV_MIRROR_OFFSETS, ""))
+    return max(1, int(getattr(args, "mirror_offsets_interval_ms", 1000))) if on else 0
 
 
 def adopt_upstream_groups(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> bool:
@@ -183,6 +209,10 @@ def adopt_upstream_groups(args: argparse.Namespace, environ: Mapping[str, str] |
     return environ.get(ENV_ADOPT_UPSTREAM_GROUPS, "true").strip().lower() not in ("0", "false", "no", "off")
 
 
+def _is_true(value: str) -> bool:
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
 def allow_shared_upstream_identity(
     args: argparse.Namespace, environ: Mapping[str, str] | None = None
 ) -> bool:
@@ -190,7 +220,7 @@ def allow_shared_upstream_identity(
     if getattr(args, "allow_shared_upstream_identity", None):
         return True
     environ = os.environ if environ is None else environ
-    return environ.get(ENV_ALLOW_SHARED_UPSTREAM_IDENTITY, "").strip().lower() in ("1", "true", "yes", "on")
+    return _is_true(environ.get(ENV_ALLOW_SHARED_UPSTREAM_IDENTITY, ""))
 
 
 async def build_gateway(
@@ -254,6 +284,8 @@ async def build_gateway(
         owned.push_async_callback(group_apis.close)  # before the streams to the shards close
         if options.adopt_upstream_groups:
             group_apis.adopt_upstream_groups(upstream.ask_broker, upstream.versions)
+        if options.mirror_offsets_interval_ms:
+            group_apis.offset_mirror = OffsetMirror(upstream.ask_broker, options.mirror_offsets_interval_ms / 1000)
     metrics = None
     if options.metrics:
         from groupcoord.observability.gateway_metrics import GatewayMetrics  # noqa: PLC0415
@@ -264,6 +296,8 @@ async def build_gateway(
         if group_apis is not None and group_apis.adoption is not None:
             observe = metrics.observe_adoption
             group_apis.adoption.observe = lambda outcome: observe(outcome.value)
+        if group_apis is not None and group_apis.offset_mirror is not None:
+            group_apis.offset_mirror.observe = metrics.observe_offset_mirror
     gateway = Gateway(
         upstream,
         group_apis,

@@ -269,6 +269,14 @@ class MetricFamilies:
             ["outcome"],
             registry=r,
         )
+        self.offset_mirror = Counter(
+            "groupcoord_gateway_offset_mirror_partitions",
+            "Partitions' committed offsets the gateway wrote to the upstream's own coordinator "
+            "(--mirror-offsets-to-upstream), by result: mirrored, refused (the upstream's error, e.g. "
+            "GROUP_AUTHORIZATION_FAILED), failed (not reached).",
+            ["result"],
+            registry=r,
+        )
         self.windowed = WindowedCollector()
         r.register(self.windowed)
 

@@ -44,6 +44,11 @@ class GatewayMetrics:
         """A group's first touch at this gateway process, by what its adoption found."""
         self._families.group_adoptions.labels(outcome).inc()
 
+    def observe_offset_mirror(self, result: str, partitions: int) -> None:
+        """``partitions`` offsets written upstream by the offset mirror, with ``result``."""
+        if partitions:
+            self._families.offset_mirror.labels(result).inc(partitions)
+
     def watch_leadership(self, table: PartitionLeaders) -> None:
         """Export how many of ``table``'s partitions have no leader (for the alert rules)."""
         with _LEADERSHIP_LOCK:

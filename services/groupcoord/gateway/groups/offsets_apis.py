@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.gateway.groups.offset_mirror import Offset
 from groupcoord.gateway.groups.serving import Adapter, CallContext, GroupServing
 from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type
 from groupcoord.gateway.messages.wire_translation import from_proto, to_proto
@@ -39,9 +40,23 @@ async def offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
         )
         reply = await apis.call(req.group_id, Envelope(offset_commit=msg))
         resp = reply.response or _commit_errors(known, reply.error_code)
+        if apis.offset_mirror is not None and reply.response is not None:
+            apis.offset_mirror.committed(req.group_id, _accepted(msg, resp))
     if unknown:
         resp = _in_request_order(req.topics, resp, unknown)
     return apis.response(ctx, resp)
+
+
+def _accepted(request: op.OffsetCommitRequest, response: op.OffsetCommitResponse) -> dict[tuple[str, int], Offset]:
+    """(topic, partition) -> (offset, leader epoch, metadata) of what ``response`` accepted
+    (topics named by id, v10, are not mirrored: the upstream's commit names topics)."""
+    ok = {(t.name, p.partition_index) for t in response.topics if t.name for p in t.partitions if p.error_code == 0}
+    return {
+        (t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+        for t in request.topics
+        for p in t.partitions
+        if (t.name, p.partition_index) in ok
+    }
 
 
 async def add_offsets_to_txn(apis: GroupServing, ctx: CallContext, req: Any) -> Any:

@@ -30,6 +30,7 @@ from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.common.upstream_groups import Ask as UpstreamAsk
 from groupcoord.gateway.groups.adoption import UpstreamAdoption
 from groupcoord.gateway.groups.leadership import LeadershipTable
+from groupcoord.gateway.groups.offset_mirror import OffsetMirror
 from groupcoord.gateway.groups.topic_catalog import TopicCatalog
 from groupcoord.gateway.groups.worker_client import ShardReply, WorkerClient, failed
 from groupcoord.gateway.messages.wire_translation import from_proto, to_proto
@@ -197,6 +198,8 @@ class GroupServing:
         self.apis = self.adapters if authorization is None else authorizable_versions(self.adapters)
         #: the upstream coordinator's groups adopted on their first touch (None: not adopted)
         self.adoption: UpstreamAdoption | None = None
+        #: the offsets committed here, mirrored to the upstream's coordinator (None: not mirrored)
+        self.offset_mirror: OffsetMirror | None = None
         # what the group types keep of client connections, by the kind that made it
         self._connection_states: dict[Callable[[GroupServing], ConnectionState], ConnectionState] = {}
 
@@ -218,6 +221,8 @@ class GroupServing:
         """The gateway stops: what closed connections left ending (share sessions giving their
         records back) still ends, for up to ``grace_s``."""
         await asyncio.gather(*(state.close(grace_s) for state in self._connection_states.values()))
+        if self.offset_mirror is not None:
+            await self.offset_mirror.close(grace_s)
 
     def serving_shard(self) -> str:
         """The shard that served the group request running in this task ("" if none)."""
