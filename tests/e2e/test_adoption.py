@@ -22,8 +22,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from groupcoord_testing import BackgroundCluster
 
-from .failover import failover_cluster
-from .test_consumer_groups import wait_until
+from .consumers import ConfluentConsumer
+from .failover import PARTITIONS as FAILOVER_PARTITIONS
+from .failover import KeepProducing, failover_cluster
+from .test_consumer_groups import assert_no_double_ownership, wait_until
 
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 PARTITIONS = 3
@@ -273,3 +275,78 @@ def test_import_then_export_leaves_the_application_where_it_committed_through_th
         assert "commit there" in refused["groups"][0]["error"]
     finally:
         member.close()
+
+
+def test_a_rolling_move_of_four_instances_skips_nothing_and_never_owns_a_partition_twice(
+    broker: Any, cluster: BackgroundCluster
+) -> None:
+    """An application of four librdkafka instances (both protocols where the upstream has
+    KIP-848) moved from the brokers to the gateway one instance at a time while a producer runs:
+    every record is consumed, duplicates are counted (the records in flight at one
+    rebalance at most), no partition is owned by two instances at any moment across both
+    coordinators, and no moved instance owns anything before the last one left the brokers."""
+    protocols = ["classic", "consumer"] * 2 if upstream_name(broker) == "kafka-4.4" else ["classic"] * 4
+    topic, group = f"roll-{uuid.uuid4().hex[:6]}", f"roll-g-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": direct(broker)})
+    admin.create_topics([NewTopic(topic, FAILOVER_PARTITIONS, 1)])[topic].result(15)
+    producer = KeepProducing(direct(broker), topic)
+    producer.start()
+    olds = [
+        ConfluentConsumer(direct(broker), topic, group, f"old-{i}", **{"group.protocol": p})
+        for i, p in enumerate(protocols)
+    ]
+    news: list[ConfluentConsumer] = []
+    everyone = list(olds)
+    try:
+        for c in olds:
+            c.start()
+        wait_until(
+            lambda: frozenset().union(*(c.history.owned for c in olds)) == frozenset(range(FAILOVER_PARTITIONS))
+            and all(c.history.records for c in olds),
+            timeout=90,
+            what="the application consuming on the brokers",
+        )
+        last_left = 0.0
+        for i, protocol in enumerate(protocols):
+            olds[i].stop()
+            if i == len(protocols) - 1:
+                last_left = time.monotonic()
+            new = ConfluentConsumer(cluster.bootstrap, topic, group, f"new-{i}", **{"group.protocol": protocol})
+            news.append(new)
+            everyone.append(new)
+            new.start()
+            time.sleep(4)  # the instances still on the brokers rebalance and keep consuming
+        wait_until(
+            lambda: frozenset().union(*(c.history.owned for c in news)) == frozenset(range(FAILOVER_PARTITIONS)),
+            timeout=90,
+            what="the moved application owning every partition",
+        )
+        time.sleep(2)
+    finally:
+        producer.stop.set()
+        producer.join(60)
+    ends = {}
+    probe = Consumer({"bootstrap.servers": direct(broker), "group.id": f"probe-{uuid.uuid4().hex[:6]}"})
+    for p in range(FAILOVER_PARTITIONS):
+        ends[p] = probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+    probe.close()
+    produced = {(p, o) for p, end in ends.items() for o in range(end)}
+    try:
+        wait_until(
+            lambda: produced <= set().union(*(c.history.records for c in everyone)),
+            timeout=90,
+            what="every produced record consumed",
+        )
+    finally:
+        for c in news:
+            c.stop()
+    for c in olds:
+        c.stop()
+    consumed = [c.history.records for c in everyone]
+    duplicates = sum(len(r) for r in consumed) - len(set().union(*consumed))
+    print(f"rolling move ({', '.join(protocols)}): {len(produced)} records, {duplicates} consumed twice")
+    assert duplicates <= 500, f"{duplicates} records consumed twice"
+    assert_no_double_ownership(everyone)
+    early = [(c.name, t) for c in news for t, owned in c.history.assignments if owned and t < last_left]
+    assert not early, f"moved instances owned partitions while the brokers still served the group: {early}"
+    assert all(not c.history.errors for c in everyone), [c.history.errors for c in everyone]
