@@ -28,7 +28,7 @@ from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.types import GroupId, ProducerId, TransactionalId
-from kio.static.primitive import i8, i16
+from kio.static.primitive import i8, i16, i32
 from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_security import ENV, KafkaSecurity
@@ -341,6 +341,67 @@ def test_a_transactional_client_commits_offsets_without_rights_on_the_state_topi
         assert committed == 7
     finally:
         consumer.close()
+
+
+def _committed(
+    secured: Secured, user: str, group: str, partitions: list[tuple[str, int]], *, direct: bool
+) -> dict[Any, int]:
+    """OffsetFetch v8 of ``group`` as ``user``: (topic, partition) -> offset or error code, or
+    {"group": code} when the group is refused."""
+    from kio.schema.offset_fetch.v8.request import (  # noqa: PLC0415
+        OffsetFetchRequest,
+        OffsetFetchRequestGroup,
+        OffsetFetchRequestTopics,
+    )
+
+    topics = tuple(OffsetFetchRequestTopics(name=t, partition_indexes=(i32(p),)) for t, p in partitions)
+    body = OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=GroupId(group), topics=topics),))
+    (answer,) = _ask(secured, user, body, direct=direct).groups
+    if answer.error_code != ErrorCode.none:
+        return {"group": answer.error_code.value}
+    return {
+        (t.name, p.partition_index): p.error_code.value if p.error_code != ErrorCode.none else p.committed_offset
+        for t in answer.topics
+        for p in t.partitions
+    }
+
+
+def test_a_group_adopted_from_kafka_shows_a_client_only_what_kafka_would(secured: Secured) -> None:
+    """Issue 40, no confused deputy: the gateway imports a group's offsets from Kafka's own
+    coordinator under the coordinator's identity, but a client learns of them only what Kafka
+    itself would tell that client. Bob, with no right on the group, is refused as Kafka refuses
+    him, and his touch imports nothing; alice, who may describe the group and one of its two
+    topics, gets exactly Kafka's answer: the offset of her topic, TOPIC_AUTHORIZATION_FAILED for
+    the other."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+    from confluent_kafka.admin import AclOperation, NewTopic, ResourceType  # noqa: PLC0415
+
+    group, secret = f"cd-adopt-{uuid.uuid4().hex[:6]}", f"cd-secret-{uuid.uuid4().hex[:6]}"
+    kafka_admin = _admin(secured.kafka)  # alive until its futures are done
+    for future in kafka_admin.create_topics([NewTopic(secret, 1, 1)]).values():
+        future.result(30)
+    _allow(secured.kafka, "alice", ResourceType.GROUP, group, AclOperation.DESCRIBE)
+    owner = Consumer({**secured.kafka.client_config("admin"), "group.id": group, "enable.auto.commit": False})
+    owner.commit(offsets=[TopicPartition(secured.topic, 0, 3), TopicPartition(secret, 0, 5)], asynchronous=False)
+    owner.close()
+    partitions = [(secured.topic, 0), (secret, 0)]
+    adoption = secured.cluster.gateway.group_handler.adoption
+    assert adoption is not None
+
+    bob_direct = _committed(secured, "bob", group, partitions, direct=True)
+    assert bob_direct == {"group": ErrorCode.group_authorization_failed.value}
+    assert _committed(secured, "bob", group, partitions, direct=False) == bob_direct
+    assert group not in adoption.ours  # refused before the gateway looked upstream
+
+    alice_direct = _committed(secured, "alice", group, partitions, direct=True)
+    assert alice_direct == {(secured.topic, 0): 3, (secret, 0): ErrorCode.topic_authorization_failed.value}
+    deadline = time.monotonic() + 45  # the gateway reads Kafka's ACLs every 30 s: alice's is new
+    while (through := _committed(secured, "alice", group, partitions, direct=False)) == bob_direct:
+        assert time.monotonic() < deadline, "the gateway never learnt alice's ACL"
+        assert group not in adoption.ours
+        time.sleep(1)
+    assert through == alice_direct
+    assert group in adoption.ours
 
 
 def test_a_gateway_without_sasl_relay_refuses_to_start_in_front_of_kafkas_acls_unless_allowed(

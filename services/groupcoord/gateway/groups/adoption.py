@@ -55,6 +55,8 @@ from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 log = logging.getLogger(__name__)
 
 RECHECK_S = 2.0  # a group held back is read from the upstream again at most this often
+WAIT_S = 8.0  # a first touch waits this long for an upstream coordinator that is loading
+RETRY_S = 0.25
 OURS_BOUND = 200_000  # groups remembered as decided (a pushed-out one is asked about again)
 _READS = frozenset(
     api.operation.name for api in SHARD_APIS if api.operation is not None and api.operation.read_only
@@ -97,6 +99,7 @@ class UpstreamAdoption:
     ask: Ask
     versions: Callable[[], Awaitable[Mapping[int, tuple[int, int]]]]
     recheck_s: float = RECHECK_S
+    wait_s: float = WAIT_S
     clock: Callable[[], float] = time.monotonic
     #: called with each first touch's outcome (the gateway's metrics)
     observe: Callable[[Outcome], None] = lambda _outcome: None
@@ -176,7 +179,7 @@ class UpstreamAdoption:
         if not self._readable:
             return Outcome.NOTHING_UPSTREAM
         try:
-            upstream = await read_group(self.ask, group_id, kip848=self._kip848)
+            upstream = await self._read(group_id)
         except UpstreamGroupError as exc:
             if exc.retriable:
                 log.info("group %r: the upstream's coordinator cannot tell yet (%s)", group_id, exc)
@@ -199,6 +202,19 @@ class UpstreamAdoption:
         if not upstream.offsets:
             return Outcome.NOTHING_UPSTREAM  # nothing to decide: no record for a group never seen
         return await self._import(upstream)
+
+    async def _read(self, group_id: str) -> UpstreamGroup:
+        """The group as the upstream's coordinator holds it, asked again while that coordinator
+        is loading or moving (a fresh cluster creates ``__consumer_offsets`` on the first
+        FindCoordinator) for up to ``wait_s``: the request waits, as it would on Kafka's own."""
+        deadline = self.clock() + self.wait_s
+        while True:
+            try:
+                return await read_group(self.ask, group_id, kip848=bool(self._kip848))
+            except UpstreamGroupError as exc:
+                if not exc.retriable or self.clock() >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_S)
 
     async def _import(self, upstream: UpstreamGroup) -> Outcome:
         group_id = upstream.group_id
