@@ -128,6 +128,11 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--duration", type=float, default=15.0, help="seconds of commits per mode")
     parser.add_argument("--interval-ms", type=int, default=1000, help="--mirror-offsets-interval-ms")
     parser.add_argument("--touches", type=int, default=30, help="groups adopted for the first-touch figure")
+    parser.add_argument(
+        "--commits-only",
+        action="store_true",
+        help="the commit load without the mirror only (A/B against a build that has neither mirror nor adoption)",
+    )
     opts = parser.parse_args(args)
     out: dict[str, Any] = {"workers": opts.workers, "partitions_per_commit": opts.partitions}
     with EmbeddedBroker() as broker:
@@ -135,13 +140,15 @@ def run(args: list[str]) -> dict[str, object]:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         for fut in admin.create_topics([NewTopic(topic, opts.partitions, 1)]).values():
             fut.result(15)
-        for mode, extra in (
-            ("mirror_off", []),
-            ("mirror_on", ["--mirror-offsets-to-upstream", "--mirror-offsets-interval-ms", str(opts.interval_ms)]),
-        ):
+        modes = [("mirror_off", [])]
+        if not opts.commits_only:
+            modes.append(
+                ("mirror_on", ["--mirror-offsets-to-upstream", "--mirror-offsets-interval-ms", str(opts.interval_ms)])
+            )
+        for mode, extra in modes:
             with UpProcess(broker.bootstrap, free_port(), extra=extra) as up:
                 result = _commit_load(up.bootstrap, topic, opts)
-                if mode == "mirror_off":
+                if mode == "mirror_off" and not opts.commits_only:
                     out["first_touch"] = _first_touch(up.bootstrap, broker.bootstrap, topic, opts)
                 time.sleep(2 * opts.interval_ms / 1000)
                 last = result.pop("last_offsets")
@@ -150,6 +157,8 @@ def run(args: list[str]) -> dict[str, object]:
                     broker.bootstrap, topic, last, opts.partitions
                 )
                 out[mode] = result
+    if opts.commits_only:
+        return out
     off, on = out["mirror_off"], out["mirror_on"]
     out["ratios"] = {
         "commits_per_s_on_vs_off": round(on["commits_per_s"] / off["commits_per_s"], 3),
