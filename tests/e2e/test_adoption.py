@@ -73,8 +73,9 @@ def commit_on_the_upstream(broker: Any, client: str, group: str, topic: str, off
         from kafka import TopicPartition as KpPartition  # noqa: PLC0415
         from kafka.structs import OffsetAndMetadata  # noqa: PLC0415
 
-        kc = KafkaConsumer(topic, bootstrap_servers=direct(broker), group_id=group, enable_auto_commit=False)
-        wait_until(lambda: kc.poll(200) is not None and bool(kc.assignment()), what="kafka-python assigned")
+        # an application that assigns its partitions itself (a "simple" group on the coordinator)
+        kc = KafkaConsumer(bootstrap_servers=direct(broker), group_id=group, enable_auto_commit=False)
+        kc.assign([KpPartition(topic, p) for p in offsets])
         kc.commit({KpPartition(topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()})
         kc.close()
         return
@@ -160,7 +161,7 @@ def test_imported_offsets_survive_a_kill_of_the_shard_that_imported_them(broker:
 
 
 def test_moved_instances_wait_while_the_upstream_still_serves_the_group(
-    broker: Any, cluster: BackgroundCluster
+    broker: Any, cluster: BackgroundCluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A rolling move, halfway: one instance still on the brokers, one already on the gateway.
     The gateway's instance consumes nothing (it would otherwise be a second group with the same
@@ -201,6 +202,10 @@ def test_moved_instances_wait_while_the_upstream_still_serves_the_group(
     deadline = time.monotonic() + 8
     while time.monotonic() < deadline:
         assert old.poll(0.2) is None
+    where = ("--bootstrap", cluster.bootstrap, "--upstream", direct(broker))
+    status, described = run_cli(capsys, "groups", "describe", group, *where)
+    (seen,) = described["groups"]
+    assert (seen["upstream"]["adoption"], seen["upstream"]["members"]) == ("upstream-served", 1), seen
     stop.set()
     poller.join(10)
     assert early == [], "the gateway formed a second group while the upstream's was live"
@@ -210,6 +215,9 @@ def test_moved_instances_wait_while_the_upstream_still_serves_the_group(
         got = consume(moved, lambda got: len(got) >= len(expected_rest), timeout_s=90)
         assert not set(got) & set(old_got), "records consumed on both sides"
         assert sorted(got) == sorted(expected_rest)
+        status, described = run_cli(capsys, "groups", "describe", group, *where)
+        (seen,) = described["groups"]
+        assert (status, seen["upstream"]["adoption"], seen["upstream"]["members"]) == (0, "ours", 0), seen
     finally:
         moved.close()
 

@@ -220,6 +220,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         mode.add_argument("--dry-run", action="store_true", help="print the offsets only (the default)")
         mode.add_argument("--execute", action="store_true", help="commit them on the other side")
         moves.append(move)
+    describe.add_argument(
+        "--upstream",
+        metavar="HOST:PORT",
+        help="also show each group on the upstream's own coordinator and where its adoption stands",
+    )
+    describe.add_argument("--upstream-command-config", metavar="FILE", help="as for import")
     for action in (listing, describe, reset, delete, delete_offsets, *moves):
         connection_arguments(action, defaults=False)
 
@@ -303,11 +309,26 @@ async def _describe_one(
 
 
 async def run_describe(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    if getattr(args, "upstream", None):
+        return await _describe_with_upstream(admin, args)
+    return await _describe(admin, args, {})
+
+
+async def _describe(
+    admin: ConsumerGroupsAdmin, args: argparse.Namespace, upstream: Mapping[str, dict[str, Any]]
+) -> int:
     status = 0
     docs = []
     described = await admin.describe(await _group_ids(admin, args))
     for group in sorted(described, key=lambda g: g.group_id):  # Kafka prints them sorted
         doc, text = await _describe_one(admin, group, args)
+        there = upstream.get(group.group_id)
+        if there is not None:
+            there["adoption"] = adoption_state(held=doc is not None, upstream=there)
+            if doc is None:
+                doc, text = {"group": group.group_id}, ""
+            doc["upstream"] = there
+            text = f"{text}\n{output.upstream_line(there)}"
         if doc is None:
             _error(f"Consumer group '{group.group_id}' does not exist.")
             status = 1
@@ -318,6 +339,39 @@ async def run_describe(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> 
     if args.output == "json":
         print(output.document({"groups": docs}))
     return status
+
+
+def adoption_state(*, held: bool, upstream: Mapping[str, Any]) -> str:
+    """Where a group stands between the upstream's coordinator and groupcoord (docs/adoption.md)."""
+    if held:
+        return "ours"
+    if upstream["members"] or upstream["state"] not in INACTIVE_STATES:
+        return "upstream-served"  # the gateway holds its members back until the upstream's leave
+    return "adopted on first touch" if upstream["offsets"] else "new"
+
+
+async def _describe_with_upstream(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    """``describe --upstream``: each group also as the upstream's own coordinator holds it, and
+    where its adoption stands (a rolling move: upstream-served until its last member left)."""
+    try:
+        config = load_client_config(args.upstream_command_config)
+    except CommandConfigError as exc:
+        raise AdminError(f"--upstream-command-config: {exc}") from None
+    async with ConsumerGroupsAdmin(
+        args.upstream, client_id=config.client_id or "groupcoord-admin", timeout_s=args.timeout, security=config.security
+    ) as upstream_admin:
+        side = Side(upstream_admin, f"the upstream {args.upstream}")
+        found = {}
+        for group_id in await _group_ids(admin, args):
+            there = await side.group(group_id)
+            found[group_id] = {
+                "bootstrap": args.upstream,
+                "state": there.state,
+                "members": there.members,
+                "offsets": len(there.offsets),
+                "pending_transactional": len(there.unstable),
+            }
+    return await _describe(admin, args, found)
 
 
 def reset_spec(args: argparse.Namespace, file_plan: dict[TopicPartition, int] | None) -> ResetSpec:

@@ -232,6 +232,17 @@ def group_json(group: GroupDescription) -> dict[str, Any]:
     }
 
 
+def upstream_line(upstream: Mapping[str, Any]) -> str:
+    """``describe --upstream``'s line: the group on the upstream's own coordinator."""
+    pending = upstream.get("pending_transactional") or 0
+    return (
+        f"UPSTREAM {upstream['bootstrap']}: {upstream['state']}, {upstream['members']} member(s), "
+        f"{upstream['offsets']} committed offset(s)"
+        + (f", {pending} pending in a transaction" if pending else "")
+        + f"; adoption: {upstream['adoption']}"
+    )
+
+
 def plan_json(plan: Mapping[TopicPartition, int]) -> list[dict[str, Any]]:
     return [{"topic": tp.topic, "partition": tp.partition, "offset": o} for tp, o in plan.items()]
 
