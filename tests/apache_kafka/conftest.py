@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from real_parts import start_apache_kafka
 
+from groupcoord.local_cluster import ClusterOptions
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka, java_command
 
@@ -34,8 +35,15 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
 
 @pytest.fixture(scope="session")
 def kafka_cluster(kafka: ApacheKafka) -> Iterator[BackgroundCluster]:
-    """groupcoord (control plane, 2 shard processes, gateway) in front of ``kafka``."""
-    with BackgroundCluster((kafka.host, kafka.port)) as c:
+    """groupcoord (control plane, 2 shard processes, gateway) in front of ``kafka``.
+
+    Its tests run the same groups, by the same ids, on Kafka's own coordinator and through the
+    gateway side by side, to compare the two: adoption would rightly hold the gateway's members
+    back while Kafka's are live (docs/adoption.md), so it is off here; tests/e2e/test_adoption.py
+    holds it."""
+    with BackgroundCluster(
+        (kafka.host, kafka.port), ClusterOptions(port=0, partitions=8, metrics=False, adopt_upstream_groups=False)
+    ) as c:
         yield c
 
 

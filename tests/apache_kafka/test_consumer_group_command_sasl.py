@@ -89,6 +89,7 @@ def shape(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shape]:
                     ssl_certfile=str(pki.server_cert), ssl_keyfile=str(pki.server_key), sasl="passthrough"
                 ),
                 acl_policy=UpstreamAclSource(super_users=(f"User:{COORDINATOR[0]}",)),
+                adopt_upstream_groups=False,  # the same groups on both sides, as kafka_cluster's
             )
             cluster = BackgroundCluster((kafka.host, kafka.port), options).start()
         try:
