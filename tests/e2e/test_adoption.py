@@ -109,15 +109,9 @@ def gateway_consumer(bootstrap: str, group: str, topic: str, protocol: str = "cl
     return consumer
 
 
-CLIENTS = ["librdkafka-classic", "librdkafka-consumer", "kafka-python"]
-
-
-@pytest.mark.parametrize("client", CLIENTS)
-def test_a_group_committed_on_the_upstream_resumes_through_the_gateway_at_its_offsets(
-    broker: Any, cluster: BackgroundCluster, client: str
-) -> None:
-    if client == "librdkafka-consumer" and upstream_name(broker) != "kafka-4.4":
-        pytest.skip("KIP-848 on the upstream's own coordinator: Kafka 4.4 only")
+def resumes_at_its_offsets(broker: Any, cluster: BackgroundCluster, client: str) -> None:
+    """A group committed on the upstream by ``client``, moved to the gateway: it resumes at the
+    committed offsets on every partition, each record once."""
     topic = topic_with_records(direct(broker))
     group = f"adopt-{client}-{uuid.uuid4().hex[:6]}"
     committed = {0: 7, 1: 19, 2: 30}  # one partition wholly consumed
@@ -135,6 +129,20 @@ def test_a_group_committed_on_the_upstream_resumes_through_the_gateway_at_its_of
         assert starts == {p: o for p, o in committed.items() if o < RECORDS}
     finally:
         moved.close()
+
+
+@pytest.mark.parametrize("client", ["librdkafka-classic", "kafka-python"])
+def test_a_group_committed_on_the_upstream_resumes_through_the_gateway_at_its_offsets(
+    broker: Any, cluster: BackgroundCluster, client: str
+) -> None:
+    resumes_at_its_offsets(broker, cluster, client)
+
+
+@pytest.mark.upstreams("kafka-4.4")  # KIP-848 on the upstream's own coordinator
+def test_a_kip848_group_committed_on_kafka_resumes_through_the_gateway_at_its_offsets(
+    broker: Any, cluster: BackgroundCluster
+) -> None:
+    resumes_at_its_offsets(broker, cluster, "librdkafka-consumer")
 
 
 def test_imported_offsets_survive_a_kill_of_the_shard_that_imported_them(broker: Any, tmp_path: Any) -> None:
