@@ -353,14 +353,8 @@ def adoption_state(*, held: bool, upstream: Mapping[str, Any]) -> str:
 async def _describe_with_upstream(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
     """``describe --upstream``: each group also as the upstream's own coordinator holds it, and
     where its adoption stands (a rolling move: upstream-served until its last member left)."""
-    try:
-        config = load_client_config(args.upstream_command_config)
-    except CommandConfigError as exc:
-        raise AdminError(f"--upstream-command-config: {exc}") from None
-    async with ConsumerGroupsAdmin(
-        args.upstream, client_id=config.client_id or "groupcoord-admin", timeout_s=args.timeout, security=config.security
-    ) as upstream_admin:
-        side = Side(upstream_admin, f"the upstream {args.upstream}")
+    async with upstream_admin(args) as upstream:
+        side = Side(upstream, f"the upstream {args.upstream}")
         found = {}
         for group_id in await _group_ids(admin, args):
             there = await side.group(group_id)
@@ -534,18 +528,24 @@ async def run_delete_offsets(admin: ConsumerGroupsAdmin, args: argparse.Namespac
     return 1 if error else 0
 
 
-async def run_transfer(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
-    """``import`` (upstream → gateway) and ``export`` (gateway → upstream): admin/transfer.py."""
+def upstream_admin(args: argparse.Namespace) -> ConsumerGroupsAdmin:
+    """An admin of the upstream cluster itself (``--upstream``, ``--upstream-command-config``),
+    to use as ``async with``."""
     try:
         config = load_client_config(args.upstream_command_config)
     except CommandConfigError as exc:
         raise AdminError(f"--upstream-command-config: {exc}") from None
-    async with ConsumerGroupsAdmin(
+    return ConsumerGroupsAdmin(
         args.upstream,
         client_id=config.client_id or "groupcoord-admin",
         timeout_s=args.timeout,
         security=config.security,
-    ) as upstream:
+    )
+
+
+async def run_transfer(admin: ConsumerGroupsAdmin, args: argparse.Namespace) -> int:
+    """``import`` (upstream → gateway) and ``export`` (gateway → upstream): admin/transfer.py."""
+    async with upstream_admin(args) as upstream:
         sides = (Side(upstream, f"the upstream {args.upstream}"), Side(admin, f"groupcoord {args.bootstrap}"))
         source, target = sides if args.action == "import" else sides[::-1]
         group_ids = await _group_ids(source.admin, args)
