@@ -81,11 +81,7 @@ async def transfer(source: Side, target: Side, group_ids: list[str], *, execute:
                 f"group '{group_id}' has offsets pending in an open transaction on {source.name}: "
                 "run again once it is decided"
             )
-        move.offsets = {TopicPartition(o.topic, o.partition): o.offset for o in sorted(there.offsets, key=_where)}
+        move.offsets = dict(sorted((TopicPartition(o.topic, o.partition), o.offset) for o in there.offsets))
         if execute and move.offsets:
             await target.admin.commit(group_id, move.offsets)
     return moves
-
-
-def _where(offset: Any) -> tuple[str, int]:
-    return offset.topic, offset.partition

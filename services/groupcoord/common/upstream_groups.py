@@ -62,7 +62,10 @@ class UpstreamGroupError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class CommittedOffset:
+class UpstreamOffset:
+    """One partition's committed offset as the cluster's coordinator answered it (the core's
+    ``CommittedOffset`` is the one held here)."""
+
     topic: str
     partition: int
     offset: int
@@ -80,7 +83,7 @@ class UpstreamGroup:
     group_id: str
     state: str
     members: int
-    offsets: tuple[CommittedOffset, ...]
+    offsets: tuple[UpstreamOffset, ...]
     unstable: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -98,11 +101,13 @@ def unreadable(versions: Mapping[int, tuple[int, int]]) -> str | None:
     return None
 
 
-async def api_versions(ask: Ask) -> dict[int, tuple[int, int]]:
+async def api_versions(ask: Ask, software_name: str = "groupcoord", software_version: str = "0.1.0") -> dict[int, tuple[int, int]]:
     """The API versions a broker of the cluster ``ask`` reaches serves (ApiVersions)."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
 
-    body = await ask(None, ApiVersionsRequest(client_software_name="groupcoord", client_software_version="0"))
+    body = await ask(
+        None, ApiVersionsRequest(client_software_name=software_name, client_software_version=software_version)
+    )
     return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
 
 
@@ -145,7 +150,7 @@ async def membership(ask: Ask, coordinator: Address, group_id: str, *, kip848: b
 
 async def committed_offsets(
     ask: Ask, coordinator: Address, group_id: str
-) -> tuple[tuple[CommittedOffset, ...], tuple[tuple[str, int], ...]]:
+) -> tuple[tuple[UpstreamOffset, ...], tuple[tuple[str, int], ...]]:
     """(stable committed offsets, partitions pending in an open transaction) of ``group_id``."""
     response = await ask(
         coordinator,
@@ -156,7 +161,7 @@ async def committed_offsets(
     (fetched,) = response.groups
     if fetched.error_code not in (ErrorCode.none, ErrorCode.unstable_offset_commit):
         raise UpstreamGroupError(group_id, fetched.error_code, "OffsetFetch")
-    offsets: list[CommittedOffset] = []
+    offsets: list[UpstreamOffset] = []
     unstable: list[tuple[str, int]] = []
     for topic in fetched.topics:
         for p in topic.partitions:
@@ -168,7 +173,7 @@ async def committed_offsets(
                 )
             elif p.committed_offset >= 0:
                 offsets.append(
-                    CommittedOffset(
+                    UpstreamOffset(
                         str(topic.name),
                         int(p.partition_index),
                         int(p.committed_offset),

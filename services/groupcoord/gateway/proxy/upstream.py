@@ -23,6 +23,7 @@ from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
+from groupcoord.common.upstream_groups import api_versions
 from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy import broker_addresses
 
@@ -56,15 +57,7 @@ async def fetch_upstream_versions(
     address: Address, timeout_s: float = 5.0, security: KafkaSecurity | None = None
 ) -> dict[int, tuple[int, int]]:
     """Which API versions the upstream broker at ``address`` supports."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
-
-    body = await ask_upstream(
-        address,
-        ApiVersionsRequest(client_software_name=CLIENT_ID, client_software_version="0.1.0"),
-        timeout_s,
-        security,
-    )
-    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+    return await api_versions(lambda _broker, body: ask_upstream(address, body, timeout_s, security), CLIENT_ID)
 
 
 class Upstream:
