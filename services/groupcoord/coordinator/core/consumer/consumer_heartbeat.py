@@ -12,6 +12,11 @@ Modelled on Apache Kafka 4.x's ``GroupMetadataManager.consumerGroupHeartbeat``. 
    target assignment and the member's reconciliation (consumer/assignment.py);
 4. re-arms the session timer (and the rebalance timer while it must revoke).
 
+Most heartbeats are none of that: a stable member at its group's assignment epoch saying
+nothing new. Those take :func:`_steady_heartbeat`, which checks that nothing could change and
+answers with the session re-armed, skipping steps 2-3's copies and comparisons; a property
+test holds its answers and timers equal to the full path's for every request it accepts.
+
 A leave (member epoch -1 or -2) is consumer/consumer_membership.py's. A repeated heartbeat that changes
 nothing writes nothing.
 """
@@ -34,6 +39,7 @@ from groupcoord.coordinator.core.consumer.consumer_group import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConsumerGroup,
     ConsumerGroupMember,
+    MemberState,
     replace_member,
 )
 from groupcoord.coordinator.core.consumer.consumer_membership import (
@@ -65,7 +71,8 @@ def heartbeat(
                 ErrorCode.coordinator_load_in_progress,
                 "The coordinator has not loaded topic metadata yet.",
             )
-        return _heartbeat(ctx, request, now_ms)
+        steady = _steady_heartbeat(ctx, request, now_ms)
+        return steady if steady is not None else _heartbeat(ctx, request, now_ms)
     except CoordinatorError as e:
         return CoordinatorResult(response=error_response(pb.ConsumerGroupHeartbeatResponse, e))
 
@@ -108,6 +115,54 @@ def _validate(ctx: ConsumerContext, r: pb.ConsumerGroupHeartbeatRequest) -> None
         )
     if r.HasField("subscribed_topic_regex") and r.subscribed_topic_regex:
         compile_regex(r.subscribed_topic_regex)
+
+
+def _steady_heartbeat(
+    ctx: ConsumerContext, r: pb.ConsumerGroupHeartbeatRequest, now_ms: int
+) -> CoordinatorResult[pb.ConsumerGroupHeartbeatResponse] | None:
+    """The answer to a heartbeat that changes nothing, or None when it might change something
+    (then the full path decides). Nothing changes when the member is stable at the group's
+    target epoch, the group has no newer epoch to assign, the heartbeat carries that same
+    epoch, and every field it sets equals the member's: then the full path writes no record,
+    computes no target, reconciles to the same member (its owned partitions are not looked at)
+    and answers without an assignment; only the session timer is re-armed (Kafka's
+    consumerGroupHeartbeat does the same work and finds nothing to write)."""
+    group = ctx.groups.get(r.group_id)
+    if not isinstance(group, ConsumerGroup):
+        return None
+    member_id = r.member_id
+    member = group.members.get(member_id)
+    if (
+        member is None
+        or member.state is not MemberState.STABLE
+        or r.member_epoch != member.member_epoch
+        or member.member_epoch != group.assignment_epoch
+        or group.group_epoch != group.assignment_epoch
+        or r.rebalance_timeout_ms not in (-1, member.rebalance_timeout_ms)
+        or (r.client_id and r.client_id != member.client_id)
+        or (r.client_host and r.client_host != member.client_host)
+    ):
+        return None
+    if r.HasField("instance_id") and (
+        r.instance_id != member.instance_id or group.static_members.get(r.instance_id) != member_id
+    ):
+        return None
+    if (
+        (r.HasField("rack_id") and r.rack_id != member.rack_id)
+        or (r.HasField("server_assignor") and r.server_assignor != member.server_assignor)
+        or r.HasField("subscribed_topic_names")  # a full request: answered with the assignment
+        or r.HasField("subscribed_topic_regex")
+        or (r.undescribable_topics and member.subscribed_topic_regex is not None)
+    ):
+        return None
+    response = pb.ConsumerGroupHeartbeatResponse(
+        member_id=member_id,
+        member_epoch=member.member_epoch,
+        heartbeat_interval_ms=ctx.heartbeat_interval_ms(group.group_id),
+    )
+    return CoordinatorResult(
+        response=response, timers=heartbeat_timers(ctx, group.group_id, member_id, member, member, now_ms)
+    )
 
 
 def _group_for(
