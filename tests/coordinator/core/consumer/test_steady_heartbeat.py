@@ -106,10 +106,14 @@ def test_a_steady_member_takes_the_fast_path_and_a_changed_one_does_not() -> Non
     world = World()
     _run(world, [("join", 0), ("join", 1)])
     ctx, now = world.ctx.shard.consumer, world.ctx.clock.now_ms
-    client = world.clients[0]
-    steady = client.request()
-    assert consumer_heartbeat._steady_heartbeat(ctx, steady, now) is not None
-    for changed in _variants(steady)[1:]:
-        if changed.HasField("instance_id") and changed.instance_id == client.instance_id:
-            continue
-        assert consumer_heartbeat._steady_heartbeat(ctx, changed, now) is None, changed
+    member = ctx.groups["group"].members[world.clients[0].member_id]  # static, by names
+    accepted = [
+        v for v in _variants(world.clients[0].request()) if consumer_heartbeat._steady_heartbeat(ctx, v, now)
+    ]
+    # the request itself, its own rebalance timeout said again, and topics filtered out of a
+    # regex this member does not use: nothing changes; every other variant changes something
+    assert [(v.rebalance_timeout_ms, list(v.undescribable_topics)) for v in accepted] == [
+        (-1, []),
+        (member.rebalance_timeout_ms, []),
+        (-1, ["foo"]),
+    ]

@@ -123,7 +123,8 @@ def _steady_heartbeat(
     """The answer to a heartbeat that changes nothing, or None when it might change something
     (then the full path decides). Nothing changes when the member is stable at the group's
     target epoch, the group has no newer epoch to assign, the heartbeat carries that same
-    epoch, and every field it sets equals the member's: then the full path writes no record,
+    epoch, and every field it sets equals the member's (:func:`_apply_fields` changes nothing,
+    as it decides for the full path too): then the full path writes no record,
     computes no target, reconciles to the same member (its owned partitions are not looked at)
     and answers without an assignment; only the session timer is re-armed (Kafka's
     consumerGroupHeartbeat does the same work and finds nothing to write)."""
@@ -138,22 +139,15 @@ def _steady_heartbeat(
         or r.member_epoch != member.member_epoch
         or member.member_epoch != group.assignment_epoch
         or group.group_epoch != group.assignment_epoch
-        or r.rebalance_timeout_ms not in (-1, member.rebalance_timeout_ms)
-        or (r.client_id and r.client_id != member.client_id)
-        or (r.client_host and r.client_host != member.client_host)
-    ):
-        return None
-    if r.HasField("instance_id") and (
-        r.instance_id != member.instance_id or group.static_members.get(r.instance_id) != member_id
-    ):
-        return None
-    if (
-        (r.HasField("rack_id") and r.rack_id != member.rack_id)
-        or (r.HasField("server_assignor") and r.server_assignor != member.server_assignor)
         or r.HasField("subscribed_topic_names")  # a full request: answered with the assignment
         or r.HasField("subscribed_topic_regex")
         or (r.undescribable_topics and member.subscribed_topic_regex is not None)
     ):
+        return None
+    instance_id = r.instance_id if r.HasField("instance_id") else None
+    if instance_id is not None and group.static_members.get(instance_id) != member_id:
+        return None  # the full path finds a static member by its instance id
+    if _apply_fields(member, r, instance_id) is not member:
         return None
     response = pb.ConsumerGroupHeartbeatResponse(
         member_id=member_id,
