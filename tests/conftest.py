@@ -21,7 +21,9 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from real_parts import require_binary, start_apache_kafka
 
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.local_cluster import ClusterOptions
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import ApacheKafka
 
@@ -76,8 +78,11 @@ def gateway(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
 @pytest.fixture(scope="session")
 def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
     """The whole local cluster (control plane, 2 shard processes, gateway with the group
-    APIs served by our coordinator) in front of the session broker."""
-    with BackgroundCluster((broker.host, broker.port)) as c:
+    APIs served by our coordinator) in front of the session broker, on the state topic
+    ``groupcoord up`` uses (tests/e2e/test_internal_topics.py checks it is internal): the one
+    cluster of a broker on it, every other cluster has a state topic of its own."""
+    options = ClusterOptions(port=0, partitions=8, metrics=False, state_topic=DEFAULT_STATE_TOPIC)
+    with BackgroundCluster((broker.host, broker.port), options) as c:
         yield c
 
 

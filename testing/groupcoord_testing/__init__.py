@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 from concurrent.futures import Future
 from typing import Any
 
@@ -28,7 +29,12 @@ class BackgroundCluster:
     (a context manager)."""
 
     def __init__(self, upstream: tuple[str, int], options: ClusterOptions | None = None) -> None:
-        self.options = options or ClusterOptions(port=0, partitions=8, metrics=False)
+        # Unless told otherwise, a state topic of its own: two clusters on one state topic of
+        # one broker fence each other's leaders for good (each is a foreign writer to the
+        # other), as a test's cluster beside the session's once did to the rest of a CI run.
+        self.options = options or ClusterOptions(
+            port=0, partitions=8, metrics=False, state_topic=f"__groupcoord_state_{uuid.uuid4().hex[:6]}"
+        )
         self.upstream = upstream
         self.loop = new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="groupcoord-cluster", daemon=True)
