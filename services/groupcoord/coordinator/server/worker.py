@@ -16,7 +16,7 @@ import importlib
 import logging
 import multiprocessing
 import signal
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -224,11 +224,10 @@ def _grpc_servers(
     runtime: WorkerRuntime,
     health: ShardHealth,
     tls: InternalTls | None,
-) -> tuple[list[grpc.aio.Server], int, list[Coroutine[Any, Any, None]]]:
+) -> tuple[list[grpc.aio.Server], int]:
     """The worker's gRPC server on its port (health, ShardControl and the hosted shards'
     services; mutual TLS when configured) and, on worker 0, the plaintext health-only port the
-    kubelet probes: (the servers, not started; the worker's port; the tasks the hosted
-    services need for the worker's lifetime, not started)."""
+    kubelet probes: (the servers, not started; the worker's port)."""
     server = grpc.aio.server(
         options=[*grpc_limits.OPTIONS, *grpc_keepalive.SERVER_OPTIONS],
         interceptors=[CallerCheck()] if tls is not None else None,
@@ -246,7 +245,7 @@ def _grpc_servers(
         ),
         server,
     )
-    lifetime = list(hosted.add_services(server, runtime) or ())
+    hosted.add_services(server, runtime)
     port = config.grpc_port + config.worker
     address = f"{config.bind_host}:{port}"
     bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
@@ -261,7 +260,7 @@ def _grpc_servers(
         if probes.add_insecure_port(f"{config.bind_host}:{config.health_port}") == 0:
             raise OSError(f"cannot listen on {config.bind_host}:{config.health_port}")
         servers.append(probes)
-    return servers, port, lifetime
+    return servers, port
 
 
 async def serve(
@@ -297,7 +296,7 @@ async def serve(
     )
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
-    servers, port, lifetime = _grpc_servers(config, hosted, runtime, health, tls)
+    servers, port = _grpc_servers(config, hosted, runtime, health, tls)
     await health.start()
     for s in servers:
         await s.start()
@@ -305,7 +304,7 @@ async def serve(
     orphaned = _stop_with_parent(stop)
     await runtime.start()
     await health.mark_started()
-    background = [asyncio.create_task(job) for job in lifetime]
+    background = [asyncio.create_task(job(runtime)) for job in hosted.background]
     upstream = UpstreamProbe(config.bootstrap)
     background.append(asyncio.create_task(_watch_upstream(upstream, health)))
     if metrics is not None:
