@@ -23,8 +23,7 @@ from real_parts import require_binary, start_apache_kafka
 
 from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord.local_cluster import ClusterOptions
-from groupcoord_testing import BackgroundCluster
+from groupcoord_testing import BackgroundCluster, cluster_options
 from groupcoord_testing.apache_kafka import ApacheKafka
 
 Upstream = EmbeddedBroker | ApacheKafka
@@ -81,8 +80,7 @@ def cluster(broker: EmbeddedBroker) -> Iterator[BackgroundCluster]:
     APIs served by our coordinator) in front of the session broker, on the state topic
     ``groupcoord up`` uses (tests/e2e/test_internal_topics.py checks it is internal): the one
     cluster of a broker on it, every other cluster has a state topic of its own."""
-    options = ClusterOptions(port=0, partitions=8, metrics=False, state_topic=DEFAULT_STATE_TOPIC)
-    with BackgroundCluster((broker.host, broker.port), options) as c:
+    with BackgroundCluster((broker.host, broker.port), cluster_options(state_topic=DEFAULT_STATE_TOPIC)) as c:
         yield c
 
 

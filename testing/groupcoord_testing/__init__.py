@@ -18,9 +18,24 @@ from concurrent.futures import Future
 from typing import Any
 
 from groupcoord.common.event_loop import new_event_loop
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.transport.server import Gateway
 from groupcoord.local_cluster import ClusterOptions, LocalCluster
+
+
+def cluster_options(**changes: Any) -> ClusterOptions:
+    """The options of a test's cluster, with ``changes``: any port, 8 partitions, no metrics,
+    and unless told otherwise a state topic of its own. Two clusters on one state topic of one
+    broker fence each other's leaders for good (each is a foreign writer to the other), as a
+    test's cluster beside the session's once did to the rest of a CI run."""
+    defaults: dict[str, Any] = {
+        "port": 0,
+        "partitions": 8,
+        "metrics": False,
+        "state_topic": f"{DEFAULT_STATE_TOPIC}_{uuid.uuid4().hex[:6]}",
+    }
+    return ClusterOptions(**{**defaults, **changes})
 
 
 class BackgroundCluster:
@@ -29,12 +44,7 @@ class BackgroundCluster:
     (a context manager)."""
 
     def __init__(self, upstream: tuple[str, int], options: ClusterOptions | None = None) -> None:
-        # Unless told otherwise, a state topic of its own: two clusters on one state topic of
-        # one broker fence each other's leaders for good (each is a foreign writer to the
-        # other), as a test's cluster beside the session's once did to the rest of a CI run.
-        self.options = options or ClusterOptions(
-            port=0, partitions=8, metrics=False, state_topic=f"__groupcoord_state_{uuid.uuid4().hex[:6]}"
-        )
+        self.options = options or cluster_options()
         self.upstream = upstream
         self.loop = new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="groupcoord-cluster", daemon=True)

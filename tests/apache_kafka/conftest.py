@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from real_parts import start_apache_kafka
 
-from groupcoord.local_cluster import ClusterOptions
-from groupcoord_testing import BackgroundCluster
+from groupcoord.common.partitioning import DEFAULT_STATE_TOPIC
+from groupcoord_testing import BackgroundCluster, cluster_options
 from groupcoord_testing.apache_kafka import VERSIONS, ApacheKafka, java_command
 
 CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
@@ -41,9 +41,8 @@ def kafka_cluster(kafka: ApacheKafka) -> Iterator[BackgroundCluster]:
     gateway side by side, to compare the two: adoption would rightly hold the gateway's members
     back while Kafka's are live (docs/adoption.md), so it is off here; tests/e2e/test_adoption.py
     holds it."""
-    with BackgroundCluster(
-        (kafka.host, kafka.port), ClusterOptions(port=0, partitions=8, metrics=False, adopt_upstream_groups=False)
-    ) as c:
+    options = cluster_options(state_topic=DEFAULT_STATE_TOPIC, adopt_upstream_groups=False)
+    with BackgroundCluster((kafka.host, kafka.port), options) as c:
         yield c
 
 
