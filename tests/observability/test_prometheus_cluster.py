@@ -103,6 +103,23 @@ def test_prometheus_and_capacity_read_what_a_running_cluster_did(
             tmp_path,  # from the start: partition loads are in the window
         ) as prom,
     ):
+        def by(promql: str) -> dict[str, float]:
+            return {next(iter(r["metric"].values()), ""): float(r["value"][1]) for r in prom.query(promql)}
+
+        def scalar(promql: str) -> float | None:
+            result = prom.query(promql)
+            return float(result[0]["value"][1]) if result else None
+
+        # rate() counts only what rises between two samples: a rebalance that happens before a
+        # shard's first scrape is in its counter's first sample and in no rate. Joins are
+        # answered at once (a new topic is fetched on demand), so the workload starts only
+        # once every target has been scraped.
+        targets = len(cluster.cluster.metrics_targets())
+        until(
+            lambda: scalar("count(up == 1)") == targets,
+            timeout=30,
+            what=lambda: f"a first scrape of all {targets} targets: {prom.query('up')}",
+        )
         bootstrap = cluster.bootstrap
         topic = f"prom-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -127,15 +144,6 @@ def test_prometheus_and_capacity_read_what_a_running_cluster_did(
         leaving.close()
         expected_lag = (RECORDS - COMMIT_ROUNDS) * PARTITIONS
         try:
-
-            def by(promql: str) -> dict[str, float]:
-                return {
-                    next(iter(r["metric"].values()), ""): float(r["value"][1]) for r in prom.query(promql)
-                }
-
-            def scalar(promql: str) -> float | None:
-                result = prom.query(promql)
-                return float(result[0]["value"][1]) if result else None
 
             heartbeats_by_shard = (
                 "sum by (shard) (groupcoord_request_latency_seconds_count"

@@ -838,7 +838,7 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(runt
     b = await started(runtimes, "b", group_shard_factory)
     follower = follow_topics(b, TopicsImage.from_descriptions)
     follower.interval_s, follower.tick_s = 0.5, 0.05
-    follower.start()
+    following = asyncio.create_task(follower.run())
     try:
         await a.become_leader(P, 1)
         await b.become_leader(P, 2)  # nobody told A
@@ -857,4 +857,4 @@ async def test_a_partition_reloaded_at_its_epoch_gets_the_topic_image_again(runt
         assert b.partition(P).keys_repaired and b.partition(P).epoch == 2
         assert await joined("m3") == 0, "the reloaded shard never got the topics"
     finally:
-        await follower.stop()
+        following.cancel()

@@ -108,3 +108,46 @@ async def test_a_partition_that_loads_again_or_refused_the_image_gets_it_again(b
     active[0] = (0, 8)  # loaded again (same partition, same epoch or not)
     refresher.push()
     assert delivered == [0, 0, 0]
+
+
+async def test_a_request_naming_a_topic_the_image_lacks_waits_for_one_fetch_that_has_it(
+    broker: EmbeddedBroker,
+) -> None:
+    """A member subscribing to a topic created a moment ago: Kafka's coordinator reads the
+    broker's image, which has the topic at once. Here the request waits for one early fetch,
+    whose image reaches the partitions before the wait ends; concurrent requests share that
+    fetch, and a topic that does not exist is looked for early once per ``early_gap_s``."""
+    import asyncio  # noqa: PLC0415
+
+    delivered: list[frozenset[str]] = []
+    refresher = TopicMetadataRefresher(
+        broker.bootstrap,
+        build_image=lambda ds: frozenset(d.name for d in ds),
+        active=lambda: [(0, 1)],
+        deliver=lambda p, image: delivered.append(image),
+        early_gap_s=30,
+    )
+    await refresher.refresh()
+    refresher.push()
+    known = next(iter(delivered[0]))
+    # given topics the image has, then nothing waits
+    assert refresher.lacking([known]) is None
+    # when a topic is created after the last fetch, then requests naming it wait for one fetch
+    # (shared), and the partition has the new image when they go on
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(name, 2, 1)]).values():
+        fut.result(10)
+    first, second = refresher.lacking([name, known]), refresher.lacking([name])
+    assert first is not None and second is not None
+    await asyncio.gather(first, second)
+    assert len(delivered) == 2 and name in delivered[-1]
+    assert refresher.lacking([name]) is None
+    # when a request names a topic that does not exist, then it waits for one fetch, and the
+    # next request naming it does not wait within the gap (the poll finds it when it comes)
+    missing = f"tm-missing-{uuid.uuid4().hex[:6]}"
+    looked = refresher.lacking([missing])
+    assert looked is not None
+    await looked
+    assert refresher.lacking([missing, name]) is None
+    assert len(delivered) == 2

@@ -10,8 +10,8 @@ worker.
 
 from __future__ import annotations
 
-import asyncio
 import os
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 import grpc
@@ -20,6 +20,7 @@ from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import ArmedTimers, CoordinatorShard
 from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinatorShard
 from groupcoord.coordinator.core.group_operations import OPERATIONS
+from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataRefresher, follow_topics
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.coordinator.server.hosted_shards import HostedShards
@@ -29,10 +30,22 @@ AUDITED = frozenset({"delete_groups", "offset_delete", "alter_group_configs"})
 """The group-admin operations a worker logs with the client principal of their envelope."""
 
 
+SUBSCRIBING = ("consumer_group_heartbeat", "share_group_heartbeat")
+"""The requests whose ``subscribed_topic_names`` wait for the topics they name (see
+:meth:`~groupcoord.coordinator.runtime.topic_metadata.TopicMetadataRefresher.lacking`)."""
+
+
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
-    def __init__(self, runtime: WorkerRuntime) -> None:
+    def __init__(self, runtime: WorkerRuntime, topics: TopicMetadataRefresher | None = None) -> None:
+        def hold(api: str, request: Any) -> Awaitable[None] | None:
+            # Only a heartbeat that sets its subscription carries the field (a join, a change):
+            # a steady heartbeat costs one comparison here.
+            if topics is None or api not in SUBSCRIBING or not request.HasField("subscribed_topic_names"):
+                return None
+            return topics.lacking(request.subscribed_topic_names.names)
+
         self.dispatcher = EnvelopeDispatcher(
-            runtime, coordinator_pb2.CoordinatorReply, OPERATIONS, audited=AUDITED
+            runtime, coordinator_pb2.CoordinatorReply, OPERATIONS, audited=AUDITED, hold=hold
         )
 
     async def Batches(self, request_iterator: Any, context: grpc.aio.ServicerContext) -> Any:  # noqa: N802
@@ -43,8 +56,18 @@ class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
             yield reply
 
 
-def add_coordinator_service(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
-    coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime), server)
+def add_coordinator_service(
+    server: grpc.aio.Server, runtime: WorkerRuntime
+) -> tuple[Coroutine[Any, Any, None], ...]:
+    """The Coordinator service on ``server``, and the worker-lifetime task it needs: the
+    follower of the upstream cluster's topics (ids, partition counts, racks) that keeps every
+    active partition on them, so KIP-848 groups rebalance when their topics change, and that
+    the service asks at once for topics a subscription names and the image lacks."""
+    from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
+
+    topics = follow_topics(runtime, TopicsImage.from_descriptions)
+    coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime, topics), server)
+    return (topics.run(),)
 
 
 def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
@@ -53,21 +76,5 @@ def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
     return GroupCoordinatorShard(armed, GroupConfig.from_env(os.environ), partition=partition)
 
 
-async def follow_topic_metadata(runtime: WorkerRuntime) -> None:
-    """Worker-lifetime task: keep every active partition on the upstream cluster's topics
-    (ids, partition counts, racks), so KIP-848 groups rebalance when their topics change."""
-    from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
-    from groupcoord.coordinator.runtime.topic_metadata import follow_topics  # noqa: PLC0415
-
-    refresher = follow_topics(runtime, TopicsImage.from_descriptions)
-    refresher.start()
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await refresher.stop()
-
-
-GROUP_COORDINATOR = HostedShards(
-    group_shard_factory, add_coordinator_service, background=(follow_topic_metadata,)
-)
+GROUP_COORDINATOR = HostedShards(group_shard_factory, add_coordinator_service)
 """What the product's workers host: the group coordinator's shards behind the Coordinator service."""

@@ -10,7 +10,9 @@ while a stream with many messages in flight does 7–10k/s, hence streams. A ser
 this way brings one table from its oneof field names to typed operations on the coordinator
 shard (the group coordinator's: ``core/group_operations.py``); the dispatcher itself knows no
 API. An operation whose answer tells the metrics what it did says so itself (its ``answered``
-hook, called with the runtime's metrics facade once the answer is ready).
+hook, called with the runtime's metrics facade once the answer is ready). A service may hold an
+envelope back until something outside the log is ready for it (``hold``: the group
+coordinator's waits for the topics a subscription names); the others go on meanwhile.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -44,6 +46,8 @@ class EnvelopeDispatcher:
         *,
         request_oneof: str = "request",
         audited: frozenset[str] = frozenset(),
+        hold: Callable[[str, Message], Awaitable[None] | None] | None = None,
+        hold_at_most_s: float = 2.0,
     ) -> None:
         self.runtime = runtime
         self.reply_type = reply_type
@@ -52,6 +56,11 @@ class EnvelopeDispatcher:
         # Operations logged with the client principal the envelope names (who deleted what):
         # the shard never sees the client, the gateway authorized it.
         self.audited = audited
+        # hold(api, request): None to submit at once, or what to wait for first (at most
+        # hold_at_most_s; if it fails or takes longer, the request runs as it would have)
+        self.hold = hold
+        self.hold_at_most_s = hold_at_most_s
+        self._held: set[asyncio.Task[None]] = set()
 
     def reply_for(self, envelope: Any, fut: asyncio.Future[Any], api: str) -> Message:
         reply = self.reply_type(correlation_id=envelope.correlation_id)
@@ -89,6 +98,19 @@ class EnvelopeDispatcher:
             fitting = [r if grpc_limits.fits(r) else self._too_large(r) for r in replies]
             for chunk in grpc_limits.packed(fitting):
                 yield reply_batch(chunk)
+
+    async def _submit_after(
+        self,
+        wait: Awaitable[None],
+        partition: int,
+        op: CoordinatorOperation[Any, Any],
+        done: Callable[[asyncio.Future[Any]], None],
+    ) -> None:
+        try:
+            await asyncio.wait_for(wait, self.hold_at_most_s)
+        except Exception as exc:  # noqa: BLE001 - what it waited for is an optimization only
+            log.info("%s: submitted without waiting further: %r", op.name, exc)
+        self.runtime.submit(partition, op).add_done_callback(done)
 
     def _too_large(self, reply: Message) -> Message:
         size = reply.ByteSize()
@@ -147,9 +169,16 @@ class EnvelopeDispatcher:
                             envelope.partition,
                             text_format.MessageToString(getattr(envelope, api), as_one_line=True)[:500],
                         )
-                    op = operation(getattr(envelope, api))
-                    fut = self.runtime.submit(envelope.partition, op)
-                    fut.add_done_callback(answered(envelope, api, op, time.perf_counter()))
+                    request = getattr(envelope, api)
+                    op = operation(request)
+                    done = answered(envelope, api, op, time.perf_counter())
+                    wait = self.hold(api, request) if self.hold is not None else None
+                    if wait is None:
+                        self.runtime.submit(envelope.partition, op).add_done_callback(done)
+                    else:
+                        task = asyncio.create_task(self._submit_after(wait, envelope.partition, op, done))
+                        self._held.add(task)
+                        task.add_done_callback(self._held.discard)
             finally:
                 reading_done = True
                 replies.put_nowait(None)

@@ -9,7 +9,7 @@ naming any test module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ class HostedShards:
     and classes do)."""
 
     factory: ShardFactory
-    add_services: Callable[[grpc.aio.Server, WorkerRuntime], None]
-    # Worker-lifetime tasks (e.g. the topic-metadata refresher feeding partitions through
-    # ``runtime.submit``); each is started after the runtime and cancelled at exit.
-    background: tuple[Callable[[WorkerRuntime], Coroutine[Any, Any, None]], ...] = ()
+    # Adds the services to the server; returns the worker-lifetime tasks they need (e.g. the
+    # topic-metadata follower feeding partitions through ``runtime.submit``, which the group
+    # coordinator's service also asks), each started after the runtime and cancelled at exit.
+    add_services: Callable[[grpc.aio.Server, WorkerRuntime], Iterable[Coroutine[Any, Any, None]] | None]

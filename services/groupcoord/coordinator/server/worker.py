@@ -16,7 +16,7 @@ import importlib
 import logging
 import multiprocessing
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -224,10 +224,11 @@ def _grpc_servers(
     runtime: WorkerRuntime,
     health: ShardHealth,
     tls: InternalTls | None,
-) -> tuple[list[grpc.aio.Server], int]:
+) -> tuple[list[grpc.aio.Server], int, list[Coroutine[Any, Any, None]]]:
     """The worker's gRPC server on its port (health, ShardControl and the hosted shards'
     services; mutual TLS when configured) and, on worker 0, the plaintext health-only port the
-    kubelet probes: (the servers, not started; the worker's port)."""
+    kubelet probes: (the servers, not started; the worker's port; the tasks the hosted
+    services need for the worker's lifetime, not started)."""
     server = grpc.aio.server(
         options=[*grpc_limits.OPTIONS, *grpc_keepalive.SERVER_OPTIONS],
         interceptors=[CallerCheck()] if tls is not None else None,
@@ -245,7 +246,7 @@ def _grpc_servers(
         ),
         server,
     )
-    hosted.add_services(server, runtime)
+    lifetime = list(hosted.add_services(server, runtime) or ())
     port = config.grpc_port + config.worker
     address = f"{config.bind_host}:{port}"
     bound = server.add_secure_port(address, tls.server_credentials()) if tls else server.add_insecure_port(address)
@@ -260,7 +261,7 @@ def _grpc_servers(
         if probes.add_insecure_port(f"{config.bind_host}:{config.health_port}") == 0:
             raise OSError(f"cannot listen on {config.bind_host}:{config.health_port}")
         servers.append(probes)
-    return servers, port
+    return servers, port, lifetime
 
 
 async def serve(
@@ -296,7 +297,7 @@ async def serve(
     )
     # The server (health included) starts before the runtime, so probes get NOT_SERVING, not
     # a refused connection, while the worker connects to Kafka; ShardControl refuses until then.
-    servers, port = _grpc_servers(config, hosted, runtime, health, tls)
+    servers, port, lifetime = _grpc_servers(config, hosted, runtime, health, tls)
     await health.start()
     for s in servers:
         await s.start()
@@ -304,7 +305,7 @@ async def serve(
     orphaned = _stop_with_parent(stop)
     await runtime.start()
     await health.mark_started()
-    background = [asyncio.create_task(job(runtime)) for job in hosted.background]
+    background = [asyncio.create_task(job) for job in lifetime]
     upstream = UpstreamProbe(config.bootstrap)
     background.append(asyncio.create_task(_watch_upstream(upstream, health)))
     if metrics is not None:
