@@ -1,14 +1,18 @@
-"""A member that subscribes to a topic created a moment ago, against Kafka 4.4 and through the
-gateway in front of it (issue 42: "refresh on demand when a subscription names a topic the
-image lacks").
+"""Subscriptions answered as Kafka 4.4 answers them, asked the same heartbeats on Kafka's own
+coordinator and through the gateway in front of it (issue 42).
 
-Kafka's group coordinator reads the broker's metadata image, which has a topic once its
-creation is acknowledged, so the join's own answer assigns the new topic's partitions. The
-shards poll the cluster's topics every 3 s; without fetching at once for a subscription
-naming a topic they do not know, the member got an empty assignment and its partitions only
-with a later heartbeat (1.6-2.6 s after the join with librdkafka, 0.6 s against Kafka). Both
-are asked the same requests here, KIP-848's and KIP-932's heartbeats, and must answer the
-same assignment."""
+A member that subscribes to a topic created a moment ago: Kafka's group coordinator reads the
+broker's metadata image, which has a topic once its creation is acknowledged, so the join's
+own answer assigns the new topic's partitions. The shards poll the cluster's topics every 3 s;
+without fetching at once for a subscription naming a topic they do not know, the member got
+an empty assignment and its partitions only with a later heartbeat (1.6-2.6 s after the join
+with librdkafka, 0.6 s against Kafka). KIP-848's and KIP-932's heartbeats must answer the same
+assignment.
+
+A regular expression subscription: Kafka 4.4 resolves it over every topic, its internal ones
+(``__consumer_offsets``, ...) too; ours matched none of them. The coordinator's own topics
+stay hidden, as the gateway marks them internal.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 from kio.static.primitive import i8, i32, i32Timedelta
 
 from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC
+from groupcoord.coordinator.runtime.topic_metadata import fetch_topics
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import ApacheKafka
 
@@ -101,3 +107,42 @@ def test_a_member_subscribing_to_a_new_topic_is_assigned_it_no_later_than_on_kaf
     # no more heartbeats than Kafka's member needed, and none of the 3 s poll's (Kafka's share
     # groups take 2-3 s here, so that alone would not tell)
     assert len(ours) <= min(len(theirs), 5)
+
+
+def assigned_by_regex(cluster: BackgroundCluster, address: tuple[str, int], regex: str) -> set[uuid.UUID]:
+    """The topics a new group's one member subscribed to ``regex`` is assigned: Kafka resolves
+    a regex after the heartbeat that brings it, so a member heartbeats until it has them."""
+    group, member = f"regex-g-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:22]
+    ready(cluster, address, group)
+    epoch, deadline = 0, time.monotonic() + 20
+    while True:
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id=member,
+            member_epoch=i32(epoch),
+            rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+            subscribed_topic_names=None,
+            subscribed_topic_regex=regex if epoch == 0 else None,
+            server_assignor=None,
+            topic_partitions=() if epoch == 0 else None,
+        )
+        response = cluster.run(exchange(address, request, "regex-subscriber", 15), 20)
+        assert response.error_code.value == 0, response
+        epoch = int(response.member_epoch)
+        if response.assignment is not None and response.assignment.topic_partitions:
+            return {t.topic_id for t in response.assignment.topic_partitions}
+        assert time.monotonic() < deadline, f"no assignment for {regex!r} from {address}"
+        time.sleep(0.2)
+
+
+def test_a_regex_subscription_matches_kafkas_internal_topics_as_on_kafka_but_not_the_coordinators(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    regex = "__.*"  # Kafka's internal topics, and the coordinator's state topic on the same Kafka
+    theirs = assigned_by_regex(kafka_cluster, (kafka.host, kafka.port), regex)
+    ours = assigned_by_regex(kafka_cluster, kafka_cluster.gateway.bootstrap_address, regex)
+    by_id = {t.topic_id: t.name for t in kafka_cluster.run(fetch_topics(kafka.bootstrap))}
+    coordinators = {kafka_cluster.options.state_topic, DEFAULT_METRICS_TOPIC}  # local clusters': the default
+    print(f"Kafka assigns {sorted(by_id[i] for i in theirs)}, groupcoord {sorted(by_id[i] for i in ours)}")
+    assert "__consumer_offsets" in {by_id[i] for i in ours}
+    assert {by_id[i] for i in ours} == {by_id[i] for i in theirs} - coordinators

@@ -5,6 +5,7 @@ records (a different hash would bump every group's epoch after an upgrade), boun
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Iterable
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groupcoord.coordinator.core import topics_image
+from groupcoord.coordinator.core.consumer.regex_subscriptions import resolve
 from groupcoord.coordinator.core.topics_image import TopicImage, TopicsImage
 
 
@@ -94,3 +96,14 @@ def test_a_large_subscription_s_whole_hash_is_remembered_and_is_the_same_hash(sp
             assert image.metadata_hash(names) == reference_hash(image, names)
             assert image.metadata_hash(iter(names)) == reference_hash(image, names)  # any iterable
             assert len(image._hashes) <= 3
+
+
+def test_the_coordinators_own_topics_are_hidden_under_the_names_in_use() -> None:
+    """A cluster run with ``--state-topic`` of its own hides that name, not the default's."""
+    hidden = frozenset({"gc_state", "gc_metrics"})
+    image = TopicsImage.of(
+        [TopicImage(uuid.uuid4().bytes, n, 1) for n in ("gc_state", "gc_metrics", "__groupcoord_state", "app")],
+        hidden,
+    )
+    assert resolve(".*", image) == {"__groupcoord_state", "app"}
+    assert resolve("gc_.*", image) == frozenset()

@@ -21,18 +21,12 @@ from typing import Any
 
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
 
-# Topics no regular expression subscription ever matches: Kafka's internal topics, and the
-# coordinator's own under their default names (the gateway marks them internal too; a regex
-# like ``.*`` must not make a consumer read and commit the coordinator's state).
-INTERNAL_TOPICS = frozenset(
-    {
-        "__consumer_offsets",
-        "__transaction_state",
-        "__share_group_state",
-        DEFAULT_STATE_TOPIC,
-        DEFAULT_METRICS_TOPIC,
-    }
-)
+# The coordinator's own topics under their default names: what an image hides from regular
+# expressions unless it is told the names in use (``TopicsImage.of(..., hidden=...)``). Kafka's
+# internal topics (``__consumer_offsets``, ...) are not among them: Kafka 4.4 matches those like
+# any topic, and so do we. Ours stay hidden, as the gateway marks them internal: a regex like
+# ``.*`` must not make a consumer read and commit the coordinator's state.
+COORDINATOR_TOPICS = frozenset({DEFAULT_STATE_TOPIC, DEFAULT_METRICS_TOPIC})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +74,8 @@ class TopicsImage:
 
     by_id: Mapping[bytes, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
     by_name: Mapping[str, TopicImage] = field(default_factory=lambda: MappingProxyType({}))
+    # names no regular expression matches: the coordinator's own topics (see COORDINATOR_TOPICS)
+    hidden: frozenset[str] = COORDINATOR_TOPICS
     # Memoized answers, see the class docstring: not part of the image's value. A race
     # between the loop and an offload thread at worst computes one answer twice.
     _memo: dict[Any, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -94,7 +90,7 @@ class TopicsImage:
         return self
 
     @classmethod
-    def of(cls, topics: Iterable[TopicImage]) -> TopicsImage:
+    def of(cls, topics: Iterable[TopicImage], hidden: frozenset[str] = COORDINATOR_TOPICS) -> TopicsImage:
         by_id: dict[bytes, TopicImage] = {}
         by_name: dict[str, TopicImage] = {}
         for t in topics:
@@ -102,19 +98,22 @@ class TopicsImage:
                 raise ValueError(f"topic id of {t.name} must be 16 bytes")
             by_id[t.topic_id] = t
             by_name[t.name] = t
-        return cls(MappingProxyType(by_id), MappingProxyType(by_name))
+        return cls(MappingProxyType(by_id), MappingProxyType(by_name), hidden)
 
     @classmethod
-    def from_descriptions(cls, descriptions: Iterable[object]) -> TopicsImage:
+    def from_descriptions(
+        cls, descriptions: Iterable[object], hidden: frozenset[str] = COORDINATOR_TOPICS
+    ) -> TopicsImage:
         """From the shard's ``TopicDescription`` objects (name, topic_id UUID, partitions,
-        partition_racks), the runtime's metadata refresher output."""
+        partition_racks), the runtime's metadata refresher output; ``hidden``: the names of
+        the coordinator's own topics."""
         out = []
         for d in descriptions:
             topic_id = d.topic_id  # type: ignore[attr-defined]
             raw = topic_id.bytes if isinstance(topic_id, uuid.UUID) else bytes(topic_id)
             racks = tuple(frozenset(r) for r in d.partition_racks)  # type: ignore[attr-defined]
             out.append(TopicImage(raw, d.name, int(d.partitions), racks))  # type: ignore[attr-defined]
-        return cls.of(out)
+        return cls.of(out, hidden)
 
     def topic(self, topic_id: bytes) -> TopicImage | None:
         return self.by_id.get(topic_id)

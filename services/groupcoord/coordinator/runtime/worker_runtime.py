@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,9 +89,13 @@ class WorkerRuntime:
         retry_backoff_s: float = 1.0,
         writer: StateLogWriter | None = None,
         metrics: ShardMetrics | None = None,
+        other_topics: Collection[str] = (),
     ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        # The coordinator's own topics, the state topic and ``other_topics`` (the metrics
+        # topic): internal, as Kafka's are; hosted services keep clients' regexes off them.
+        self.coordinator_topics = frozenset({topic, *other_topics})
         self.partitions = partitions
         self.shard_id = shard_id
         self.worker = worker

@@ -65,7 +65,8 @@ def add_coordinator_service(
     the service asks at once for topics a subscription names and the image lacks."""
     from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
 
-    topics = follow_topics(runtime, TopicsImage.from_descriptions)
+    hidden = runtime.coordinator_topics
+    topics = follow_topics(runtime, lambda found: TopicsImage.from_descriptions(found, hidden))
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime, topics), server)
     return (topics.run(),)
 

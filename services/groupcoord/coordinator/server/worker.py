@@ -283,6 +283,7 @@ async def serve(
         worker=config.worker,
         workers=config.workers,
         metrics=metrics,
+        other_topics=(config.metrics_topic,),
     )
     if config.leadership != "local" and not config.leadership.startswith("kubernetes:"):
         raise ValueError(f"unknown leadership spec {config.leadership!r} (local | kubernetes:<ns>/<name>)")

@@ -361,11 +361,14 @@ def test_a_regex_never_resolves_to_topics_the_refreshing_member_cannot_describe(
     ctx.assert_replay_equals_live()
 
 
-def test_a_regex_never_matches_the_coordinators_own_topics() -> None:
+def test_a_regex_matches_kafkas_internal_topics_as_kafka_4_4_does_but_never_the_coordinators_own() -> None:
     ctx = ConsumerGroupContext()
-    ctx.set_topics(__groupcoord_state=4, __groupcoord_metrics=1, __consumer_offsets=4, app=1)
+    ctx.set_topics(
+        __groupcoord_state=4, __groupcoord_metrics=1, __consumer_offsets=4, __transaction_state=2, app=1
+    )
     ctx.join("a", names=None, regex=".*")
-    assert ctx.group().resolved_regexes[".*"].topics == {"app"}
+    assert ctx.group().resolved_regexes[".*"].topics == {"app", "__consumer_offsets", "__transaction_state"}
+
 
 
 # --- assignment batching ------------------------------------------------------------------

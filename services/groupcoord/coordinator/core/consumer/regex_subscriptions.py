@@ -4,7 +4,8 @@ Kafka compiles subscriptions with RE2/J and matches whole topic names; we use go
 (linear time, no catastrophic backtracking on patterns clients send) the same way. A regex is
 resolved against the topics image when a member first uses it and again whenever the topics
 change; the resolution is a record (type 5), so replay knows the subscribed topics without
-the image. Internal topics never match.
+the image. Kafka's internal topics match as on Kafka 4.4; the coordinator's own (the image's
+``hidden`` names) never do.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import re2
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.topics_image import INTERNAL_TOPICS, TopicsImage
+from groupcoord.coordinator.core.topics_image import TopicsImage
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a client's bad pattern is an answer, not a log line
@@ -35,8 +36,7 @@ def compile_regex(regex: str) -> re2._Regexp:  # type: ignore[name-defined]
 
 
 def resolve(regex: str, image: TopicsImage) -> frozenset[str]:
-    """The topic names of ``image`` that the whole regex matches (internal topics excluded)."""
+    """The topic names of ``image`` that the whole regex matches, the coordinator's own excepted."""
     pattern = compile_regex(regex)
-    return frozenset(
-        n for n in image.names() if n not in INTERNAL_TOPICS and pattern.fullmatch(n) is not None
-    )
+    hidden = image.hidden
+    return frozenset(n for n in image.names() if n not in hidden and pattern.fullmatch(n) is not None)
