@@ -130,6 +130,47 @@ def test_four_share_consumers_on_two_partitions_each_record_once(cluster: Backgr
     assert len(seen) >= 3, f"only {len(seen)} of 4 members received records: {[len(v) for v in seen.values()]}"
 
 
+def test_a_share_group_at_kafkas_default_latest_gets_only_what_is_produced_after_it_started(
+    cluster: BackgroundCluster,
+) -> None:
+    """``share.auto.offset.reset=latest`` (Kafka's default) starts a share-partition at the log
+    end, as Kafka does: of 1,000 records produced before the member joined, none is delivered.
+    tansu answers ListOffsets "latest" inside its last batch; starting there delivered 998."""
+    topic, group = f"queue-{uuid.uuid4().hex[:6]}", f"sg-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    produce(cluster.bootstrap, topic, 1_000, 1)
+    consumer = share_consumer(cluster.bootstrap, group)
+    received: list[bytes] = []
+
+    def poll(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for m in consumer.poll(0.2):
+                assert m.error() is None, m.error()
+                received.append(m.value())
+
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while assigned_members(cluster, group) < 1:
+            assert time.monotonic() < deadline, "the member was not assigned the partition in 60 s"
+            poll(0.2)
+        poll(3)  # its share fetches started the share-partition
+        assert received == [], f"{len(received)} of the 1,000 records produced before it started"
+        producer = Producer({"bootstrap.servers": cluster.bootstrap})
+        for i in range(10):
+            producer.produce(topic, f"after-{i}".encode())
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 30
+        while len(received) < 10 and time.monotonic() < deadline:
+            poll(0.2)
+        poll(1)
+    finally:
+        consumer.close()
+    assert sorted(received) == sorted(f"after-{i}".encode() for i in range(10))
+
+
 def release_one_and_reject_one(bootstrap: str) -> None:
     """Ten records read with explicit acknowledgements: offset 3 released, 4 rejected, the rest
     accepted; offset 3 comes once more (delivery count 2) and is accepted, 4 never comes again."""

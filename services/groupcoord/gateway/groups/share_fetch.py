@@ -58,6 +58,7 @@ PARTITION_MAX_BYTES = 1 << 20
 RENEW_VERSION = 2  # ShareFetch's and ShareAcknowledge's first with RENEW and acquire modes
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # share.acquire.mode (KIP-1206), as v2 requests carry it
 MAX_WAIT_MS = 5_000  # well inside the upstream link's request timeout
+LOG_END_WAIT_MS = 10  # the Fetch that reads a log end (:func:`log_ends`)
 SHARE_API_VERSION = 1  # of ShareAcknowledge, sent for a share session its connection ended
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 _BATCH_HEADER = struct.Struct(">qi")  # base offset, batch length (bytes after this field)
@@ -189,18 +190,53 @@ async def start_offsets(ask: Any, resets: dict[SharePartitionId, str]) -> dict[S
     )
     tid_of = {name: tid for tid, name in names.items()}
     out: dict[SharePartitionId, int] = {}
+    ends: dict[SharePartitionId, int] = {}
     latest_needed: list[SharePartitionId] = []
     for topic in listed.topics:
         for p in topic.partitions:
             key = (tid_of[topic.name], int(p.partition_index))
             if p.error_code != ErrorCode.none:
                 continue
-            if int(p.offset) >= 0:
-                out[key] = int(p.offset)
-            else:  # no record at or after that time: start at the end
+            if int(p.offset) < 0:  # no record at or after that time: start at the end
                 latest_needed.append(key)
+            elif reset_timestamp(resets[key], now_ms) == LATEST:
+                ends[key] = int(p.offset)
+            else:
+                out[key] = int(p.offset)
+    if ends:
+        out |= await log_ends(ask, ends)
     if latest_needed:
         out |= await start_offsets(ask, dict.fromkeys(latest_needed, "latest"))
+    return out
+
+
+async def log_ends(ask: Any, listed: dict[SharePartitionId, int]) -> dict[SharePartitionId, int]:
+    """The log end of each share-partition: the high watermark of a Fetch at the offset
+    ListOffsets "latest" answered (``listed``), which is the log end on Kafka, where the fetch
+    returns no record. tansu answers that ListOffsets with its last batch's base offset + 1,
+    inside the batch: a share group starting there was delivered the records produced before
+    it joined (998 of 1,000), where Kafka delivers none. A Fetch's high watermark is right on
+    both (the state-topic reader takes the log end from it too); here it costs at most the one
+    last batch, once per share-partition's start. A partition the Fetch fails keeps ``listed``.
+
+    ``max_wait`` is not 0: tansu 0.6 answers a Fetch with no wait with no partitions at all
+    (Kafka, asked for no bytes, answers at once whatever the wait)."""
+    request = fetch_request(listed, max_wait_ms=LOG_END_WAIT_MS, min_bytes=0, max_bytes=1, partition_max_bytes=1)
+    response = await ask(request)
+    out = dict(listed)
+    found = set()
+    for topic in response.responses:
+        for p in topic.partitions:
+            key = (topic_id_bytes(topic.topic_id), int(p.partition_index))
+            if key in out and p.error_code == ErrorCode.none and int(p.high_watermark) >= 0:
+                out[key] = int(p.high_watermark)
+                found.add(key)
+    if len(found) < len(out):
+        log.warning(
+            "the upstream's Fetch gave no log end for %d new share-partition(s): they start at "
+            "ListOffsets' latest offset",
+            len(out) - len(found),
+        )
     return out
 
 
@@ -235,6 +271,38 @@ async def end_offsets(ask: Any, partitions: Iterable[tuple[str, int]]) -> dict[t
     }
 
 
+def fetch_request(
+    offsets: dict[SharePartitionId, int],
+    *,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partition_max_bytes: int,
+    read_committed: bool = False,
+) -> FetchRequest:
+    """An upstream Fetch (sessionless, by topic id) of each share-partition from its offset."""
+    by_topic: dict[bytes, list[tuple[int, int]]] = {}
+    for (tid, partition), offset in offsets.items():
+        by_topic.setdefault(tid, []).append((partition, offset))
+    return FetchRequest(
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+        min_bytes=i32(min_bytes),
+        max_bytes=i32(max_bytes),
+        isolation_level=i8(1 if read_committed else 0),
+        topics=tuple(
+            FetchTopic(
+                topic_id=uuid.UUID(bytes=tid),
+                partitions=tuple(
+                    FetchPartition(partition=i32(p), fetch_offset=i64(o), partition_max_bytes=i32(partition_max_bytes))
+                    for p, o in ps
+                ),
+            )
+            for tid, ps in by_topic.items()
+        ),
+        forgotten_topics_data=(),
+    )
+
+
 async def fetch_upstream(
     ask: Any,
     offsets: dict[SharePartitionId, int],
@@ -245,33 +313,15 @@ async def fetch_upstream(
 ) -> dict[SharePartitionId, Fetched]:
     """One upstream Fetch of every share-partition from its offset: per partition its error,
     its complete batches, and the offset ranges of those it may deliver (:func:`deliverable`)."""
-    by_topic: dict[bytes, list[tuple[int, int]]] = {}
-    for (tid, partition), offset in offsets.items():
-        by_topic.setdefault(tid, []).append((partition, offset))
     response = await ask(
-        FetchRequest(
-            max_wait=i32Timedelta.parse(
-                datetime.timedelta(milliseconds=min(max(0, max_wait_ms), MAX_WAIT_MS))
-            ),
-            min_bytes=i32(max(0, min_bytes)),
-            max_bytes=i32(max_bytes),
-            isolation_level=i8(1 if read_committed else 0),
-            topics=tuple(
-                FetchTopic(
-                    topic_id=uuid.UUID(bytes=tid),
-                    partitions=tuple(
-                        FetchPartition(
-                            partition=i32(p),
-                            fetch_offset=i64(o),
-                            partition_max_bytes=i32(PARTITION_MAX_BYTES),
-                        )
-                        for p, o in ps
-                    ),
-                )
-                for tid, ps in by_topic.items()
-            ),
-            forgotten_topics_data=(),
-        ),
+        fetch_request(
+            offsets,
+            max_wait_ms=min(max(0, max_wait_ms), MAX_WAIT_MS),
+            min_bytes=max(0, min_bytes),
+            max_bytes=max_bytes,
+            partition_max_bytes=PARTITION_MAX_BYTES,
+            read_committed=read_committed,
+        )
     )
     out: dict[SharePartitionId, Fetched] = {}
     for topic in response.responses:
