@@ -116,3 +116,42 @@ def test_share_group_offsets_are_described_reset_and_deleted_as_kafka_does(
 
 def without_start_offsets(lines: list[str]) -> list[str]:
     return [" ".join(w for i, w in enumerate(line.split()) if i != 3) for line in lines]
+
+
+def never_used(bootstrap: str, topic: str) -> dict[str, Any]:
+    """Offsets given to a share group nobody has joined, then its first member's reads: Kafka
+    since 4.2 (KAFKA-19662) sets the group up on the reset, and the member starts there, not
+    where ``share.auto.offset.reset`` (latest, Kafka's default) would have it start."""
+    group = f"sgo-new-{uuid.uuid4().hex[:6]}"
+    out: dict[str, Any] = {
+        "reset": tool(bootstrap, group, topic, "--reset-offsets", "--to-offset", "3", "--topic", topic, "--execute"),
+        "described": describe_until(bootstrap, group, topic, PER_PARTITION - 3),
+        "state": tool(bootstrap, group, topic, "--describe", "--state"),
+    }
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    got: list[tuple[int, int]] = []
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while len(got) < 2 * (PER_PARTITION - 3) and time.monotonic() < deadline:
+            got += [(m.partition(), m.offset()) for m in consumer.poll(0.5) if m.error() is None]
+        consumer.poll(1)
+    finally:
+        consumer.close()
+    out["consumed"] = sorted(got)
+    return out
+
+
+def test_offsets_given_to_a_share_group_never_used_are_where_it_starts_as_on_kafka(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    outputs = {}
+    for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap)):
+        topic = f"sgo-new-in-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        produce(kafka.bootstrap, topic, PER_PARTITION)
+        outputs[side] = never_used(bootstrap, topic)
+        print(side, json.dumps(outputs[side], indent=1))
+    assert outputs["groupcoord"]["consumed"] == [(p, o) for p in (0, 1) for o in range(3, PER_PARTITION)]
+    assert outputs["groupcoord"] == outputs["Kafka 4.4"]

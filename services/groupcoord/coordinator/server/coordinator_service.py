@@ -11,7 +11,7 @@ worker.
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Collection, Coroutine
 from typing import Any
 
 import grpc
@@ -30,19 +30,30 @@ AUDITED = frozenset({"delete_groups", "offset_delete", "alter_group_configs"})
 """The group-admin operations a worker logs with the client principal of their envelope."""
 
 
-SUBSCRIBING = ("consumer_group_heartbeat", "share_group_heartbeat")
-"""The requests whose ``subscribed_topic_names`` wait for the topics they name (see
-:meth:`~groupcoord.coordinator.runtime.topic_metadata.TopicMetadataRefresher.lacking`)."""
+def _subscribed(request: Any) -> Collection[str]:
+    # Only a heartbeat that sets its subscription carries the field (a join, a change): a
+    # steady heartbeat costs one comparison here.
+    return request.subscribed_topic_names.names if request.HasField("subscribed_topic_names") else ()
+
+
+NAMED_TOPICS: dict[str, Callable[[Any], Collection[str]]] = {
+    "consumer_group_heartbeat": _subscribed,
+    "share_group_heartbeat": _subscribed,
+    # kafka-share-groups.sh --reset-offsets of a topic created a moment ago (Kafka 4.4 sets it)
+    "alter_share_group_offsets": lambda request: [t.topic_name for t in request.topics],
+}
+"""The requests that wait for the topics they name when the shard's image lacks one, by what
+they name (see :meth:`~groupcoord.coordinator.runtime.topic_metadata.TopicMetadataRefresher.lacking`)."""
 
 
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, runtime: WorkerRuntime, topics: TopicMetadataRefresher | None = None) -> None:
         def hold(api: str, request: Any) -> Awaitable[None] | None:
-            # Only a heartbeat that sets its subscription carries the field (a join, a change):
-            # a steady heartbeat costs one comparison here.
-            if topics is None or api not in SUBSCRIBING or not request.HasField("subscribed_topic_names"):
+            named = NAMED_TOPICS.get(api)
+            if topics is None or named is None:
                 return None
-            return topics.lacking(request.subscribed_topic_names.names)
+            names = named(request)
+            return topics.lacking(names) if names else None
 
         self.dispatcher = EnvelopeDispatcher(
             runtime, coordinator_pb2.CoordinatorReply, OPERATIONS, audited=AUDITED, hold=hold

@@ -231,6 +231,36 @@ def test_offsets_are_described_altered_only_when_empty_and_deleted() -> None:
     ctx.assert_replay_equals_live()
 
 
+def test_offsets_given_to_a_group_never_used_set_it_up_empty_as_kafka_4_2_does() -> None:
+    """KAFKA-19662: ``kafka-share-groups.sh --reset-offsets`` on a share group nobody joined yet
+    sets the group up, so its members start where the operator said; a delete still needs
+    the group, and a group of another type is not taken over."""
+    from tests.coordinator.core.test_assignors import image  # noqa: PLC0415
+
+    ctx = context()
+    ctx.apply(ctx.shard.on_metadata_update(image(orders=2), 0))
+    delete = pb.AlterShareGroupOffsetsRequest(group_id="g", delete=True)
+    delete.topics.add(topic_name="orders")
+    token, _ = ctx.call("delete_share_group_offsets", delete)
+    assert ctx.answer(token).error_code == ErrorCode.group_id_not_found.value
+    alter = pb.AlterShareGroupOffsetsRequest(group_id="g")
+    alter.topics.add(topic_name="orders", partitions=[0, 1], start_offsets=[3, 5])
+    token, _ = ctx.call("alter_share_group_offsets", alter)
+    answer = ctx.answer(token)
+    assert answer.error_code == 0 and [p.error_code for p in answer.responses[0].partitions] == [0, 0]
+    group = ctx.shard.data.groups["g"]
+    assert group.is_empty() and group.group_epoch == 0
+    assert {k[2]: v.start_offset for k, v in ctx.shard.data.share_partitions.items() if k[0] == "g"} == {0: 3, 1: 5}
+    # the first member reads partition 0 from offset 3, not from share.auto.offset.reset
+    beat = pb.ShareGroupHeartbeatRequest(api_version=1, group_id="g", member_id="a", member_epoch=0)
+    beat.subscribed_topic_names.names.append("orders")
+    token, _ = ctx.call("share_group_heartbeat", beat)
+    assert ctx.answer(token).error_code == 0
+    first = step1(ctx, "a")
+    assert (first.error_code, first.fetch_offset, first.HasField("reset_to")) == (0, 3, False)
+    ctx.assert_replay_equals_live()
+
+
 def test_each_answer_counts_what_its_step_did_to_records() -> None:
     """The counts the shard's metrics add up (ShareDeliveryResponse.counts): acquired and
     redelivered, acknowledged by type, locks run out, and archived — rejected, or given back at

@@ -6,7 +6,8 @@ A share group's "offset" in a partition is its share-partition's start offset (S
 record below it is done. Describe answers it for each share-partition the group has read (a
 partition never read is -1), with how many records from there on are already done, which the
 gateway takes off the lag (KIP-1226: lag = high watermark - start offset - done records in
-flight). Alter and delete need the group empty, as Kafka (NON_EMPTY_GROUP): an altered
+flight). Alter and delete need the group empty, as Kafka (NON_EMPTY_GROUP); an alter of a
+group that does not exist sets it up, empty, as Kafka 4.2+ does (KAFKA-19662). An altered
 share-partition starts again at the offset given with a new state epoch and nothing in flight;
 a deleted one is forgotten, and the next fetch starts where ``share.auto.offset.reset`` says.
 Topics are named; the shard's topics image gives their ids (an unknown topic is
@@ -76,7 +77,10 @@ def alter(
     """AlterShareGroupOffsets, or DeleteShareGroupOffsets when ``request.delete``."""
     response = pb.AlterShareGroupOffsetsResponse()
     group = groups.get(request.group_id)
-    refused = _group_error(request.group_id, group)
+    # Kafka since 4.2 (KAFKA-19662) sets a share group up on an alter: start offsets can be
+    # given before the group is first used. A delete still needs the group.
+    creating = group is None and not request.delete
+    refused = None if creating else _group_error(request.group_id, group)
     if refused is None and group is not None and not group.is_empty():
         refused = ErrorCode.non_empty_group, "The group is not empty."
     if refused is not None:
@@ -104,4 +108,6 @@ def alter(
             old = states.get(key)
             epoch = old.state_epoch + 1 if old is not None else 0
             records.append(state_record(key, sp.SharePartition.starting_at(offset, epoch)))
+    if creating and records:  # the group first, at epoch 0 with no members: Empty
+        records.insert(0, ShareGroup(request.group_id).metadata_record(0, 0))
     return CoordinatorResult(records=records, response=response)
