@@ -1,0 +1,80 @@
+"""ApiVersions through the gateway against Kafka 4.4's own, for every API that names groups
+(issue 42: "a test holds the two lists equal, or names each difference with its reason").
+
+A client decides what it sends from ApiVersions: a version Kafka 4.4 serves and we do not makes
+a Kafka 4.4 client fall back (or be refused), one we serve and Kafka does not is a promise to
+keep. So the group and share APIs the gateway advertises are Kafka 4.4's ranges exactly, but for
+the differences named below; a difference that is gone fails the test too, so the list stays
+true. The gateway's ranges do not depend on the upstream (tests/e2e/test_api_versions.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from groupcoord.common.group_api_declarations import DECLARATIONS, NOT_SERVED
+from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord_testing import BackgroundCluster
+from groupcoord_testing.apache_kafka import ApacheKafka
+
+pytestmark = pytest.mark.broker
+
+GROUP_APIS = frozenset(api.key for api in DECLARATIONS) | NOT_SERVED
+
+DIFFERENCES: dict[ApiKey, tuple[tuple[int, int] | None, str]] = {
+    ApiKey.TXN_OFFSET_COMMIT: (
+        (0, 4),
+        "v5 is transactions V2 (KIP-890 part 2: the offsets join the transaction without "
+        "AddOffsetsToTxn), v6 names topics by id (KIP-1319); not served yet",
+    ),
+    ApiKey.DELETE_GROUPS: ((0, 2), "v3 (per-group error messages) has no schema in kio 0.6.5, our wire library"),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: (None, "streams groups (KIP-1071) are not served yet"),
+    ApiKey.STREAMS_GROUP_DESCRIBE: (None, "streams groups (KIP-1071) are not served yet"),
+}
+"""Group APIs whose range through the gateway is not Kafka 4.4's: ours, and why."""
+
+FEATURES_NOT_FINALIZED = {
+    "transaction.version": "at 2 a Kafka 4.x client runs transactions V2, which needs TxnOffsetCommit v5",
+    "group.version": "Kafka's controller level for its own coordinator; the APIs above say what we serve",
+    "share.version": "as group.version; share.version 2 is KIP-1191's dead-letter queues, not served",
+    "streams.version": "as group.version; streams groups are not served",
+}
+"""Features Kafka 4.4 finalizes that the gateway does not (it finalizes none), and why."""
+
+
+def api_versions(cluster: BackgroundCluster, address: tuple[str, int]) -> Any:
+    request = ApiVersionsRequest(client_software_name="groupcoord-tests", client_software_version="1")
+    return cluster.run(exchange(address, request, "api-versions", 10), 15)
+
+
+def ranges(response: Any) -> dict[int, tuple[int, int]]:
+    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+
+
+def test_the_gateway_advertises_kafka_4_4s_group_api_versions_but_for_named_differences(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    theirs = ranges(api_versions(kafka_cluster, (kafka.host, kafka.port)))
+    ours = ranges(api_versions(kafka_cluster, kafka_cluster.gateway.bootstrap_address))
+    differing = {
+        ApiKey(key): (theirs.get(key), ours.get(key)) for key in GROUP_APIS if theirs.get(key) != ours.get(key)
+    }
+    print({k.name: v for k, v in differing.items()})
+    assert set(differing) == set(DIFFERENCES), "a group API differs from Kafka 4.4 without a reason, or no more"
+    for key, (served, why) in DIFFERENCES.items():
+        assert ours.get(key) == served, f"{key.name}: {why}"
+
+
+def test_the_gateway_finalizes_none_of_the_features_of_kafka_4_4s_coordinators(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    theirs = api_versions(kafka_cluster, (kafka.host, kafka.port))
+    ours = api_versions(kafka_cluster, kafka_cluster.gateway.bootstrap_address)
+    finalized = {f.name: int(f.max_version_level) for f in theirs.finalized_features or ()}
+    assert set(FEATURES_NOT_FINALIZED) <= set(finalized), f"Kafka 4.4 finalizes {finalized}"
+    assert finalized["transaction.version"] == 2
+    assert list(ours.finalized_features or ()) == [], "a feature finalized through the gateway"

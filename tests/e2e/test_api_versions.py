@@ -1,0 +1,25 @@
+"""The group APIs the gateway advertises are its own, whatever the upstream: the same ranges in
+front of tansu, Kafka 3.9 (which has no share groups and KIP-848 only at v0) and Kafka 4.4,
+each the range its declaration gives (``common/group_api_declarations.py``), and no feature
+finalized. tests/apache_kafka/test_api_versions_vs_kafka.py holds these ranges against Kafka
+4.4's own."""
+
+from __future__ import annotations
+
+import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+
+from groupcoord.common.group_api_declarations import DECLARATIONS, NOT_SERVED
+from groupcoord.common.kafka_wire.exchange import exchange
+from groupcoord_testing import BackgroundCluster
+
+pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
+
+
+def test_the_group_apis_advertised_are_the_declared_ones_on_every_upstream(cluster: BackgroundCluster) -> None:
+    request = ApiVersionsRequest(client_software_name="groupcoord-tests", client_software_version="1")
+    response = cluster.run(exchange(cluster.gateway.bootstrap_address, request, "api-versions", 10), 15)
+    advertised = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    assert {api.key: advertised.get(api.key) for api in DECLARATIONS} == {api.key: api.versions for api in DECLARATIONS}
+    assert not NOT_SERVED & set(advertised)
+    assert list(response.finalized_features or ()) == []
