@@ -169,6 +169,23 @@ def test_a_share_group_at_kafkas_default_latest_gets_only_what_is_produced_after
     finally:
         consumer.close()
     assert sorted(received) == sorted(f"after-{i}".encode() for i in range(10))
+    # the lag is counted from the same log end: five more records in one batch are five
+    produce(cluster.bootstrap, topic, 5, 1)
+    assert share_lag(cluster, group) == 5
+
+
+def share_lag(cluster: BackgroundCluster, group: str) -> int:
+    """The group's lag summed over its partitions, as DescribeShareGroupOffsets v1 answers it."""
+    from kio.schema.describe_share_group_offsets.v1.request import (  # noqa: PLC0415
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequestGroup,
+    )
+
+    from groupcoord.common.kafka_wire.exchange import exchange  # noqa: PLC0415
+
+    request = DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),))
+    [described] = cluster.run(exchange(cluster.gateway.bootstrap_address, request, "share-e2e", 10), 15).groups
+    return sum(int(p.lag) for t in described.topics for p in t.partitions)
 
 
 def release_one_and_reject_one(bootstrap: str) -> None:

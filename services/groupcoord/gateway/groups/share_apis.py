@@ -101,8 +101,9 @@ async def share_acknowledge(apis: GroupServing, ctx: CallContext, req: Any) -> A
 
 
 async def describe_share_group_offsets(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
-    """The shard's start offsets, and (v1) the lag: the upstream's high watermark (ListOffsets
-    on the client's own connection) less the start offset and the records done past it."""
+    """The shard's start offsets, and (v1) the lag: the upstream's log end (on the client's own
+    connection, as a new share-partition's start: :func:`share_fetch.log_ends`) less the start
+    offset and the records done past it."""
     asked = {g.group_id: g for g in req.groups}
 
     def envelope(ids: list[str]) -> Envelope:
@@ -122,13 +123,13 @@ async def describe_share_group_offsets(apis: GroupServing, ctx: CallContext, req
         ),
     )
     if ctx.version >= 1:  # v1 carries the lag
-        partitions = [(t.topic_name, p) for g in groups for t in g.topics for p in t.partitions]
-        ends = await share_fetch.end_offsets(
-            ctx.ask, {(name, p.partition_index) for name, p in partitions if p.start_offset >= 0}
-        )
-        for name, p in partitions:
-            end = ends.get((name, p.partition_index))
-            if end is not None and p.start_offset >= 0:
+        partitions = [(t, p) for g in groups for t in g.topics for p in t.partitions if p.start_offset >= 0]
+        ids = {(t.topic_name, p.partition_index): t.topic_id for t, p in partitions}
+        listed = await share_fetch.end_offsets(ctx.ask, ids)
+        ends = await share_fetch.log_ends(ctx.ask, {(ids[k], k[1]): offset for k, offset in listed.items()})
+        for t, p in partitions:
+            end = ends.get((t.topic_id, p.partition_index))
+            if end is not None:
                 p.lag = max(0, end - p.start_offset - p.done)
     return apis.response(ctx, sh.DescribeShareGroupOffsetsResponse(groups=groups))
 

@@ -221,6 +221,8 @@ async def log_ends(ask: Any, listed: dict[SharePartitionId, int]) -> dict[ShareP
 
     ``max_wait`` is not 0: tansu 0.6 answers a Fetch with no wait with no partitions at all
     (Kafka, asked for no bytes, answers at once whatever the wait)."""
+    if not listed:
+        return {}
     request = fetch_request(listed, max_wait_ms=LOG_END_WAIT_MS, min_bytes=0, max_bytes=1, partition_max_bytes=1)
     response = await ask(request)
     out = dict(listed)
@@ -241,8 +243,9 @@ async def log_ends(ask: Any, listed: dict[SharePartitionId, int]) -> dict[ShareP
 
 
 async def end_offsets(ask: Any, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
-    """The upstream's high watermark of each (topic, partition), by ListOffsets latest; a
-    partition it cannot answer for is left out (its lag is then unknown, -1)."""
+    """The upstream's ListOffsets latest of each (topic, partition): its high watermark on Kafka,
+    inside the last batch on tansu (:func:`log_ends` makes it the log end on both); a partition
+    it cannot answer for is left out (its lag is then unknown, -1)."""
     by_name: dict[str, list[int]] = {}
     for name, partition in partitions:
         by_name.setdefault(name, []).append(partition)
