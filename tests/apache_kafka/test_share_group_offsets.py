@@ -14,6 +14,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer, ShareConsumer
@@ -92,17 +93,26 @@ def sequence(admin_bootstrap: str, bootstrap: str, topic: str) -> dict[str, Any]
     return out
 
 
-def test_share_group_offsets_are_described_reset_and_deleted_as_kafka_does(
-    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
-) -> None:
+def side_by_side(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster, run: Callable[[str, str], dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``run(bootstrap, topic)`` against Kafka 4.4 and through the gateway, each on a new topic
+    of 2 partitions of ``PER_PARTITION`` records: what each side gave, by side."""
     outputs = {}
     for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap)):
         topic = f"sgo-in-{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
         produce(kafka.bootstrap, topic, PER_PARTITION)
-        outputs[side] = sequence(kafka.bootstrap, bootstrap, topic)
+        outputs[side] = run(bootstrap, topic)
         print(side, json.dumps(outputs[side], indent=1))
+    return outputs
+
+
+def test_share_group_offsets_are_described_reset_and_deleted_as_kafka_does(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+) -> None:
+    outputs = side_by_side(kafka, kafka_cluster, lambda bootstrap, topic: sequence(kafka.bootstrap, bootstrap, topic))
     # Kafka 4.4 reports the start offset its share coordinator last persisted, which does not
     # move past records acknowledged after the last acquisition (it printed 0 for a group that
     # had read and accepted everything, with lag 0). Ours is KIP-932's start offset: the first
@@ -145,13 +155,6 @@ def never_used(bootstrap: str, topic: str) -> dict[str, Any]:
 def test_offsets_given_to_a_share_group_never_used_are_where_it_starts_as_on_kafka(
     kafka: ApacheKafka, kafka_cluster: BackgroundCluster
 ) -> None:
-    outputs = {}
-    for side, bootstrap in (("Kafka 4.4", kafka.bootstrap), ("groupcoord", kafka_cluster.bootstrap)):
-        topic = f"sgo-new-in-{uuid.uuid4().hex[:6]}"
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
-        produce(kafka.bootstrap, topic, PER_PARTITION)
-        outputs[side] = never_used(bootstrap, topic)
-        print(side, json.dumps(outputs[side], indent=1))
+    outputs = side_by_side(kafka, kafka_cluster, never_used)
     assert outputs["groupcoord"]["consumed"] == [(p, o) for p in (0, 1) for o in range(3, PER_PARTITION)]
     assert outputs["groupcoord"] == outputs["Kafka 4.4"]

@@ -56,6 +56,23 @@ def ready(cluster: BackgroundCluster, address: tuple[str, int], group: str) -> N
         time.sleep(0.5)
 
 
+def consumer_heartbeat(
+    group: str, member: str, epoch: int, names: tuple[str, ...] | None = None, regex: str | None = None
+) -> ConsumerGroupHeartbeatRequest:
+    """A KIP-848 heartbeat as a client sends it: the subscription only when it changes, the
+    owned partitions (none) only when joining."""
+    return ConsumerGroupHeartbeatRequest(
+        group_id=group,
+        member_id=member,
+        member_epoch=i32(epoch),
+        rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
+        subscribed_topic_names=names,
+        subscribed_topic_regex=regex,
+        server_assignor=None,
+        topic_partitions=() if epoch == 0 else None,
+    )
+
+
 def join_right_after_creating(
     cluster: BackgroundCluster, kafka: ApacheKafka, address: tuple[str, int], share: bool
 ) -> tuple[list[list[int]], float]:
@@ -76,15 +93,7 @@ def join_right_after_creating(
                 group_id=group, member_id=member, member_epoch=i32(epoch), rack_id=None, subscribed_topic_names=names
             )
         else:
-            request = ConsumerGroupHeartbeatRequest(
-                group_id=group,
-                member_id=member,
-                member_epoch=i32(epoch),
-                rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-                subscribed_topic_names=names,
-                server_assignor=None,
-                topic_partitions=() if epoch == 0 else None,
-            )
+            request = consumer_heartbeat(group, member, epoch, names=names)
         response = cluster.run(exchange(address, request, "fresh-topic", 15), 20)
         assert response.error_code.value == 0, response
         answers.append(assigned(response))
@@ -116,16 +125,7 @@ def assigned_by_regex(cluster: BackgroundCluster, address: tuple[str, int], rege
     ready(cluster, address, group)
     epoch, deadline = 0, time.monotonic() + 20
     while True:
-        request = ConsumerGroupHeartbeatRequest(
-            group_id=group,
-            member_id=member,
-            member_epoch=i32(epoch),
-            rebalance_timeout=i32Timedelta.parse(datetime.timedelta(seconds=30)),
-            subscribed_topic_names=None,
-            subscribed_topic_regex=regex if epoch == 0 else None,
-            server_assignor=None,
-            topic_partitions=() if epoch == 0 else None,
-        )
+        request = consumer_heartbeat(group, member, epoch, regex=regex if epoch == 0 else None)
         response = cluster.run(exchange(address, request, "regex-subscriber", 15), 20)
         assert response.error_code.value == 0, response
         epoch = int(response.member_epoch)
