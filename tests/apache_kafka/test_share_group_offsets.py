@@ -15,9 +15,10 @@ import re
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer, ShareConsumer
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -30,7 +31,7 @@ from confluent_kafka.admin import (
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import ApacheKafka
 
-from .conftest import run_tool
+from .conftest import CONSUMER_GROUP_COMMAND, run_tool
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 PER_PARTITION = 5
@@ -157,4 +158,36 @@ def test_offsets_given_to_a_share_group_never_used_are_where_it_starts_as_on_kaf
 ) -> None:
     outputs = side_by_side(kafka, kafka_cluster, never_used)
     assert outputs["groupcoord"]["consumed"] == [(p, o) for p in (0, 1) for o in range(3, PER_PARTITION)]
+    assert outputs["groupcoord"] == outputs["Kafka 4.4"]
+
+
+def from_a_consumer_group(bootstrap: str, topic: str, workdir: Path) -> dict[str, Any]:
+    """A share group started where a consumer group committed (KIP-1323's use, as Kafka 4.4's
+    tools do it): ``kafka-consumer-groups.sh --reset-offsets --to-current --export`` writes the
+    consumer group's offsets as CSV, ``kafka-share-groups.sh --reset-offsets --from-file`` gives
+    them to a share group nobody has joined."""
+    consumers, shares = f"sgo-cg-{uuid.uuid4().hex[:6]}", f"sgo-sg-{uuid.uuid4().hex[:6]}"
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": consumers, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)], asynchronous=False)
+    finally:
+        committer.close()
+    plan = run_tool(
+        CONSUMER_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--group", consumers, "--reset-offsets",
+        "--to-current", "--topic", topic, "--export", "--dry-run", timeout=60,
+    )
+    csv = workdir / f"{topic}.csv"
+    csv.write_text(plan.stdout)
+    return {
+        "plan": sorted(plan.stdout.replace(topic, "<topic>").split()),
+        "reset": tool(bootstrap, shares, topic, "--reset-offsets", "--from-file", str(csv), "--execute"),
+        "described": tool(bootstrap, shares, topic, "--describe", "--offsets"),
+    }
+
+
+def test_a_share_group_starts_where_a_consumer_group_committed_as_on_kafka(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster, tmp_path: Path
+) -> None:
+    outputs = side_by_side(kafka, kafka_cluster, lambda bootstrap, topic: from_a_consumer_group(bootstrap, topic, tmp_path))
+    assert outputs["groupcoord"]["described"][1:] == ["<group> <topic> 0 2 3", "<group> <topic> 1 4 1"]
     assert outputs["groupcoord"] == outputs["Kafka 4.4"]

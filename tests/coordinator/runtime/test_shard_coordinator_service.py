@@ -57,6 +57,13 @@ class OffsetsShard(RegisterShard):
         return CoordinatorResult([], resp)
 
 
+def serve_offsets(server: grpc.aio.Server, runtime: WorkerRuntime) -> None:
+    """The Coordinator service on ``server``, without the worker-lifetime topic follower it
+    hands back: these tests commit and fetch offsets, which need no topics image."""
+    for lifetime in add_coordinator_service(server, runtime):
+        lifetime.close()
+
+
 @pytest.fixture
 async def stub(broker: EmbeddedBroker) -> AsyncIterator[coordinator_pb2_grpc.CoordinatorStub]:
     topic = f"state-{uuid.uuid4().hex[:8]}"
@@ -65,7 +72,7 @@ async def stub(broker: EmbeddedBroker) -> AsyncIterator[coordinator_pb2_grpc.Coo
     await runtime.start()
     await runtime.become_leader(0, 1)
     server = grpc.aio.server()
-    add_coordinator_service(server, runtime)
+    serve_offsets(server, runtime)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -164,7 +171,7 @@ async def test_the_group_cores_commit_and_reload_offsets_through_the_service(bro
         await runtime.start()
         await runtime.become_leader(0, epoch)  # epoch 2: a takeover that reloads the commit
         server = grpc.aio.server()
-        add_coordinator_service(server, runtime)
+        serve_offsets(server, runtime)
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         try:

@@ -243,6 +243,13 @@ def test_offsets_given_to_a_group_never_used_set_it_up_empty_as_kafka_4_2_does()
     delete.topics.add(topic_name="orders")
     token, _ = ctx.call("delete_share_group_offsets", delete)
     assert ctx.answer(token).error_code == ErrorCode.group_id_not_found.value
+    # asked for its offsets first (as --from-file does): none, and no error, as Kafka 4.4
+    asked = pb.DescribeShareGroupOffsetsRequest()
+    asked.groups.add(group_id="g").topics.add(topic_name="orders", partitions=[0, 1])
+    token, _ = ctx.call("describe_share_group_offsets", asked)
+    [described] = ctx.answer(token).groups
+    assert described.error_code == 0
+    assert [p.start_offset for p in described.topics[0].partitions] == [-1, -1]
     alter = pb.AlterShareGroupOffsetsRequest(group_id="g")
     alter.topics.add(topic_name="orders", partitions=[0, 1], start_offsets=[3, 5])
     token, _ = ctx.call("alter_share_group_offsets", alter)

@@ -43,7 +43,10 @@ def describe(
     response = pb.DescribeShareGroupOffsetsResponse()
     for asked in request.groups:
         out = response.groups.add(group_id=asked.group_id)
-        refused = _group_error(asked.group_id, groups.get(asked.group_id))
+        # A group that does not exist has no offsets, and no error (Kafka 4.4): the tools ask
+        # before they give a new share group its offsets (--reset-offsets --from-file).
+        group = groups.get(asked.group_id)
+        refused = None if group is None else _group_error(asked.group_id, group)
         if refused is not None:
             out.error_code, out.error_message = refused[0].value, refused[1]
             continue
