@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -33,14 +34,67 @@ Upstream = EmbeddedBroker | ApacheKafka
 # go to one worker each as a whole: the container tests share one Docker Engine (their fixture
 # starts it), and the Spark tests one local Spark session (a JVM; 5-15 s to start).
 _ONE_WORKER = {"deploy": "containers", "spark": "spark"}
+# The groups that take minutes, longest first (CI's durations): scripts/test hands the groups
+# out in collection order (``--no-loadscope-reorder``), so these go before the rest and none of
+# them is the last to start, leaving one worker to run it alone at the end. xdist's own order,
+# by number of tests, is kept for the rest: it knows nothing of how long a test takes.
+_LONGEST_FIRST = (
+    "containers",
+    "spark",
+    "e2e/test_invisible_failover.py",
+    "e2e/test_adoption.py",
+    "apache_kafka/test_consumer_scenarios.py",
+    "observability/test_prometheus_cluster.py",
+    "apache_kafka/test_consumer_group_command.py",
+    "gateway/test_processes.py",
+)
+
+
+def xdist_group_of(item: pytest.Item) -> str:
+    """The xdist group of a test: its module, or its directory's of ``_ONE_WORKER``."""
+    path = os.path.relpath(str(item.path), os.path.dirname(__file__))
+    top = path.split(os.sep, 1)[0]
+    return _ONE_WORKER.get(top, path.replace(os.sep, "/"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    tests = os.path.dirname(__file__)
-    for item in items:
-        path = os.path.relpath(str(item.path), tests)
-        top = path.split(os.sep, 1)[0]
-        item.add_marker(pytest.mark.xdist_group(_ONE_WORKER.get(top, path)))
+    groups = [xdist_group_of(item) for item in items]
+    for item, group in zip(items, groups, strict=True):
+        item.add_marker(pytest.mark.xdist_group(group))
+    if not hasattr(config, "workerinput"):  # one process: pytest's order reuses fixtures best
+        return
+    sizes = Counter(groups)
+    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
+    order = sorted(
+        range(len(items)),
+        key=lambda i: (rank.get(groups[i], len(rank)), -sizes[groups[i]], groups[i], i),
+    )
+    items[:] = [items[i] for i in order]
+
+
+_group_seconds: Counter[str] = Counter()
+_worker_seconds: Counter[str] = Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Sums each group's and each worker's time (setup, call and teardown), for the summary."""
+    node = getattr(report, "node", None)  # the worker that ran it; set in the xdist controller
+    if node is None:
+        return
+    path = report.nodeid.split("::", 1)[0].removeprefix("tests/")
+    top = path.split("/", 1)[0]
+    _group_seconds[_ONE_WORKER.get(top, path)] += report.duration
+    _worker_seconds[node.gateway.id] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Where the workers' time went: what the next ``_LONGEST_FIRST`` is read from."""
+    if not _worker_seconds:
+        return
+    workers = ", ".join(f"{w} {s / 60:.1f} min" for w, s in sorted(_worker_seconds.items()))
+    terminalreporter.write_line(f"time in tests per worker: {workers}")
+    longest = ", ".join(f"{g} {s:.0f} s" for g, s in _group_seconds.most_common(12))
+    terminalreporter.write_line(f"longest groups: {longest}")
 
 
 @pytest.fixture(scope="session")

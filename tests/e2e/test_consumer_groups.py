@@ -45,7 +45,7 @@ def progress(consumers: list[ConsumerThread]) -> str:
     """Who owns what, how many records each partition gave, and the clients' errors."""
     per_partition: dict[int, int] = {}
     for c in consumers:
-        for p, _ in c.history.records:
+        for p, _ in list(c.history.records):  # a copy: the consumer's thread adds to it
             per_partition[p] = per_partition.get(p, 0) + 1
     return "; ".join(
         [f"records per partition {dict(sorted(per_partition.items()))}"]

@@ -167,10 +167,11 @@ async def start_offsets(ask: Any, resets: dict[SharePartitionId, str]) -> dict[S
     )
     names = {t.topic_id.bytes: t.name for t in metadata.topics if t.name and t.topic_id is not None}
     now_ms = int(time.time() * 1000)
+    timestamps = {key: reset_timestamp(reset_to, now_ms) for key, reset_to in resets.items()}
     by_name: dict[str, list[tuple[int, int]]] = {}
-    for (tid, partition), reset_to in resets.items():
+    for (tid, partition), ts in timestamps.items():
         if tid in names:
-            by_name.setdefault(names[tid], []).append((partition, reset_timestamp(reset_to, now_ms)))
+            by_name.setdefault(names[tid], []).append((partition, ts))
     if not by_name:
         return {}
     listed = await ask(
@@ -199,7 +200,7 @@ async def start_offsets(ask: Any, resets: dict[SharePartitionId, str]) -> dict[S
                 continue
             if int(p.offset) < 0:  # no record at or after that time: start at the end
                 latest_needed.append(key)
-            elif reset_timestamp(resets[key], now_ms) == LATEST:
+            elif timestamps[key] == LATEST:
                 ends[key] = int(p.offset)
             else:
                 out[key] = int(p.offset)
