@@ -378,6 +378,7 @@ OTHER_PROGRAMS = {
     "--group": "kafka-consumer-groups.sh",
     "--reset-offsets": "kafka-consumer-groups.sh",
     "--delete-offsets": "kafka-consumer-groups.sh",
+    "--ack-pattern": "VerifiableShareConsumer",
 }
 
 
