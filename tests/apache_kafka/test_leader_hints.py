@@ -2,7 +2,9 @@
 a client that followed it would leave the gateway. Found against Kafka 4.4: librdkafka's first
 Produce to a new topic met NOT_LEADER_OR_FOLLOWER with a leader hint, connected to the broker
 itself, dropped that connection at the next Metadata and resent the batch — 50 records twice in
-about one run of two. The gateway advertises both APIs below KIP-951 (FORWARDED_CEILINGS)."""
+about one run of two. The gateway advertises Fetch below KIP-951 and rewrites the leader hints
+of Produce answers (up to v12, which transactions V2 need) to its own listeners
+(FORWARDED_CEILINGS)."""
 
 from __future__ import annotations
 
@@ -20,14 +22,14 @@ from groupcoord_testing.apache_kafka import ApacheKafka
 PARTITIONS, PER_PARTITION, ROUNDS = 12, 50, 8
 
 
-def test_the_gateway_offers_produce_and_fetch_without_leader_hints(
+def test_the_gateway_offers_produce_and_fetch_below_kafka_4_4s_versions(
     kafka: ApacheKafka, kafka_cluster: BackgroundCluster
 ) -> None:
     theirs = kafka_cluster.run(fetch_upstream_versions((kafka.host, kafka.port)))
     host, port = kafka_cluster.gateway.bootstrap_address
     ours = kafka_cluster.run(fetch_upstream_versions((host, port)))
     for key, ceiling in FORWARDED_CEILINGS.items():
-        assert theirs[key][1] > ceiling  # Kafka 4.4 has KIP-951 versions...
+        assert theirs[key][1] > ceiling  # Kafka 4.4 has later versions...
         assert ours[key][1] == ceiling  # ...the gateway does not offer them
     assert set(FORWARDED_CEILINGS) == {ApiKey.PRODUCE, ApiKey.FETCH}
 

@@ -6,12 +6,12 @@ in order (one partition each way, as transactions_test's ``check_order``). Kafka
 aborted records from read_committed fetches, so a transaction whose offsets and output disagree
 would show as a duplicate or a gap.
 
-Transaction version: Kafka 4.4 finalizes ``transaction.version=2`` (KIP-890 part 2: the Java
-client would send TxnOffsetCommit v5 without AddOffsetsToTxn and expect the group coordinator to
-add its own partition to the transaction). The gateway answers ApiVersions itself and finalizes
-no such feature, so the Java client stays on transaction version 1 (AddOffsetsToTxn, then
-TxnOffsetCommit up to v4, EndTxn up to v4), which Kafka 4.4's transaction coordinator still
-serves: the copier finishing here is the proof the fallback is clean.
+Transaction version: Kafka 4.4 finalizes ``transaction.version=2`` (KIP-890 part 2) and so does
+the gateway in front of it, so the Java client runs transaction version 2: no AddOffsetsToTxn,
+TxnOffsetCommit v5, whose group coordinator adds its own partition to the transaction, and an
+epoch bump at each transaction's end (the markers in our state partition carry the bumped epoch).
+The state partition's records show it: every transaction's offsets were written at an epoch of
+their own.
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.common.partitioning import partition_for
-from groupcoord.coordinator.core.contract import TransactionalWrite
+from groupcoord.coordinator.core.contract import TransactionalWrite, deserialize_record
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.coordinator.runtime.transactions import append_transactional
 from groupcoord.local_cluster import ClusterOptions
+from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import ApacheKafka
 
@@ -172,12 +173,38 @@ class Copy:
         )
 
 
-def test_kafka_4_4_finalizes_transaction_version_2_and_the_gateway_does_not(
+def test_the_gateway_finalizes_the_transaction_version_kafka_4_4_finalizes(
     kafka3: ApacheKafka, cluster3: BackgroundCluster
 ) -> None:
-    """What makes the Java client choose its transaction version: Kafka's finalized features."""
+    """What makes the Java client choose its transaction version: the finalized features."""
     assert finalized_features(cluster3, (kafka3.host, kafka3.port)).get("transaction.version") == 2
-    assert "transaction.version" not in finalized_features(cluster3, cluster3.gateway.bootstrap_address)
+    assert finalized_features(cluster3, cluster3.gateway.bootstrap_address) == {"transaction.version": 2}
+
+
+def pending_offset_epochs(kafka: ApacheKafka, cluster: BackgroundCluster, group: str) -> list[tuple[int, bool]]:
+    """(producer epoch, epoch bump) of every transactional offset record of ``group`` in its
+    state partition, read from the upstream directly (uncommitted too)."""
+    topic, partition = cluster.options.state_topic, partition_for(group, STATE_PARTITIONS)
+    reader = Consumer(
+        {"bootstrap.servers": kafka.bootstrap, "group.id": f"state-{uuid.uuid4().hex[:6]}", "isolation.level": "read_uncommitted"}
+    )
+    try:
+        end = reader.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1]
+        reader.assign([TopicPartition(topic, partition, 0)])
+        found: list[tuple[int, bool]] = []
+        position = 0
+        while position < end:
+            for m in reader.consume(500, 1.0):
+                if m.error() is not None:
+                    continue
+                position = m.offset() + 1
+                record = deserialize_record(m.key(), m.value())
+                if isinstance(record.key, rpb.PendingTxnOffsetKey) and record.key.group_id == group:
+                    assert record.value is not None
+                    found.append((record.value.producer_epoch, record.value.epoch_bump))
+        return found
+    finally:
+        reader.close()
 
 
 @dataclass
@@ -305,6 +332,10 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
         stop_copier(copier)
         concurrent.stop.set()
     assert_copied_exactly_once(job, concurrent)
+    # Transaction version 2: TxnOffsetCommit v5 (epoch bump) and a new epoch per transaction.
+    epochs = pending_offset_epochs(kafka3, cluster3, job.group)
+    assert epochs and all(bump for _, bump in epochs), epochs[:5]
+    assert len({e for e, _ in epochs}) >= RECORDS // TRANSACTION_SIZE, sorted({e for e, _ in epochs})
 
 
 def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Path) -> None:

@@ -65,10 +65,11 @@ def test_trailing_bytes_are_a_decode_error() -> None:
 
 
 def test_advertised_versions_intersect_upstream_codec_and_handlers() -> None:
-    upstream = {0: (0, 11), 3: (0, 12), 18: (0, 4), 11: (0, 9), 999: (0, 1)}
+    upstream = {0: (0, 13), 1: (0, 17), 3: (0, 12), 18: (0, 4), 11: (0, 9), 999: (0, 1)}
     handled = {11: (2, 5), 68: (0, 1)}
     adv = advertised_versions(upstream, handled)
-    assert adv[0] == (3, 9)  # kio starts Produce at v3; v10+ names leaders past the gateway (KIP-951)
+    assert adv[0] == (3, 12)  # kio starts Produce at v3; v13 names topics by id only
+    assert adv[1] == (4, 15)  # Fetch v16+ names leaders past the gateway (KIP-951)
     assert adv[3] == (0, 12)
     assert adv[11] == (2, 5)  # our handler's range, not the upstream's
     assert adv[68] == (0, 1)  # served by us although the upstream lacks it

@@ -1,10 +1,13 @@
 """The group APIs the gateway advertises are its own, whatever the upstream: the same ranges in
 front of tansu, Kafka 3.9 (which has no share groups and KIP-848 only at v0) and Kafka 4.4,
-each the range its declaration gives (``common/group_api_declarations.py``), and no feature
-finalized. tests/apache_kafka/test_api_versions_vs_kafka.py holds these ranges against Kafka
-4.4's own."""
+each the range its declaration gives (``common/group_api_declarations.py``); and of the
+features, only ``transaction.version``, at the level the upstream finalized (Kafka 4.4: 2, whose
+TxnOffsetCommit v5 the gateway serves; Kafka 3.9 and tansu: not 2). tests/apache_kafka/
+test_api_versions_vs_kafka.py holds these ranges against Kafka 4.4's own."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
@@ -16,10 +19,22 @@ from groupcoord_testing import BackgroundCluster
 pytestmark = [pytest.mark.broker, pytest.mark.upstreams("tansu", "kafka-4.4", "kafka-3.9")]
 
 
-def test_the_group_apis_advertised_are_the_declared_ones_on_every_upstream(cluster: BackgroundCluster) -> None:
+def finalized(response: Any) -> dict[str, int]:
+    return {f.name: int(f.max_version_level) for f in response.finalized_features or ()}
+
+
+def test_the_group_apis_advertised_are_the_declared_ones_on_every_upstream(
+    broker: Any, cluster: BackgroundCluster
+) -> None:
     request = ApiVersionsRequest(client_software_name="groupcoord-tests", client_software_version="1")
     response = cluster.run(exchange(cluster.gateway.bootstrap_address, request, "api-versions", 10), 15)
     advertised = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
     assert {api.key: advertised.get(api.key) for api in DECLARATIONS} == {api.key: api.versions for api in DECLARATIONS}
     assert not NOT_SERVED & set(advertised)
-    assert list(response.finalized_features or ()) == []
+    upstream = cluster.run(exchange((broker.host, broker.port), request, "api-versions", 10), 15)
+    theirs = finalized(upstream).get("transaction.version")
+    assert finalized(response) == ({} if theirs is None else {"transaction.version": min(theirs, 2)})
+    if getattr(broker, "upstream_name", "tansu") == "kafka-4.4":
+        assert finalized(response) == {"transaction.version": 2}
+    else:
+        assert finalized(response).get("transaction.version", 0) < 2

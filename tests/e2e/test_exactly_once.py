@@ -371,27 +371,6 @@ def test_a_new_producer_with_the_same_transactional_id_fences_the_old_ones_offse
     meta.close()
 
 
-def test_api_versions_keep_clients_on_transaction_version_1(cluster: BackgroundCluster) -> None:
-    """Kafka 4.x clients use KIP-890 part 2 (TxnOffsetCommit v5 without AddOffsetsToTxn) only
-    when the cluster finalizes transaction.version >= 2: the gateway finalizes no such feature
-    and serves TxnOffsetCommit and AddOffsetsToTxn up to v4, so every client adds the group
-    through AddOffsetsToTxn (which puts our state partition into the transaction)."""
-    from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
-
-    host, port = cluster.cluster.gateway.bootstrap_address
-    body = cluster.run(
-        exchange(
-            (host, port),
-            ApiVersionsRequest(client_software_name="txn-test", client_software_version="1"),
-            "txn-test",
-            15,
-        )
-    )
-    versions = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
-    assert versions[28][1] == 4 and versions[25][1] == 4
-    assert all(f.name != "transaction.version" for f in body.finalized_features or ())
-
-
 def test_offsets_of_a_missing_topic_are_unknown_topic_or_partition(cluster: BackgroundCluster) -> None:
     """As Kafka's request handler: TxnOffsetCommit for a partition that does not exist upstream
     is refused per partition before the coordinator, the others are committed with the

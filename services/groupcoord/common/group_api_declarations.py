@@ -88,6 +88,12 @@ class GroupApi:
     last_version_naming_topics: int | None = None
 
 
+TRANSACTION_V2_TXN_OFFSET_COMMIT = 5
+"""TxnOffsetCommit's first version of transaction version 2 (KIP-890 part 2), which a client
+sends without AddOffsetsToTxn before it: the group coordinator adds its own partition to the
+transaction, and the transaction coordinator bumps the producer's epoch as the transaction ends
+(its markers carry the bumped epoch)."""
+
 DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.OFFSET_COMMIT, (2, 10), write("offset_commit"), last_version_naming_topics=9),
     GroupApi(ApiKey.OFFSET_FETCH, (1, 10), read("offset_fetch"), last_version_naming_topics=9),
@@ -98,10 +104,10 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.SYNC_GROUP, (0, 5), write("sync_group")),
     GroupApi(ApiKey.DESCRIBE_GROUPS, (0, 6), read("describe_groups")),
     GroupApi(ApiKey.LIST_GROUPS, (0, 5), read("list_groups")),
-    # Exactly-once, transaction version 1 only (the path through AddOffsetsToTxn): TxnOffsetCommit
-    # v5 and the finalized transaction.version feature (KIP-890 part 2) are not advertised.
+    # Exactly-once: transaction version 1 (AddOffsetsToTxn, then TxnOffsetCommit) and 2 (KIP-890
+    # part 2: TxnOffsetCommit v5 alone, see TRANSACTION_V2_TXN_OFFSET_COMMIT).
     GroupApi(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4), None),
-    GroupApi(ApiKey.TXN_OFFSET_COMMIT, (0, 4), write("txn_offset_commit")),
+    GroupApi(ApiKey.TXN_OFFSET_COMMIT, (0, 5), write("txn_offset_commit")),
     # GROUP resources are ours, the others go upstream
     GroupApi(ApiKey.DESCRIBE_CONFIGS, (1, 4), read("describe_group_configs"), only_groups=False),
     GroupApi(ApiKey.DELETE_GROUPS, (0, 2), write("delete_groups")),

@@ -101,14 +101,41 @@ def unreadable(versions: Mapping[int, tuple[int, int]]) -> str | None:
     return None
 
 
-async def api_versions(ask: Ask, software_name: str = "groupcoord", software_version: str = "0.1.0") -> dict[int, tuple[int, int]]:
-    """The API versions a broker of the cluster ``ask`` reaches serves (ApiVersions)."""
+@dataclass(frozen=True, slots=True)
+class Features:
+    """The features (KIP-584) a broker's ApiVersions names: each supported feature's range of
+    levels, and the levels the cluster finalized (under ``finalized_epoch``)."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, tuple[int, int]]
+    finalized_epoch: int = -1
+
+
+NO_FEATURES = Features({}, {})
+
+
+async def api_versions_and_features(
+    ask: Ask, software_name: str = "groupcoord", software_version: str = "0.1.0"
+) -> tuple[dict[int, tuple[int, int]], Features]:
+    """The API versions a broker of the cluster ``ask`` reaches serves, and its features
+    (ApiVersions v3)."""
     from kio.schema.api_versions.v3.request import ApiVersionsRequest  # noqa: PLC0415
 
     body = await ask(
         None, ApiVersionsRequest(client_software_name=software_name, client_software_version=software_version)
     )
-    return {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+    versions = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in body.api_keys}
+    features = Features(
+        supported={f.name: (int(f.min_version), int(f.max_version)) for f in body.supported_features},
+        finalized={f.name: (int(f.min_version_level), int(f.max_version_level)) for f in body.finalized_features},
+        finalized_epoch=int(body.finalized_features_epoch),
+    )
+    return versions, features
+
+
+async def api_versions(ask: Ask, software_name: str = "groupcoord", software_version: str = "0.1.0") -> dict[int, tuple[int, int]]:
+    """The API versions a broker of the cluster ``ask`` reaches serves (ApiVersions)."""
+    return (await api_versions_and_features(ask, software_name, software_version))[0]
 
 
 def serves_kip848(versions: Mapping[int, tuple[int, int]]) -> bool:

@@ -278,7 +278,7 @@ async def build_gateway(
             upstream.request,
             upstream.coordinator_node,
             authorization=GroupAuthorization(policy) if policy is not None else None,
-            upstream_at=upstream.request_at,
+            upstream_for_transaction=upstream.request_for_transaction,
             state_topic=options.state_topic,
         )
         owned.push_async_callback(group_apis.close)  # before the streams to the shards close

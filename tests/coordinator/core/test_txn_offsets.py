@@ -278,6 +278,52 @@ def test_retention_keeps_offsets_and_groups_with_open_transactions() -> None:
     assert ctx.fetch(G, [T0]) == {T0: 2}
 
 
+# --- Transaction version 2 (KIP-890 part 2): the transaction coordinator bumps the producer's
+# epoch as a transaction ends, and its markers carry the bumped epoch.
+
+TV2 = 5  # TxnOffsetCommit v5: a client of transaction version 2
+
+
+def test_a_version_2_commit_marker_carries_the_next_epoch_and_applies_the_transaction() -> None:
+    """Transaction 1 at epoch 0 ends with a COMMIT of epoch 1; transaction 2 then runs at epoch
+    1 (its sequences start again at 0) and ends with an ABORT of epoch 2."""
+    ctx = ShardContext()
+    _, r1 = txn_commit(ctx, {T0: 10, T1: 3}, version=TV2)
+    assert r1.transaction.base_sequence == 0
+    marker(ctx, 7, commit=True, producer_epoch=1)
+    assert ctx.fetch(G, [T0, T1]) == {T0: 10, T1: 3}
+    _, r2 = txn_commit(ctx, {T0: 20}, producer_epoch=1, version=TV2)
+    assert r2.transaction.base_sequence == 0
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, E.unstable_offset_commit.value)}
+    marker(ctx, 7, commit=False, producer_epoch=2)
+    assert ctx.fetch(G, [T0, T1]) == {T0: 10, T1: 3}
+    assert fetch_stable(ctx, [T0]) == {T0: (10, 0)}
+    assert_replay_equals_live(ctx)
+
+
+def test_a_version_2_transaction_is_not_ended_by_a_marker_of_its_own_epoch() -> None:
+    """A marker of the transaction's own epoch is the marker of the transaction before it (its
+    epoch was bumped to this one): it leaves the offsets pending."""
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 7}, producer_epoch=3, version=TV2)
+    marker(ctx, 7, commit=True, producer_epoch=3)
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, E.unstable_offset_commit.value)}
+    marker(ctx, 7, commit=True, producer_epoch=4)
+    assert ctx.fetch(G, [T0]) == {T0: 7}
+
+
+def test_a_version_2_transaction_fenced_by_a_newer_epoch_applies_nothing() -> None:
+    """A new instance of the transactional id (InitProducerId bumps past the bumped epoch):
+    the old transaction's ABORT comes with a newer epoch still, and a COMMIT of an epoch past
+    the transaction's end is of another transaction: neither applies its offsets."""
+    ctx = ShardContext()
+    txn_commit(ctx, {T0: 3}, producer_epoch=0, version=TV2)
+    marker(ctx, 7, commit=True, producer_epoch=2)  # ends at 1: a COMMIT of 2 is another's
+    assert ctx.fetch(G, [T0]) == {T0: -1}
+    assert fetch_stable(ctx, [T0]) == {T0: (-1, 0)}  # decided: aborted, nothing pending
+    assert_replay_equals_live(ctx)
+
+
 def _compacted_replay(ctx: ShardContext) -> Any:
     """Replay as the loader does: each key's last record only, in the order of those last
     occurrences (markers have unique keys and all survive)."""
@@ -300,18 +346,23 @@ def _compacted_replay(ctx: ShardContext) -> Any:
             st.integers(0, 1),
         ),
         max_size=25,
-    )
+    ),
+    st.sampled_from([3, TV2]),
 )
-def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]]) -> None:
+def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]], version: int) -> None:
+    """Under either transaction version (a version 2 marker carries the next epoch)."""
     ctx = ShardContext()
     value = itertools.count(1)
     epochs = {1: 0, 2: 0}
+    bump = 1 if version >= TV2 else 0
     for op, producer, partition in steps:
         tp = ("t", partition)
         if op == "txn-new-epoch":
-            epochs[producer] += 1
+            epochs[producer] += 1 + bump
         if op.startswith("txn"):
-            txn_commit(ctx, {tp: next(value)}, producer_id=producer, producer_epoch=epochs[producer])
+            txn_commit(
+                ctx, {tp: next(value)}, producer_id=producer, producer_epoch=epochs[producer], version=version
+            )
         elif op == "plain":
             ctx.commit(G, {tp: next(value)})
         elif op == "delete":
@@ -322,7 +373,8 @@ def test_replay_and_compacted_replay_equal_live(steps: list[tuple[str, int, int]
                 ),
             )
         else:
-            marker(ctx, producer, commit=op == "commit", producer_epoch=epochs[producer])
+            marker(ctx, producer, commit=op == "commit", producer_epoch=epochs[producer] + bump)
+            epochs[producer] += bump  # version 2: the next transaction runs at the bumped epoch
     assert_replay_equals_live(ctx)
     compacted = _compacted_replay(ctx)
     assert compacted.data.offsets == ctx.shard.data.offsets

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.partitioning import partition_for
+from groupcoord.common.upstream_groups import NO_FEATURES
 from groupcoord.gateway.groups.group_apis import GROUP_APIS, GroupApis
 from groupcoord.gateway.groups.leadership import LeadershipTable, ShardEndpoint
 from groupcoord.gateway.groups.worker_client import ShardReply
@@ -167,7 +168,7 @@ async def test_api_versions_advertises_exactly_the_table_for_served_apis() -> No
     apis, _ = group_apis({})
     gateway = Gateway(Upstream(("upstream", 9092), BrokerListeners("127.0.0.1", 0, None)), apis)
     # the upstream claims every group API at versions 0-20: the table decides, not the upstream
-    gateway.upstream._versions = {key: (0, 20) for key in (*GROUP_APIS, 18)}
+    gateway.upstream._versions = ({key: (0, 20) for key in (*GROUP_APIS, 18)}, NO_FEATURES)
     advertised = await gateway.advertised()
     for key, api in GROUP_APIS.items():
         lo, hi = api.versions

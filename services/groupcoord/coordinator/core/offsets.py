@@ -25,6 +25,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
+from groupcoord.common.group_api_declarations import TRANSACTION_V2_TXN_OFFSET_COMMIT
 from groupcoord.coordinator.core.config import GroupConfig
 from groupcoord.coordinator.core.contract import (
     CoordinatorRecord,
@@ -294,7 +295,13 @@ class OffsetMetadataManager(ActsOnState):
         assert base_sequence is not None
         records = [
             pending_record(
-                request.producer_id, request.producer_epoch, key, value, base_sequence, len(accepted)
+                request.producer_id,
+                request.producer_epoch,
+                key,
+                value,
+                base_sequence,
+                len(accepted),
+                epoch_bump=request.api_version >= TRANSACTION_V2_TXN_OFFSET_COMMIT,
             )
             for key, value in accepted
         ]

@@ -31,8 +31,11 @@ once the producer writes with a newer epoch its older transaction is over (InitP
 aborted it). Kafka's coordinator and tansu 0.6.0 (measured) write that ABORT marker into our
 partition before the new epoch can write; should one still be missing, a pending record of a
 newer epoch drops the producer's offsets of older epochs all the same (they are never
-applied). A marker decides only offsets of its epoch or older: a COMMIT applies those of its
-own epoch (transaction version 1: the epoch of the transaction) and aborts the older ones.
+applied). A marker decides only the offsets of transactions it can end: a COMMIT applies those
+whose transaction ends with its epoch and aborts older ones. Under transaction version 1 a
+transaction's markers carry its own epoch; under version 2 (KIP-890 part 2, TxnOffsetCommit v5
+and later) the transaction coordinator bumps the epoch as the transaction ends, and its markers
+carry the transaction's epoch + 1 (``PendingTxnOffsetValue.epoch_bump``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class PendingOffset:
     ordinal: int
     epoch: int
     sequence: int  # the base sequence of its batch: orders the producer's writes here
+    ends_at: int  # the epoch of the markers that end its transaction (epoch + 1 under version 2)
     beaten: bool = False  # a newer record of its partition was applied: it can never apply
 
 
@@ -186,7 +190,8 @@ class PendingTransactions:
             if not pending:
                 del self.by_producer[k.producer_id]
             return
-        pending[key] = PendingOffset(v.offset, self.ordinal, v.producer_epoch, v.base_sequence)
+        ends_at = v.producer_epoch + 1 if v.epoch_bump else v.producer_epoch
+        pending[key] = PendingOffset(v.offset, self.ordinal, v.producer_epoch, v.base_sequence, ends_at)
         self.open_by_key.setdefault(key, set()).add(k.producer_id)
 
     def replay_marker(
@@ -201,10 +206,13 @@ class PendingTransactions:
             return []  # a marker of a transaction that committed no offsets here
         epoch = v.producer_epoch
         bound = v.sequence_bound if v.HasField("sequence_bound") else None
+        # The bound is the producer's sequence in the marker's own epoch: it orders the marker
+        # only against offsets written in that epoch.
         decided = {
             k: o
             for k, o in pending.items()
-            if o.epoch < epoch or (o.epoch == epoch and (bound is None or o.sequence < bound))
+            if o.ends_at < epoch
+            or (o.ends_at == epoch and (o.epoch != epoch or bound is None or o.sequence < bound))
         }
         if not decided:
             return []  # a late marker decides nothing written after it
@@ -216,9 +224,9 @@ class PendingTransactions:
             self.commits_applied += 1
         else:
             self.aborts_applied += 1
-        # A COMMIT (transaction version 1) carries the epoch of the transaction it ends; offsets
-        # of an older epoch belong to a transaction that fencing aborted.
-        older = {k: o for k, o in decided.items() if o.epoch < v.producer_epoch}
+        # Offsets of a transaction that ends with an older epoch belong to a transaction that
+        # fencing aborted.
+        older = {k: o for k, o in decided.items() if o.ends_at < v.producer_epoch}
         if older:
             self._resolve(v.producer_id, older, commit=False)
         return self._resolve(v.producer_id, {k: o for k, o in decided.items() if k not in older}, v.commit)
@@ -255,6 +263,7 @@ def pending_record(
     value: rpb.OffsetCommitValue,
     base_sequence: int,
     batch_records: int,
+    epoch_bump: bool = False,
 ) -> CoordinatorRecord:
     group_id, topic, partition = key
     return CoordinatorRecord(
@@ -264,5 +273,6 @@ def pending_record(
             producer_epoch=producer_epoch,
             base_sequence=base_sequence,
             batch_records=batch_records,
+            epoch_bump=epoch_bump,
         ),
     )

@@ -4,8 +4,9 @@ OffsetFetch, OffsetDelete.
 Partitions that do not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's
 request handler answers them from its metadata cache (:class:`~.topic_catalog.TopicCatalog`);
 the group's shard answers the rest. Offsets of a transaction go to the group's shard pending,
-and AddOffsetsToTxn adds the group's state-topic partition to the transaction at the upstream
-(its transaction coordinator writes the markers there).
+and AddOffsetsToTxn (transaction version 1) or TxnOffsetCommit itself (version 2) adds the
+group's state-topic partition to the transaction at the upstream (its transaction coordinator
+writes the markers there).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i32
 
+from groupcoord.common.group_api_declarations import TRANSACTION_V2_TXN_OFFSET_COMMIT
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway.groups.offset_mirror import Offset
 from groupcoord.gateway.groups.serving import Adapter, CallContext, GroupServing
@@ -62,38 +64,65 @@ def _accepted(request: op.OffsetCommitRequest, response: op.OffsetCommitResponse
 async def add_offsets_to_txn(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
     """Kafka's transaction coordinator answers AddOffsetsToTxn by adding the group's
     ``__consumer_offsets`` partition to the transaction. Ours is the state-topic partition
-    that owns the group, added with AddPartitionsToTxn (the client's transactional id,
-    producer id and epoch) at the upstream broker behind the client's listener (its
-    transaction coordinator), whose answer is the client's. The upstream then writes the
-    transaction's COMMIT/ABORT marker into that partition, after the offsets
-    TxnOffsetCommit writes there.
+    that owns the group (:func:`_add_state_partition`), and the upstream's answer is the
+    client's. The upstream then writes the transaction's COMMIT/ABORT marker into that
+    partition, after the offsets TxnOffsetCommit writes there."""
+    code = await _add_state_partition(apis, ctx, req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    return ctx.response_type(throttle_time=NO_THROTTLE, error_code=code)
+
+
+async def _add_state_partition(
+    apis: GroupServing, ctx: CallContext, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+) -> ErrorCode:
+    """Adds the group's state-topic partition to the client's transaction with AddPartitionsToTxn
+    (the client's transactional id, producer id and epoch) at the upstream broker behind the
+    client's listener (its transaction coordinator); returns the upstream's answer.
 
     It is first sent on the client's own connection, so Kafka checks the client's WRITE on
     its transactional id (and its producer) and refuses as it would refuse the client's own
     AddOffsetsToTxn. Kafka also checks WRITE on every topic AddPartitionsToTxn names, and a
     client has none on the coordinator's internal state topic (no client may write
-    ``__consumer_offsets`` either): that refusal, and only that one, means the client passed
-    every other check, and the coordinator adds its own partition under its own identity,
-    as Kafka's transaction coordinator adds ``__consumer_offsets`` without a topic ACL."""
+    ``__consumer_offsets`` either): that refusal means the client passed every other check, and
+    so does NOT_COORDINATOR (Kafka authorizes before it looks for the transaction, and the
+    broker behind a group coordinator's listener need not be the transaction's coordinator).
+    Then the coordinator adds its own partition under its own identity at the transaction's
+    coordinator, as Kafka's transaction coordinator adds ``__consumer_offsets`` without a topic
+    ACL."""
     from kio.schema.add_partitions_to_txn.v3 import request as add  # noqa: PLC0415
 
     body = add.AddPartitionsToTxnRequest(
-        v3_and_below_transactional_id=req.transactional_id,
-        v3_and_below_producer_id=req.producer_id,
-        v3_and_below_producer_epoch=req.producer_epoch,
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=producer_epoch,
         v3_and_below_topics=(
             add.AddPartitionsToTxnTopic(
-                name=apis.state_topic, partitions=(i32(apis.leadership.partition_of(req.group_id)),)
+                name=apis.state_topic, partitions=(i32(apis.leadership.partition_of(group_id)),)
             ),
         ),
     )
     try:
         code = _added(await ctx.ask(body))
-        if code == ErrorCode.topic_authorization_failed:
-            code = _added(await apis.upstream_at(ctx.listener, body))
+        if code in (ErrorCode.topic_authorization_failed, ErrorCode.not_coordinator):
+            code = _added(await apis.upstream_for_transaction(transactional_id, body))
     except ConnectionError:
         code = ErrorCode.coordinator_not_available  # retriable: the client asks again
-    return ctx.response_type(throttle_time=NO_THROTTLE, error_code=code)
+    return code
+
+
+# What a TxnOffsetCommit of transaction version 2 answers when adding the group's partition
+# to the transaction failed, as Kafka's group coordinator answers its own verification's
+# errors: the retriable ones (the transaction before is still being completed: CONCURRENT_
+# TRANSACTIONS) send the client to find its coordinator again, a fenced producer is
+# INVALID_PRODUCER_EPOCH, and TRANSACTION_ABORTABLE is INVALID_TXN_STATE for the clients that
+# do not know it (Kafka's AddPartitionsToTxnManager); the rest is the client's as it came.
+_IMPLICIT_ADD_ERRORS: Mapping[ErrorCode, ErrorCode] = {
+    ErrorCode.concurrent_transactions: ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator: ErrorCode.coordinator_not_available,
+    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.transaction_abortable: ErrorCode.invalid_txn_state,
+}
 
 
 async def txn_offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
@@ -106,6 +135,16 @@ async def txn_offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> A
     )
     known = _without(req.topics, unknown) if unknown else req.topics
     errors: dict[tuple[str, int], int] = {}
+    if known and ctx.version >= TRANSACTION_V2_TXN_OFFSET_COMMIT:
+        # Transaction version 2: no AddOffsetsToTxn came before; the group's partition joins
+        # the transaction now, as Kafka's group coordinator adds __consumer_offsets's.
+        code = await _add_state_partition(
+            apis, ctx, req.transactional_id, req.producer_id, req.producer_epoch, req.group_id
+        )
+        if code != ErrorCode.none:
+            code = _IMPLICIT_ADD_ERRORS.get(code, code)
+            errors = {(t.name, p.partition_index): code.value for t in known for p in t.partitions}
+            known = ()
     if known:
         msg = to_proto(
             dataclasses.replace(req, topics=known), op.TxnOffsetCommitRequest(api_version=ctx.version)

@@ -65,7 +65,7 @@ principal_of_request: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 Upstream = Callable[[Any], Awaitable[Any]]
 Ask = Callable[[Any], Awaitable[Any]]
-UpstreamAt = Callable[[Address, Any], Awaitable[Any]]
+UpstreamForTransaction = Callable[[str, Any], Awaitable[Any]]
 CoordinatorNode = Callable[[Address], Awaitable[tuple[int, str, int]]]
 
 
@@ -178,7 +178,7 @@ class GroupServing:
         failover_wait_s: float = FAILOVER_WAIT_S,
         authorization: GroupAuthorization | None = None,
         *,
-        upstream_at: UpstreamAt | None = None,
+        upstream_for_transaction: UpstreamForTransaction | None = None,
         state_topic: str = DEFAULT_STATE_TOPIC,
     ) -> None:
         #: Kafka's ACLs on every group API (None: no authorizer, everything allowed, as Kafka
@@ -190,10 +190,12 @@ class GroupServing:
         self.coordinator_node = coordinator_node
         self.topics = topics if topics is not None else TopicCatalog(upstream)
         self.failover_wait_s = failover_wait_s
-        # The upstream broker a client listener stands for (its transaction coordinator), asked
-        # under the coordinator's identity: only to add the coordinator's own state partition
-        # to a transaction Kafka accepted the client for; the bootstrap broker if not wired.
-        self.upstream_at: UpstreamAt = upstream_at or (lambda _listener, body: upstream(body))
+        # A transactional id's transaction coordinator, asked under the coordinator's identity:
+        # only to add the coordinator's own state partition to a transaction Kafka accepted the
+        # client for; the bootstrap broker if not wired.
+        self.upstream_for_transaction: UpstreamForTransaction = upstream_for_transaction or (
+            lambda _transactional_id, body: upstream(body)
+        )
         self.state_topic = state_topic
         self.apis = self.adapters if authorization is None else authorizable_versions(self.adapters)
         #: the upstream coordinator's groups adopted on their first touch (None: not adopted)

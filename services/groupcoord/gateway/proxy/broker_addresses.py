@@ -1,8 +1,10 @@
 """Rewrite broker addresses in responses so clients only ever see gateway listeners.
 
 Pure functions over kio response objects: Metadata (brokers), FindCoordinator (the single
-coordinator of v0-3 and the ``coordinators`` list of v4+) and DescribeCluster (brokers). The
-caller supplies ``gateway_address(node_id, host, port) -> (host, port)``.
+coordinator of v0-3 and the ``coordinators`` list of v4+), DescribeCluster (brokers) and Produce
+v10+ (KIP-951's ``node_endpoints``: the new leaders of partitions answered
+NOT_LEADER_OR_FOLLOWER). The caller supplies ``gateway_address(node_id, host, port) -> (host,
+port)``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 
-REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER})
+REWRITTEN_APIS = frozenset({ApiKey.METADATA, ApiKey.FIND_COORDINATOR, ApiKey.DESCRIBE_CLUSTER, ApiKey.PRODUCE})
 #: the responses listing every live broker of the cluster (not just one coordinator)
 CLUSTER_APIS = frozenset({ApiKey.METADATA, ApiKey.DESCRIBE_CLUSTER})
 
@@ -30,7 +32,23 @@ def upstream_brokers(api_key: int, body: Any) -> list[tuple[int, str, int]]:
         if hasattr(body, "coordinators"):
             return [(int(c.node_id), c.host, int(c.port)) for c in body.coordinators if int(c.node_id) >= 0]
         return [(int(body.node_id), body.host, int(body.port))] if int(body.node_id) >= 0 else []
+    if api_key == ApiKey.PRODUCE:
+        return [(int(e.node_id), e.host, int(e.port)) for e in getattr(body, "node_endpoints", ())]
     return []
+
+
+NOT_LEADER_OR_FOLLOWER = b"\x00\x06"
+"""The error code (int16) beside which a Produce answer names endpoints: an answer without
+these two bytes anywhere has none, and is relayed as it came."""
+
+
+def names_endpoints(api_key: int, api_version: int, payload: bytes) -> bool:
+    """Whether an upstream answer may name brokers: always for the APIs that list them; for a
+    Produce answer only from v10 and with a NOT_LEADER_OR_FOLLOWER in it (a byte search, so
+    that the data path's answers are not decoded)."""
+    if api_key != ApiKey.PRODUCE:
+        return True
+    return api_version >= 10 and NOT_LEADER_OR_FOLLOWER in payload
 
 
 def _moved(item: Any, node_id: int, to: AddressMap) -> Any:
@@ -52,4 +70,8 @@ def rewrite(api_key: int, body: Any, to: AddressMap) -> Any:
                 body, coordinators=tuple(_moved(c, int(c.node_id), to) for c in body.coordinators)
             )
         return _moved(body, int(body.node_id), to)
+    if api_key == ApiKey.PRODUCE and getattr(body, "node_endpoints", ()):
+        return dataclasses.replace(
+            body, node_endpoints=tuple(_moved(e, int(e.node_id), to) for e in body.node_endpoints)
+        )
     return body

@@ -18,12 +18,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.errors import ErrorCode
+from kio.static.primitive import i8
+
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
-from groupcoord.common.upstream_groups import api_versions
+from groupcoord.common.upstream_groups import Features, api_versions_and_features
 from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy import broker_addresses
 
@@ -57,7 +60,16 @@ async def fetch_upstream_versions(
     address: Address, timeout_s: float = 5.0, security: KafkaSecurity | None = None
 ) -> dict[int, tuple[int, int]]:
     """Which API versions the upstream broker at ``address`` supports."""
-    return await api_versions(lambda _broker, body: ask_upstream(address, body, timeout_s, security), CLIENT_ID)
+    return (await fetch_upstream_api_versions(address, timeout_s, security))[0]
+
+
+async def fetch_upstream_api_versions(
+    address: Address, timeout_s: float = 5.0, security: KafkaSecurity | None = None
+) -> tuple[dict[int, tuple[int, int]], Features]:
+    """Which API versions the upstream broker at ``address`` supports, and its features."""
+    return await api_versions_and_features(
+        lambda _broker, body: ask_upstream(address, body, timeout_s, security), CLIENT_ID
+    )
 
 
 class Upstream:
@@ -86,7 +98,7 @@ class Upstream:
         self.listeners = listeners
         #: default: this process's environment (what ``kafka_security.configure`` exported)
         self.security = upstream_security(security)
-        self._versions: dict[int, tuple[int, int]] | None = None
+        self._versions: tuple[dict[int, tuple[int, int]], Features] | None = None
         self._answering = bootstrap
 
     def addresses(self) -> list[Address]:
@@ -109,9 +121,16 @@ class Upstream:
 
     async def versions(self) -> dict[int, tuple[int, int]]:
         """The API versions the upstream brokers support (asked once)."""
+        return (await self._api_versions())[0]
+
+    async def features(self) -> Features:
+        """The upstream's features and the levels it finalized (asked once, with the versions)."""
+        return (await self._api_versions())[1]
+
+    async def _api_versions(self) -> tuple[dict[int, tuple[int, int]], Features]:
         if self._versions is None:
             self._versions = await self._first_answer(
-                lambda address: fetch_upstream_versions(address, security=self.security)
+                lambda address: fetch_upstream_api_versions(address, security=self.security)
             )
         return self._versions
 
@@ -137,15 +156,20 @@ class Upstream:
             )
         return await ask_upstream(broker, body, security=self.security)
 
-    async def request_at(self, listener: Address, body: Any) -> Any:
-        """The response to ``body`` of the upstream broker the client listener ``listener``
-        stands for, under the coordinator's identity: for the coordinator's own share of a
-        client's transaction (adding its state partition, once Kafka accepted the client)."""
-        upstream = next(
-            (lst.upstream for lst in self.listeners.listeners.values() if lst.address == listener),
-            self.bootstrap,
-        )
-        return await ask_upstream(upstream, body, security=self.security)
+    async def request_for_transaction(self, transactional_id: str, body: Any) -> Any:
+        """The response to ``body`` of the transaction coordinator of ``transactional_id`` (as
+        FindCoordinator names it), under the coordinator's identity: for the coordinator's own
+        share of a client's transaction (adding its state partition, once Kafka accepted the
+        client). A client's TxnOffsetCommit (transaction version 2) comes on the listener of
+        whichever broker it asked for the group's coordinator, not of its transaction's."""
+        from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest  # noqa: PLC0415
+
+        found = await self.ask_broker(None, FindCoordinatorRequest(key=transactional_id, key_type=i8(1)))
+        if found.error_code != ErrorCode.none:
+            raise UpstreamUnavailable(
+                f"no transaction coordinator for {transactional_id!r}: {ErrorCode(found.error_code).name}"
+            )
+        return await ask_upstream((found.host, int(found.port)), body, security=self.security)
 
     async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
         """(node id, host, port) to name as group coordinator for a client on ``listener``:

@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i16
+from kio.static.primitive import i16, i64
 
 from groupcoord.common.group_api_declarations import DECLARATIONS, NOT_SERVED
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.api_keys import ApiKey
+from groupcoord.common.upstream_groups import NO_FEATURES, Features
 from groupcoord.gateway.messages.kio_entities import NO_THROTTLE, element_type, has_field
 
 VersionRanges = Mapping[int, tuple[int, int]]
@@ -48,10 +49,13 @@ GROUP_API_KEYS: frozenset[ApiKey] = frozenset(api.key for api in DECLARATIONS if
 # past the gateway, to an address that may not even be reachable from them. Librdkafka did so
 # against Kafka 4.4 right after a topic was created (its first Produce met
 # NOT_LEADER_OR_FOLLOWER), dropped that connection at the next Metadata, and resent the batch:
-# duplicates. The gateway forwards these two APIs byte for byte (rewriting every answer would
-# decode the data path), so it advertises them below KIP-951; clients then find the new leader
-# through Metadata, which names gateway listeners.
-FORWARDED_CEILINGS: Mapping[int, int] = {ApiKey.PRODUCE: 9, ApiKey.FETCH: 15}
+# duplicates. The gateway forwards Fetch byte for byte (rewriting every answer would decode the
+# data path), so it advertises Fetch below KIP-951; clients then find the new leader through
+# Metadata, which names gateway listeners. Produce goes to v12, which transaction version 2
+# needs (the broker adds a partition to the transaction itself only from v12, KIP-890 part 2):
+# its answers name endpoints only beside NOT_LEADER_OR_FOLLOWER, and those few are rewritten
+# (``gateway/proxy/broker_addresses.py``). v13 names topics by id only: not advertised.
+FORWARDED_CEILINGS: Mapping[int, int] = {ApiKey.PRODUCE: 12, ApiKey.FETCH: 15}
 
 
 def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int] | None:
@@ -76,8 +80,39 @@ def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict
     return out
 
 
-def api_versions_response(version: int, advertised: VersionRanges) -> tuple[int, Any]:
-    """(response version, body) answering an ApiVersions request at ``version``."""
+# The features whose levels the gateway passes on from the upstream, with the highest level
+# it serves: transaction.version, because the transactions are the upstream's (its transaction
+# coordinator bumps epochs and writes the markers) and the group coordinator's share of level 2
+# (TxnOffsetCommit v5 adding its partition itself) is served. A client then runs its
+# transactions at the level the upstream finalized, as it would against the upstream alone.
+# No other feature is named: the others are the upstream's or not ours to promise (share.version
+# 2 needs share-group dead-letter queues, streams.version streams groups).
+PASSED_ON_FEATURES: Mapping[str, int] = {"transaction.version": 2}
+
+
+def advertised_features(upstream: Features) -> Features:
+    """What ApiVersions names of features: the ``PASSED_ON_FEATURES`` the upstream has, capped."""
+    supported = {
+        name: (lo, min(hi, top))
+        for name, top in PASSED_ON_FEATURES.items()
+        if name in upstream.supported
+        for lo, hi in [upstream.supported[name]]
+        if lo <= min(hi, top)
+    }
+    finalized = {
+        name: (min(lo, top), min(hi, top))
+        for name, top in PASSED_ON_FEATURES.items()
+        if name in upstream.finalized
+        for lo, hi in [upstream.finalized[name]]
+    }
+    return Features(supported, finalized, upstream.finalized_epoch if finalized else -1)
+
+
+def api_versions_response(
+    version: int, advertised: VersionRanges, features: Features = NO_FEATURES
+) -> tuple[int, Any]:
+    """(response version, body) answering an ApiVersions request at ``version``; v3 and later
+    name ``features`` (those of :func:`advertised_features`)."""
     top = advertised.get(ApiKey.API_VERSIONS, (0, 0))[1]
     error = ErrorCode.none
     if version > top:
@@ -91,4 +126,15 @@ def api_versions_response(version: int, advertised: VersionRanges) -> tuple[int,
     kwargs: dict[str, Any] = {"error_code": error, "api_keys": entries}
     if has_field(body_type, "throttle_time"):
         kwargs["throttle_time"] = NO_THROTTLE
+    if has_field(body_type, "finalized_features"):
+        supported = element_type(body_type, "supported_features")
+        finalized = element_type(body_type, "finalized_features")
+        kwargs["supported_features"] = tuple(
+            supported(name=n, min_version=i16(lo), max_version=i16(hi)) for n, (lo, hi) in features.supported.items()
+        )
+        kwargs["finalized_features_epoch"] = i64(features.finalized_epoch)
+        kwargs["finalized_features"] = tuple(
+            finalized(name=n, min_version_level=i16(lo), max_version_level=i16(hi))
+            for n, (lo, hi) in features.finalized.items()
+        )
     return version, body_type(**kwargs)

@@ -249,7 +249,7 @@ class ClientSession:
 
     async def answer_api_versions(self, request: Request) -> None:
         advertised = await self.gateway.advertised()
-        _, body = api_versions_response(request.api_version, advertised)
+        _, body = api_versions_response(request.api_version, advertised, await self.gateway.advertised_features())
         self.deliver(request.seq, codec.encode_response(request.correlation_id, body))
 
     async def answer_locally(self, request: Request, patch: Callable[[Any], Any] | None = None) -> None:

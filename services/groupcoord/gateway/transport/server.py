@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from groupcoord.common.kafka_security import KafkaSecurity
 from groupcoord.common.partitioning import DEFAULT_METRICS_TOPIC, DEFAULT_STATE_TOPIC
+from groupcoord.common.upstream_groups import Features
 from groupcoord.gateway.proxy.internal_topics import InternalTopics
 from groupcoord.gateway.proxy.listeners import BrokerListeners, Listener
 from groupcoord.gateway.proxy.upstream import Upstream, UpstreamUnavailable
 from groupcoord.gateway.security.listener_security import ListenerSecurity
 from groupcoord.gateway.security.sasl_server import CredentialStore
-from groupcoord.gateway.transport.api_versions import ServedApi, advertised_versions
+from groupcoord.gateway.transport.api_versions import ServedApi, advertised_features, advertised_versions
 from groupcoord.gateway.transport.client_session import ClientSession
 from groupcoord.gateway.transport.connection_limits import ConnectionCounter, ConnectionLimits
 
@@ -163,3 +164,7 @@ class Gateway:
         # the SASL APIs the listeners answer themselves, whatever the upstream supports
         upstream = await self.upstream.versions()
         return advertised_versions(upstream, served) | self.listener_security.served_versions()
+
+    async def advertised_features(self) -> Features:
+        """What ApiVersions names of features (:func:`.api_versions.advertised_features`)."""
+        return advertised_features(await self.upstream.features())
