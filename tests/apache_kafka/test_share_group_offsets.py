@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -191,3 +193,51 @@ def test_a_share_group_starts_where_a_consumer_group_committed_as_on_kafka(
     outputs = side_by_side(kafka, kafka_cluster, lambda bootstrap, topic: from_a_consumer_group(bootstrap, topic, tmp_path))
     assert outputs["groupcoord"]["described"][1:] == ["<group> <topic> 0 2 3", "<group> <topic> 1 4 1"]
     assert outputs["groupcoord"] == outputs["Kafka 4.4"]
+
+
+def groupcoord_cli(bootstrap: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord.cli", *args, "--bootstrap", bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def test_our_clis_start_a_share_group_where_a_consumer_group_committed(
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster, tmp_path: Path
+) -> None:
+    """KIP-1323's use with groupcoord's own commands: ``groupcoord groups reset-offsets
+    --to-current --export`` writes a consumer group's offsets as CSV and ``groupcoord share-groups
+    reset-offsets --from-file`` gives them to a share group nobody has joined; Kafka's tool then
+    describes the start offsets the consumer group committed, and a share consumer starts there."""
+    bootstrap = kafka_cluster.bootstrap
+    topic = f"sgo-cli-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    produce(kafka.bootstrap, topic, PER_PARTITION)
+    consumers, shares = f"sgo-cg-{uuid.uuid4().hex[:6]}", f"sgo-sg-{uuid.uuid4().hex[:6]}"
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": consumers, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)], asynchronous=False)
+    finally:
+        committer.close()
+    plan = groupcoord_cli(bootstrap, "groups", "reset-offsets", consumers, "--to-current", "--topic", topic, "--export", "--dry-run")
+    assert sorted(plan.split()) == [f"{topic},0,2", f"{topic},1,4"]
+    csv = tmp_path / "plan.csv"
+    csv.write_text(plan)
+    groupcoord_cli(bootstrap, "share-groups", "reset-offsets", shares, "--from-file", str(csv), "--execute")
+    assert tool(bootstrap, shares, topic, "--describe", "--offsets")[1:] == ["<group> <topic> 0 2 3", "<group> <topic> 1 4 1"]
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": shares})
+    consumer.subscribe([topic])
+    got: set[tuple[int, int]] = set()
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < 4 and time.monotonic() < deadline:
+            got |= {(m.partition(), m.offset()) for m in consumer.poll(0.5) if m.error() is None}
+    finally:
+        consumer.close()
+    assert sorted(got) == [(0, 2), (0, 3), (0, 4), (1, 4)]
