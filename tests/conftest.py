@@ -34,20 +34,6 @@ Upstream = EmbeddedBroker | ApacheKafka
 # go to one worker each as a whole: the container tests share one Docker Engine (their fixture
 # starts it), and the Spark tests one local Spark session (a JVM; 5-15 s to start).
 _ONE_WORKER = {"deploy": "containers", "spark": "spark"}
-# The groups that take minutes, longest first (CI's durations): scripts/test hands the groups
-# out in collection order (``--no-loadscope-reorder``), so these go before the rest and none of
-# them is the last to start, leaving one worker to run it alone at the end. xdist's own order,
-# by number of tests, is kept for the rest: it knows nothing of how long a test takes.
-_LONGEST_FIRST = (
-    "containers",
-    "spark",
-    "e2e/test_invisible_failover.py",
-    "e2e/test_adoption.py",
-    "apache_kafka/test_consumer_scenarios.py",
-    "observability/test_prometheus_cluster.py",
-    "apache_kafka/test_consumer_group_command.py",
-    "gateway/test_processes.py",
-)
 
 
 def xdist_group_of(item: pytest.Item) -> str:
@@ -58,18 +44,8 @@ def xdist_group_of(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = [xdist_group_of(item) for item in items]
-    for item, group in zip(items, groups, strict=True):
-        item.add_marker(pytest.mark.xdist_group(group))
-    if not hasattr(config, "workerinput"):  # one process: pytest's order reuses fixtures best
-        return
-    sizes = Counter(groups)
-    rank = {name: i for i, name in enumerate(_LONGEST_FIRST)}
-    order = sorted(
-        range(len(items)),
-        key=lambda i: (rank.get(groups[i], len(rank)), -sizes[groups[i]], groups[i], i),
-    )
-    items[:] = [items[i] for i in order]
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group_of(item)))
 
 
 _group_seconds: Counter[str] = Counter()
@@ -88,7 +64,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Where the workers' time went: what the next ``_LONGEST_FIRST`` is read from."""
+    """Where the workers' time went, for whoever balances the suite next."""
     if not _worker_seconds:
         return
     workers = ", ".join(f"{w} {s / 60:.1f} min" for w, s in sorted(_worker_seconds.items()))
