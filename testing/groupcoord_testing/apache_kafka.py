@@ -273,7 +273,42 @@ class ApacheKafka:
         if done.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed: {done.stdout}\n{done.stderr}")
 
-    def start(self, timeout: float = 90.0) -> ApacheKafka:
+    def start(self, timeout: float = 90.0, attempts: int = 3) -> ApacheKafka:
+        """Start every node. Ports are picked free and bound by the JVMs seconds later; should
+        another process take one meanwhile (a node's log says "Address already in use", seen
+        once in CI on a controller port), the nodes start again on new ports."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start(timeout)
+            except Exception:
+                if attempt == attempts or not self._lost_a_port():
+                    raise
+                print(f"Apache Kafka: a port was taken before its node bound it; again ({attempt})", file=sys.stderr)
+                for node in self.members:
+                    shutil.rmtree(node.data_dir.parent, ignore_errors=True)
+                self.members.clear()
+        raise AssertionError("unreachable")
+
+    def _lost_a_port(self) -> bool:
+        return any(
+            node.log.exists() and "Address already in use" in node.log.read_text(errors="replace")
+            for node in self.members
+        )
+
+    def _wait_listening(self, node: Node, timeout: float) -> None:
+        """Until ``node`` listens for clients; raises at once if its JVM exited."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if node.process is not None and node.process.poll() is not None:
+                raise RuntimeError(f"Kafka node {node.node_id} exited ({node.process.returncode}): see {node.log}")
+            try:
+                wait_for_port(self.host, node.client_port, 0.5)
+                return
+            except TimeoutError:
+                if time.monotonic() > deadline:
+                    raise
+
+    def _start(self, timeout: float) -> ApacheKafka:
         begun = time.monotonic()
         classpath(self.version)  # fail fast, before making directories
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -299,7 +334,7 @@ class ApacheKafka:
             self.start_node(node.node_id, wait=False)
         try:
             for node in self.members:
-                wait_for_port(self.host, node.client_port, timeout)
+                self._wait_listening(node, timeout - (time.monotonic() - begun))
             self.wait_ready(timeout - (time.monotonic() - begun))
         except Exception:
             self.stop()
