@@ -163,17 +163,23 @@ def test_offsets_given_to_a_share_group_never_used_are_where_it_starts_as_on_kaf
     assert outputs["groupcoord"] == outputs["Kafka 4.4"]
 
 
+def committed_consumer_group(bootstrap: str, topic: str) -> str:
+    """A new consumer group that committed offsets 2 and 4 of ``topic``'s two partitions."""
+    group = f"sgo-cg-{uuid.uuid4().hex[:6]}"
+    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)], asynchronous=False)
+    finally:
+        committer.close()
+    return group
+
+
 def from_a_consumer_group(bootstrap: str, topic: str, workdir: Path) -> dict[str, Any]:
     """A share group started where a consumer group committed (KIP-1323's use, as Kafka 4.4's
     tools do it): ``kafka-consumer-groups.sh --reset-offsets --to-current --export`` writes the
     consumer group's offsets as CSV, ``kafka-share-groups.sh --reset-offsets --from-file`` gives
     them to a share group nobody has joined."""
-    consumers, shares = f"sgo-cg-{uuid.uuid4().hex[:6]}", f"sgo-sg-{uuid.uuid4().hex[:6]}"
-    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": consumers, "enable.auto.commit": False})
-    try:
-        committer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)], asynchronous=False)
-    finally:
-        committer.close()
+    consumers, shares = committed_consumer_group(bootstrap, topic), f"sgo-sg-{uuid.uuid4().hex[:6]}"
     plan = run_tool(
         CONSUMER_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--group", consumers, "--reset-offsets",
         "--to-current", "--topic", topic, "--export", "--dry-run", timeout=60,
@@ -219,12 +225,7 @@ def test_our_clis_start_a_share_group_where_a_consumer_group_committed(
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
     produce(kafka.bootstrap, topic, PER_PARTITION)
-    consumers, shares = f"sgo-cg-{uuid.uuid4().hex[:6]}", f"sgo-sg-{uuid.uuid4().hex[:6]}"
-    committer = Consumer({"bootstrap.servers": bootstrap, "group.id": consumers, "enable.auto.commit": False})
-    try:
-        committer.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 4)], asynchronous=False)
-    finally:
-        committer.close()
+    consumers, shares = committed_consumer_group(bootstrap, topic), f"sgo-sg-{uuid.uuid4().hex[:6]}"
     plan = groupcoord_cli(bootstrap, "groups", "reset-offsets", consumers, "--to-current", "--topic", topic, "--export", "--dry-run")
     assert sorted(plan.split()) == [f"{topic},0,2", f"{topic},1,4"]
     csv = tmp_path / "plan.csv"

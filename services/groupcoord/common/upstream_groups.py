@@ -142,11 +142,16 @@ def serves_kip848(versions: Mapping[int, tuple[int, int]]) -> bool:
     return ApiKey.CONSUMER_GROUP_DESCRIBE in versions
 
 
-async def coordinator_of(ask: Ask, group_id: str) -> Address:
-    """The broker coordinating ``group_id`` on the cluster ``ask`` reaches."""
-    found = await ask(None, FindCoordinatorRequest(key=group_id, key_type=i8(0)))
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+"""FindCoordinator's key types."""
+
+
+async def coordinator_of(ask: Ask, key: str, key_type: int = GROUP_KEY) -> Address:
+    """The broker coordinating group ``key`` (or the transactional id ``key``, with
+    ``TRANSACTION_KEY``) on the cluster ``ask`` reaches."""
+    found = await ask(None, FindCoordinatorRequest(key=key, key_type=i8(key_type)))
     if found.error_code != ErrorCode.none:
-        raise UpstreamGroupError(group_id, found.error_code, "FindCoordinator")
+        raise UpstreamGroupError(key, found.error_code, "FindCoordinator")
     return str(found.host), int(found.port)
 
 

@@ -168,10 +168,7 @@ class BrokerListeners:
         return broker_addresses.rewrite(api_key, body, lambda node, _h, _p: mapping[node])
 
     async def rewrite_payload(self, api_key: int, api_version: int, payload: bytes) -> bytes:
-        """:meth:`rewrite` on an encoded response payload (header + body); one that cannot name
-        a broker is returned as it is (:func:`~.broker_addresses.names_endpoints`)."""
-        if not broker_addresses.names_endpoints(api_key, api_version, payload):
-            return payload
+        """:meth:`rewrite` on an encoded response payload (header + body)."""
         correlation_id, body = codec.decode_response(api_key, api_version, payload)
         return codec.encode_response(correlation_id, await self.rewrite(api_key, body))
 

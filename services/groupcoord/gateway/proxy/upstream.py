@@ -19,14 +19,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
-from kio.static.primitive import i8
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.kafka_wire import codec
 from groupcoord.common.kafka_wire.exchange import ExchangeFailed, exchange
 from groupcoord.common.kafka_wire.framing import ClientConnection, frame_bytes
 from groupcoord.common.kafka_wire.secure_connection import open_kafka_connection
-from groupcoord.common.upstream_groups import Features, api_versions_and_features
+from groupcoord.common.upstream_groups import (
+    TRANSACTION_KEY,
+    Features,
+    UpstreamGroupError,
+    api_versions_and_features,
+    coordinator_of,
+)
 from groupcoord.gateway.messages.framed_request import Request
 from groupcoord.gateway.proxy import broker_addresses
 
@@ -162,14 +167,13 @@ class Upstream:
         share of a client's transaction (adding its state partition, once Kafka accepted the
         client). A client's TxnOffsetCommit (transaction version 2) comes on the listener of
         whichever broker it asked for the group's coordinator, not of its transaction's."""
-        from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest  # noqa: PLC0415
-
-        found = await self.ask_broker(None, FindCoordinatorRequest(key=transactional_id, key_type=i8(1)))
-        if found.error_code != ErrorCode.none:
+        try:
+            coordinator = await coordinator_of(self.ask_broker, transactional_id, TRANSACTION_KEY)
+        except UpstreamGroupError as exc:
             raise UpstreamUnavailable(
-                f"no transaction coordinator for {transactional_id!r}: {ErrorCode(found.error_code).name}"
-            )
-        return await ask_upstream((found.host, int(found.port)), body, security=self.security)
+                f"no transaction coordinator for {transactional_id!r}: {ErrorCode(exc.code).name}"
+            ) from exc
+        return await ask_upstream(coordinator, body, security=self.security)
 
     async def coordinator_node(self, listener: Address) -> tuple[int, str, int]:
         """(node id, host, port) to name as group coordinator for a client on ``listener``:
@@ -215,7 +219,8 @@ class UpstreamLink:
     """One client connection's connection to one upstream broker (FIFO of pending requests).
 
     Responses go back through ``deliver(seq, payload)``, after ``rewrite(api_key, version,
-    payload)`` for the APIs in ``rewritten`` (those naming brokers); an upstream failure with a
+    payload)`` for the APIs in ``rewritten`` (those naming brokers; a Produce answer only when
+    :func:`~.broker_addresses.names_endpoints` says it may name one); an upstream failure with a
     client request still unanswered ends the client connection through ``fail(reason)``
     (:meth:`_lost`). The connection is secured as ``security`` says (TLS, and SASL with the
     gateway's credentials unless the client's own SASL exchange is relayed on it).
@@ -318,7 +323,9 @@ class UpstreamLink:
                         raise ConnectionError(
                             f"upstream answered {correlation_id}, expected {p.correlation_id}"
                         )
-                    if p.api_key in self.rewritten:
+                    if p.api_key in self.rewritten and broker_addresses.names_endpoints(
+                        p.api_key, p.api_version, payload
+                    ):
                         payload = await self.rewrite(p.api_key, p.api_version, payload)
                     if p.patch is not None:
                         payload = p.patch(payload)
