@@ -222,10 +222,15 @@ class GroupConfigManager(ActsOnState):
     def __init__(self, data: GroupCoordinatorState, config: GroupConfig) -> None:
         self.data = data
         self.config = config
+        # The config is frozen, so each default is computed once: every heartbeat reads two.
+        self._defaults = {name: key.default(config) for name, key in _KEYS.items()}
 
     def value(self, group_id: str, name: str) -> ConfigValue:
         """The effective value of a config for a group (its override, else the default)."""
-        return self.data.group_configs.get(group_id, {}).get(name, _KEYS[name].default(self.config))
+        overrides = self.data.group_configs.get(group_id)
+        if overrides is None or name not in overrides:
+            return self._defaults[name]
+        return overrides[name]
 
     def int_value(self, group_id: str, name: str) -> int:
         value = self.value(group_id, name)
