@@ -261,7 +261,7 @@ class GroupConfigManager(ActsOnState):
                 continue  # Kafka leaves unknown names out of the answer
             entry = response.configs.add(
                 name=name,
-                value=_text(overrides.get(name, key.default(self.config))),
+                value=_text(overrides.get(name, self._defaults[name])),
                 read_only=False,
                 config_source=_SOURCE_GROUP_CONFIG if name in overrides else _SOURCE_DEFAULT_CONFIG,
                 is_sensitive=False,
@@ -295,8 +295,8 @@ class GroupConfigManager(ActsOnState):
                 else:
                     raise InvalidConfig(f"{change.name}: only SET and DELETE apply to group configs")
             for session_name, heartbeat_name in _SESSION_OVER_HEARTBEAT:
-                session = new.get(session_name, _KEYS[session_name].default(self.config))
-                heartbeat = new.get(heartbeat_name, _KEYS[heartbeat_name].default(self.config))
+                session = new.get(session_name, self._defaults[session_name])
+                heartbeat = new.get(heartbeat_name, self._defaults[heartbeat_name])
                 if session <= heartbeat:  # type: ignore[operator]
                     raise InvalidConfig(f"{session_name} must be greater than {heartbeat_name}")
         except InvalidConfig as e:
