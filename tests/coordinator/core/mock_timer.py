@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groupcoord.common.steps import Steps, finish
-from groupcoord.coordinator.core.contract import CoordinatorResult
+from groupcoord.coordinator.core.contract import CoordinatorResult, Publication, PublishOutcome
 
 
 @dataclass
@@ -39,6 +39,8 @@ class MockTimer:
         self._heap: list[_Scheduled] = []
         self._live: dict[str, _Scheduled] = {}
         self._seq = itertools.count()
+        # publications under way: key -> (what to write, its continuation), until a test ends one
+        self.publications: dict[str, tuple[Publication, Callable[[PublishOutcome], CoordinatorResult[Any]]]] = {}
 
     def schedule(self, key: str, delay_ms: int, operation: Callable[[], CoordinatorResult[Any]]) -> None:
         entry = _Scheduled(self.clock.now_ms + delay_ms, next(self._seq), key, operation)
@@ -53,15 +55,31 @@ class MockTimer:
         (Kafka's MockCoordinatorExecutor runs tasks only when the test polls it)."""
         self.schedule(key, 0, lambda: then(finish(task())))
 
+    def publish(
+        self, key: str, publication: Publication, then: Callable[[PublishOutcome], CoordinatorResult[Any]]
+    ) -> None:
+        """A publication waits until the test ends it (:meth:`publication_ended`), as a write to
+        another topic takes the time the cluster takes."""
+        self.cancel(key)
+        self.publications[key] = (publication, then)
+
+    def publication_ended(self, key: str, outcome: PublishOutcome) -> None:
+        """The publication of ``key`` ended with ``outcome``: its continuation runs at the next
+        ``pop_expired``."""
+        _, then = self.publications.pop(key)
+        self.schedule(key, 0, lambda: then(outcome))
+
     def cancel(self, key: str) -> None:
         self._live.pop(key, None)
+        self.publications.pop(key, None)
 
     def cancel_all(self) -> None:
         """What the runtime does to a partition's timers when it reverts a failed write."""
         self._live.clear()
+        self.publications.clear()
 
     def is_scheduled(self, key: str) -> bool:
-        return key in self._live
+        return key in self._live or key in self.publications
 
     def deadline(self, key: str) -> int | None:
         entry = self._live.get(key)

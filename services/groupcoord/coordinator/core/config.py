@@ -93,6 +93,12 @@ class GroupConfig:
     share_group_partition_max_record_locks: int = 2_000
     share_group_min_partition_max_record_locks: int = 100
     share_group_max_partition_max_record_locks: int = 4_000
+    # Dead-letter queues (KIP-1191): the prefix every group's DLQ topic must have
+    # (errors.deadletterqueue.topic.name.prefix; "" = any name), and whether a missing DLQ
+    # topic is created (errors.deadletterqueue.auto.create.topics.enable). The coordinator
+    # writes dead letters with its own identity, so these are the operator's bounds on where.
+    share_group_dlq_topic_name_prefix: str = "dlq."
+    share_group_dlq_auto_create_topics: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:
@@ -120,6 +126,10 @@ class GroupConfig:
                         changes[f.name] = MigrationPolicy(raw.lower())
                     elif f.name == "consumer_group_assignors":
                         changes[f.name] = tuple(a.strip() for a in raw.split(",") if a.strip())
+                    elif f.type == "str":
+                        changes[f.name] = raw
+                    elif f.type == "bool":
+                        changes[f.name] = raw.strip().lower() == "true"
                     else:
                         changes[f.name] = int(raw)
         return replace(config, **changes)

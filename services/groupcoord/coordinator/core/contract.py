@@ -145,7 +145,80 @@ class Offload(NamedTuple):
     then: Callable[[Any], CoordinatorResult[Any]]
 
 
-TimerIntent = ScheduleTimer | CancelTimer | Offload
+class OutboundRecord(NamedTuple):
+    """One record a :class:`Publish` writes. ``copy_of`` (topic name, partition, offset) names a
+    record of the cluster whose key and value it takes, and whose headers go before its own
+    (Kafka's dead-letter record with ``errors.deadletterqueue.copy.record.enable``); a source
+    record that cannot be read (deleted by retention, a compacted-away offset) leaves the
+    record as it is, headers only."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    copy_of: tuple[str, int, int] | None = None
+
+
+class TopicRule(NamedTuple):
+    """What the topic of a :class:`Publish` must be before anything is written to it: the
+    operator's bounds on where the coordinator, with its own identity, writes for a client
+    (Kafka's ``ShareGroupDLQValidator``).
+
+    ``required_prefix``: the name must start with it ("" = any name). ``required_config``: a
+    topic config the topic must have with that value (KIP-1191's
+    ``errors.deadletterqueue.group.enable=true``), checked where the upstream knows the config
+    at all (Kafka 4.4; Kafka 3.x and tansu answer nothing for it, and there the prefix is the
+    operator's only say). ``create_if_missing``: create a missing topic (with the cluster's
+    default partitions and replication, and ``required_config`` set) instead of failing."""
+
+    required_prefix: str = ""
+    required_config: tuple[str, str] | None = None
+    create_if_missing: bool = False
+
+
+class Publication(NamedTuple):
+    """Records for a topic of the upstream cluster, all for one partition of it:
+    ``partition_of`` modulo the topic's partition count (Kafka's dead-letter rule: the source
+    partition's number). ``deduplicate_since_ms``: when set (a new leader resuming what its
+    predecessor may have written before it died), a record already in that partition since
+    then with the same values of ``identity_headers`` is not written again. ``metric`` names
+    what the host counts the writes as (the process's metrics facade)."""
+
+    topic: str
+    partition_of: int
+    records: tuple[OutboundRecord, ...]
+    rule: TopicRule
+    identity_headers: tuple[str, ...] = ()
+    deduplicate_since_ms: int | None = None
+    metric: str = ""
+
+
+class PublishOutcome(NamedTuple):
+    """How a :class:`Publish` ended: the records written (or found written already), the
+    produce requests it took and how many failed, and the reason it gave up, if it did (the
+    topic broke the rule, the cluster refused every retry)."""
+
+    written: int
+    requests: int = 0
+    failed_requests: int = 0
+    error: str | None = None
+
+
+class Publish(NamedTuple):
+    """A timer whose wait is a write to another topic of the upstream cluster, made by the
+    host with the coordinator's own identity (Kafka's share-partition writing its dead-letter
+    queue through the broker's ``ShareGroupDLQManager``): once the records of the result that
+    returned it are written to the state topic (so a failover finds what is due in the state),
+    write ``publication``, then ``then(outcome)`` on the partition's loop, handled like a fired
+    timer. The key is armed from scheduling until ``then`` runs (``is_scheduled``); a cancel,
+    a revert or a lost leadership drops the outcome, and the state's next owner resumes from
+    the state (with ``deduplicate_since_ms``)."""
+
+    key: str
+    publication: Publication
+    then: Callable[[PublishOutcome], CoordinatorResult[Any]]
+
+
+TimerIntent = ScheduleTimer | CancelTimer | Offload | Publish
 
 
 def deadline_timer(
@@ -167,6 +240,8 @@ def apply_timer_intents(timer: Timer, intents: list[TimerIntent]) -> None:
             timer.schedule(intent.key, intent.delay_ms, intent.operation)
         elif isinstance(intent, Offload):
             timer.offload(intent.key, intent.task, intent.then)
+        elif isinstance(intent, Publish):
+            timer.publish(intent.key, intent.publication, intent.then)
         else:
             timer.cancel(intent.key)
 
@@ -237,6 +312,12 @@ class Timer(Protocol):
     ) -> None:
         """Run the steps of ``task()`` off the loop, then ``then(result)`` as a fired timer (see
         :class:`Offload`); replaces any timer with the same key."""
+
+    def publish(
+        self, key: str, publication: Publication, then: Callable[[PublishOutcome], CoordinatorResult[Any]]
+    ) -> None:
+        """Write ``publication`` once what is being written now is durable, then ``then(outcome)``
+        as a fired timer (see :class:`Publish`); replaces any timer with the same key."""
 
     def cancel(self, key: str) -> None: ...
 

@@ -34,6 +34,8 @@ SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
 SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
 ConfigValue = int | str | bool
 """A group config's value: INT, STRING or BOOLEAN, as Kafka's ConfigDef types them."""
@@ -68,6 +70,13 @@ class _Key:
     choices: tuple[str, ...] = ()
     pattern: Callable[[str], bool] | None = None  # a STRING's other valid forms
     pattern_message: str = ""
+    refuse: Callable[[ConfigValue], str | None] | None = None  # a further check: Kafka's message
+
+    def check(self, value: ConfigValue, config: GroupConfig) -> None:
+        """The checks after parsing: the broker-level range, then the key's own."""
+        self.check_bounds(value, config)
+        if self.refuse is not None and (message := self.refuse(value)) is not None:
+            raise InvalidConfig(message)
 
     def parse(self, raw: str) -> ConfigValue:
         """The value of ``raw``, or :class:`InvalidConfig` with Kafka's message."""
@@ -195,6 +204,23 @@ _KEYS: dict[str, _Key] = {
             lambda c: True,
             "Whether share group members may renew the lock of a record they hold (KIP-1222).",
         ),
+        _Key(
+            DLQ_TOPIC_NAME,
+            _TYPE_STRING,
+            lambda c: "",
+            "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share "
+            "group. If blank (the default), the group does not have a DLQ topic.",
+            refuse=lambda v: (
+                f"{DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'" if str(v).startswith("__") else None
+            ),
+        ),
+        _Key(
+            DLQ_COPY_RECORD_ENABLE,
+            _TYPE_BOOLEAN,
+            lambda c: False,
+            "When writing onto the dead-letter queue topic, whether to copy the original record onto "
+            "the DLQ topic, or just write a record containing the context information headers.",
+        ),
     )
 }
 # Each pair's session timeout must exceed its heartbeat interval (Kafka's GroupConfig).
@@ -290,7 +316,7 @@ class GroupConfigManager(ActsOnState):
                     new.pop(change.name, None)
                 elif change.config_operation == _OP_SET:
                     value = key.parse(change.value)
-                    key.check_bounds(value, self.config)
+                    key.check(value, self.config)
                     new[change.name] = value
                 else:
                     raise InvalidConfig(f"{change.name}: only SET and DELETE apply to group configs")

@@ -18,7 +18,7 @@ from shard_test_context import ShardContext  # noqa: E402
 from groupcoord.coordinator.core.config import GroupConfig  # noqa: E402
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb  # noqa: E402
 from groupcoord.rpc.v1 import share_group_pb2 as pb  # noqa: E402
-from tests.coordinator.core.test_assignors import tid  # noqa: E402
+from tests.coordinator.core.test_assignors import image, tid  # noqa: E402
 
 ORDERS = tid("orders")
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
@@ -272,7 +272,9 @@ def test_each_answer_counts_what_its_step_did_to_records() -> None:
     """The counts the shard's metrics add up (ShareDeliveryResponse.counts): acquired and
     redelivered, acknowledged by type, locks run out, and archived — rejected, or given back at
     the delivery-count limit (here 2)."""
-    ctx = ShardContext(GroupConfig(share_group_record_lock_duration_ms=15_000, share_group_delivery_count_limit=2))
+    ctx = ShardContext(
+        GroupConfig(share_group_record_lock_duration_ms=15_000, share_group_delivery_count_limit=2)
+    )
 
     def counts(request: pb.ShareDeliveryRequest) -> dict[str, int]:
         token, _ = ctx.call("share_delivery", request)
@@ -303,3 +305,96 @@ def test_each_answer_counts_what_its_step_did_to_records() -> None:
     assert counts(ack("c", [])) == {}, "counted once"
     wrong = counts(ack("a", [(8, 8, ACCEPT)]))
     assert wrong == {}, "an acknowledgement refused counts nothing"
+
+
+def test_a_rejected_record_and_one_past_its_delivery_limit_go_to_the_dead_letter_queue() -> None:
+    """KIP-1191: with errors.deadletterqueue.topic.name set, a record the client rejects and a
+    record released once too often are ARCHIVING until their copy is in the DLQ topic, with
+    Kafka's headers; a gap goes nowhere. The write happens outside the shard (a Publish); its
+    end archives them, and the window moves on."""
+    from groupcoord.coordinator.core.contract import PublishOutcome  # noqa: PLC0415
+    from groupcoord.coordinator.core.share.delivery import dead_letter_key  # noqa: PLC0415
+    from groupcoord.coordinator.core.share.share_partition import RecordState  # noqa: PLC0415
+
+    ctx = ShardContext(
+        GroupConfig(share_group_record_lock_duration_ms=15_000, share_group_delivery_count_limit=2)
+    )
+    ctx.apply(ctx.shard.on_metadata_update(image(orders=1), 0))
+    ctx.set_group_configs(
+        "g", errors_deadletterqueue_topic_name="dlq.orders", errors_deadletterqueue_copy_record_enable="true"
+    )
+    key = ("g", ORDERS, 0)
+    step1(ctx, "a")
+    assert step2(ctx, "a", 0, range(0, 3), start=0) == [(0, 2, 1)]
+    step1(ctx, "a", [(0, 0, REJECT), (1, 1, RELEASE)], fetch=False)
+    published, _ = ctx.timer.publications[dead_letter_key(key)]
+    assert published.topic == "dlq.orders" and published.partition_of == 0
+    assert published.deduplicate_since_ms is None, "written here: nothing of it can be in the DLQ yet"
+    assert published.rule.required_prefix == "dlq." and published.rule.required_config == (
+        "errors.deadletterqueue.group.enable",
+        "true",
+    )
+    [rejected] = published.records
+    assert dict(rejected.headers) == {
+        "__dlq.errors.topic": b"orders",
+        "__dlq.errors.partition": b"0",
+        "__dlq.errors.offset": b"0",
+        "__dlq.errors.group": b"g",
+        "__dlq.errors.delivery.count": b"1",
+        "__dlq.errors.message": b"Offset rejected by client.",
+    }
+    assert rejected.copy_of == ("orders", 0, 0), "copy.record: the source record's key, value and headers"
+    # offset 1 comes again, is released a second time (its limit): on its way too, once the
+    # write in flight ended (one at a time per share-partition)
+    assert step2(ctx, "b", 1, range(1, 3)) == [(1, 1, 2)]
+    step1(ctx, "b", [(1, 1, RELEASE)], fetch=False)
+    assert list(ctx.timer.publications) == [dead_letter_key(key)]
+    state = ctx.shard.data.share_partitions[key]
+    assert [state.deliveries[o].state for o in (0, 1)] == [RecordState.ARCHIVING] * 2
+    assert state.start_offset == 0, "the window waits for the DLQ"
+    ctx.assert_replay_equals_live()
+
+    ctx.timer.publication_ended(dead_letter_key(key), PublishOutcome(written=1, requests=1))
+    ctx.advance(0)
+    [limit] = ctx.timer.publications[dead_letter_key(key)][0].records
+    assert dict(limit.headers)["__dlq.errors.offset"] == b"1"
+    assert dict(limit.headers)["__dlq.errors.delivery.count"] == b"2"
+    assert dict(limit.headers)["__dlq.errors.message"] == b"Offset delivery count exceeded the threshold."
+    assert ctx.shard.data.share_partitions[key].start_offset == 1, "0 is done: archived, behind the start"
+    ctx.timer.publication_ended(dead_letter_key(key), PublishOutcome(written=0, failed_requests=1, error="down"))
+    ctx.advance(0)
+    assert ctx.shard.data.share_partitions[key].start_offset == 2, "archived, written or not: Kafka's rule"
+    assert ctx.timer.publications == {}
+    ctx.assert_replay_equals_live()
+
+
+def test_a_new_leader_resumes_the_dead_letters_its_predecessor_left() -> None:
+    """The state says what is ARCHIVING: a shard loaded from the log publishes it again, and
+    asks the write to skip the copies written since the earliest of them began."""
+    from groupcoord.coordinator.core.share.delivery import dead_letter_key  # noqa: PLC0415
+
+    ctx = context()
+    ctx.set_group_configs("g", errors_deadletterqueue_topic_name="dlq.orders")
+    step1(ctx, "a")
+    step2(ctx, "a", 0, range(0, 2), start=0)
+    ctx.clock.now_ms = 7_000
+    step1(ctx, "a", [(0, 1, REJECT)], fetch=False)
+    successor = ShardContext(ctx.config)
+    for record in ctx.log.records():
+        successor.shard.replay(record)
+    successor.apply(successor.shard.on_loaded(9_000))
+    published, _ = successor.timer.publications[dead_letter_key(("g", ORDERS, 0))]
+    assert [dict(r.headers)["__dlq.errors.offset"] for r in published.records] == [b"0", b"1"]
+    assert all(r.copy_of is None for r in published.records), "copy.record is off by default"
+    assert published.deduplicate_since_ms == 7_000
+
+
+def test_a_dead_letter_topic_name_may_not_start_with_two_underscores() -> None:
+    ctx = context()
+    request = admin_pb.AlterGroupConfigsRequest(api_version=1, group_id="g")
+    request.configs.add(
+        name="errors.deadletterqueue.topic.name", value="__consumer_offsets", config_operation=0
+    )
+    answer = ctx.answer(ctx.call("alter_group_configs", request)[0])
+    assert answer.error_code == ErrorCode.invalid_config.value
+    assert answer.error_message == "errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'"

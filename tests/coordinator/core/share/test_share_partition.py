@@ -7,6 +7,8 @@ beyond the limit, the window bounded, and the snapshot record replaying to the s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
@@ -19,7 +21,9 @@ from groupcoord.coordinator.core.share.share_partition import (
     SharePartition,
     acknowledge,
     acquire,
+    dead_letters,
     expire_locks,
+    finish_dead_letters,
     from_record_value,
     release_member,
     to_record_value,
@@ -157,7 +161,7 @@ def test_the_window_never_holds_more_than_max_in_flight_offsets() -> None:
 def test_a_member_leaving_gives_its_records_back() -> None:
     sp, _ = fetch(SharePartition.starting_at(0), "a", range(0, 2))
     sp, _ = fetch(sp, "b", range(0, 4))
-    sp = release_member(sp, "a", LIMITS)
+    sp = release_member(sp, "a", LIMITS, 0)
     assert [o for o, d in sorted(sp.deliveries.items()) if d.state is RecordState.AVAILABLE] == [0, 1]
     assert sp.next_fetch_offset() == 0
 
@@ -187,14 +191,18 @@ operation = st.one_of(
     st.tuples(st.just("tick"), st.integers(0, 20_000)),
     st.tuples(st.just("leave"), st.sampled_from(MEMBERS)),
     st.tuples(st.just("compact"), st.integers(0, 40)),  # the log loses a record (compaction)
+    st.tuples(st.just("dead letters written")),  # the DLQ write of what is ARCHIVING ended
 )
 PROPERTY_LIMITS = DeliveryLimits(delivery_count_limit=2, lock_duration_ms=30_000, max_in_flight=10)
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.lists(operation, max_size=60), st.sets(st.integers(0, 40), max_size=10))
-def test_no_record_is_held_twice_nothing_done_comes_back_and_replay_is_the_state(ops, holes) -> None:
-    limits = PROPERTY_LIMITS
+@given(st.lists(operation, max_size=60), st.sets(st.integers(0, 40), max_size=10), st.booleans())
+def test_no_record_is_held_twice_nothing_done_comes_back_and_replay_is_the_state(ops, holes, dlq) -> None:
+    """With a dead-letter queue (``dlq``) too: a record ARCHIVING is never delivered again and
+    only its DLQ write's end makes it ARCHIVED."""
+    limits = replace(PROPERTY_LIMITS, dead_letters=dlq)
+    archiving: set[int] = set()
     sp, now = SharePartition.starting_at(0), 0
     done: set[int] = set()  # offsets acknowledged, archived or never holding a record
     deliveries: dict[int, int] = {}
@@ -250,9 +258,17 @@ def test_no_record_is_held_twice_nothing_done_comes_back_and_replay_is_the_state
             now += op[1]
             sp = expire_locks(sp, now, limits)
         elif op[0] == "leave":
-            sp = release_member(sp, op[1], limits)
+            sp = release_member(sp, op[1], limits, now)
+        elif op[0] == "dead letters written":
+            sp = finish_dead_letters(sp, [o for r in dead_letters(sp) for o in range(r.first_offset, r.last_offset + 1)])
         else:
             holes = holes | {op[1]}
+        for offset in archiving:  # on its way to the DLQ until that write ends, then done
+            state = sp.deliveries[offset].state if offset in sp.deliveries else RecordState.ARCHIVED
+            assert state in (RecordState.ARCHIVING, RecordState.ARCHIVED), "left ARCHIVING but for the DLQ"
+            assert state is RecordState.ARCHIVING or op[0] == "dead letters written" or offset in done
+        archiving = {o for o, d in sp.deliveries.items() if d.state is RecordState.ARCHIVING}
+        assert dlq or not archiving, "no DLQ, no ARCHIVING"
         done |= {
             o for o, d in sp.deliveries.items() if d.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
         }

@@ -28,6 +28,15 @@ what is AVAILABLE or new then. Locks run out lazily: every step first releases w
 its lock, exactly when Kafka would. The answer is sent once the records are written: an
 acknowledgement answered is never undone, and a shard taking over knows every lock.
 
+A group with a dead-letter queue (KIP-1191) archives a rejected record, and one delivered as
+often as the group allows, through ARCHIVING (:mod:`.share_partition`): the step that did it
+also returns a :class:`~groupcoord.coordinator.core.contract.Publish` per share-partition (one in
+flight at a time), which the runtime carries out once the step's record is written — the
+records' copies, with Kafka's ``__dlq.errors.*`` headers, written to the group's DLQ topic with
+the coordinator's identity, within the operator's bounds — and whose outcome turns them
+ARCHIVED (:func:`dead_letters_written`). A new leader resumes what was ARCHIVING, skipping
+copies its predecessor wrote (:func:`dead_letter_intents` with ``resuming``).
+
 Each answer also says what its step did to how many records (``counts``: acquired, accepted,
 released, rejected, locks run out, archived), for the shard's metrics: a snapshot record cannot
 tell afterwards, since done records leave the window in the step that finishes them.
@@ -35,13 +44,25 @@ tell afterwards, since done records leave the window in the step that finishes t
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import base64
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
+from groupcoord.coordinator.core.contract import (
+    ArmedTimers,
+    CoordinatorRecord,
+    CoordinatorResult,
+    OutboundRecord,
+    Publication,
+    Publish,
+    PublishOutcome,
+    TimerIntent,
+    TopicRule,
+)
 from groupcoord.coordinator.core.share import share_partition as sp
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.records.v1 import share_group_pb2 as rpb
@@ -49,6 +70,35 @@ from groupcoord.rpc.v1 import share_group_pb2 as pb
 
 SharePartitionKey = tuple[str, bytes, int]
 """(group id, topic id, partition): one share-partition."""
+
+
+# Kafka 4.4's headers of a dead-letter record (ShareGroupDLQRecordHelper): values are UTF-8
+# text, numbers in decimal; they follow the source record's own headers when it is copied.
+HEADER_TOPIC = "__dlq.errors.topic"
+HEADER_PARTITION = "__dlq.errors.partition"
+HEADER_OFFSET = "__dlq.errors.offset"
+HEADER_GROUP = "__dlq.errors.group"
+HEADER_DELIVERY_COUNT = "__dlq.errors.delivery.count"
+HEADER_MESSAGE = "__dlq.errors.message"
+# What makes a dead letter the same one again (a new leader resuming its predecessor's writes).
+DEAD_LETTER_IDENTITY = (HEADER_GROUP, HEADER_TOPIC, HEADER_PARTITION, HEADER_OFFSET)
+DLQ_TOPIC_ENABLE_CONFIG = ("errors.deadletterqueue.group.enable", "true")  # Kafka's TopicConfig
+# Dead letters of one share-partition per Publish: a bound on one write, not on the queue (the
+# next Publish follows the outcome).
+MAX_DEAD_LETTERS_PER_PUBLISH = 500
+DEAD_LETTER_METRIC = "share_dlq"
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterQueue:
+    """A share group's dead-letter queue: its topic (``errors.deadletterqueue.topic.name``),
+    whether records are copied into it (``errors.deadletterqueue.copy.record.enable``), and the
+    operator's bounds on the topic (``errors.deadletterqueue.topic.name.prefix``, the topic's
+    own ``errors.deadletterqueue.group.enable``, and ``errors.deadletterqueue.auto.create.topics.enable``)."""
+
+    topic: str
+    copy_record: bool = False
+    rule: TopicRule = TopicRule()
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +109,7 @@ class DeliveryConfig:
     auto_offset_reset: str = "latest"
     isolation_level: str = "read_uncommitted"
     renew_enabled: bool = True  # share.renew.acknowledge.enable
+    dead_letter_queue: DeadLetterQueue | None = None
 
 
 def state_record(key: SharePartitionKey, partition: sp.SharePartition | None) -> CoordinatorRecord:
@@ -81,11 +132,17 @@ def replay(
         states[k] = sp.from_record_value(value)
 
 
+DeadLetterWork = Callable[[Mapping[SharePartitionKey, sp.SharePartition]], list[TimerIntent]]
+"""The dead letters due in changed share-partitions (their new states): :func:`dead_letter_intents`
+bound to the shard's timers, image and configs."""
+
+
 def deliver(
     states: dict[SharePartitionKey, sp.SharePartition],
     request: pb.ShareDeliveryRequest,
     now_ms: int,
     config: Callable[[str], DeliveryConfig],
+    dead_letters: DeadLetterWork | None = None,
 ) -> CoordinatorResult[pb.ShareDeliveryResponse]:
     """Step 1 or step 2 (``request.acquire``) of one ShareFetch or ShareAcknowledge."""
     group_config = config(request.group_id)
@@ -96,7 +153,6 @@ def deliver(
     if not request.group_id or not request.member_id:
         response.error_code = ErrorCode.invalid_request.value
         return CoordinatorResult(response=response)
-    records: list[CoordinatorRecord] = []
     changed: dict[SharePartitionKey, sp.SharePartition] = {}
     counts = response.counts
     budget = request.max_records if request.max_records > 0 else 500
@@ -151,7 +207,7 @@ def deliver(
                     _count_acknowledgements(counts, before, batches, limits)
                     changed[key] = state
         if request.end_session and (held := changed.get(key, states.get(key))) is not None:
-            state = sp.release_member(held, request.member_id, limits)
+            state = sp.release_member(held, request.member_id, limits, now_ms)
             if state != held:
                 changed[key] = state
         if part.fetch:
@@ -162,10 +218,10 @@ def deliver(
                 if expired != state:
                     changed[key] = state = expired
                 out.fetch_offset = state.next_fetch_offset()
-    for key, state in changed.items():
-        if states.get(key) != state:
-            records.append(state_record(key, state))
-    return CoordinatorResult(records=records, response=response)
+    written = {key: state for key, state in changed.items() if states.get(key) != state}
+    records = [state_record(key, state) for key, state in written.items()]
+    timers = dead_letters(written) if dead_letters is not None and written else []
+    return CoordinatorResult(records=records, response=response, timers=timers)
 
 
 def _count_acknowledgements(
@@ -189,17 +245,102 @@ def _count_acknowledgements(
 
 
 def release_member(
-    states: dict[SharePartitionKey, sp.SharePartition], group_id: str, member_id: str, limits: sp.DeliveryLimits
-) -> list[CoordinatorRecord]:
-    """Records giving back everything ``member_id`` holds in the group's share-partitions: it
+    states: dict[SharePartitionKey, sp.SharePartition],
+    group_id: str,
+    member_id: str,
+    limits: sp.DeliveryLimits,
+    now_ms: int,
+) -> dict[SharePartitionKey, sp.SharePartition]:
+    """The group's share-partitions changed by giving back everything ``member_id`` holds: it
     left or its session ran out, and another member may take its records now rather than
     after their locks (Kafka releases them when the member goes)."""
-    records = []
+    out = {}
     for key in sorted(k for k in states if k[0] == group_id):
-        released = sp.release_member(states[key], member_id, limits)
+        released = sp.release_member(states[key], member_id, limits, now_ms)
         if released != states[key]:
-            records.append(state_record(key, released))
-    return records
+            out[key] = released
+    return out
+
+
+def dead_letter_key(key: SharePartitionKey) -> str:
+    """The timer key of a share-partition's dead letters in flight (one Publish at a time)."""
+    group_id, topic_id, partition = key
+    return f"share-dlq:{group_id}:{topic_id.hex()}:{partition}"
+
+
+def dead_letter_intents(
+    changed: Mapping[SharePartitionKey, sp.SharePartition],
+    config: Callable[[str], DeliveryConfig],
+    topic_name: Callable[[bytes], str | None],
+    armed: ArmedTimers,
+    written: Callable[[SharePartitionKey, tuple[int, ...], PublishOutcome], CoordinatorResult[None]],
+    *,
+    resuming: bool = False,
+) -> list[TimerIntent]:
+    """A :class:`Publish` for each share-partition of ``changed`` (its new state) with records
+    ARCHIVING and none of its dead letters in flight already (their outcome issues the next).
+
+    ``resuming``: the state was loaded, not made here; a predecessor may have written some of
+    these copies before it died, so the write skips those it finds in the DLQ partition since
+    the earliest record began ARCHIVING. A group whose DLQ topic was unset meanwhile gets a
+    publication to no topic, which fails at once and archives them (counted as failed)."""
+    intents: list[TimerIntent] = []
+    for key, state in changed.items():
+        if armed.is_scheduled(dead_letter_key(key)):
+            continue
+        ranges = sp.dead_letters(state)
+        if not ranges:
+            continue
+        group_id, topic_id, partition = key
+        queue = config(group_id).dead_letter_queue or DeadLetterQueue("")
+        name = topic_name(topic_id)
+        source = name if name is not None else _topic_id_text(topic_id)
+        records: list[OutboundRecord] = []
+        offsets: list[int] = []
+        for r in ranges:
+            for offset in range(r.first_offset, min(r.last_offset + 1, r.first_offset + MAX_DEAD_LETTERS_PER_PUBLISH - len(records))):
+                headers = (
+                    (HEADER_TOPIC, source.encode()),
+                    (HEADER_PARTITION, str(partition).encode()),
+                    (HEADER_OFFSET, str(offset).encode()),
+                    (HEADER_GROUP, group_id.encode()),
+                    (HEADER_DELIVERY_COUNT, str(r.delivery_count).encode()),
+                    (HEADER_MESSAGE, r.cause.message.encode()),
+                )
+                copy_of = (name, partition, offset) if queue.copy_record and name is not None else None
+                records.append(OutboundRecord(None, None, headers, copy_of))
+                offsets.append(offset)
+        publication = Publication(
+            queue.topic,
+            partition,
+            tuple(records),
+            queue.rule,
+            DEAD_LETTER_IDENTITY,
+            min(r.since_ms for r in ranges) if resuming else None,
+            DEAD_LETTER_METRIC,
+        )
+        intents.append(Publish(dead_letter_key(key), publication, partial(written, key, tuple(offsets))))
+    return intents
+
+
+def dead_letters_written(
+    states: Mapping[SharePartitionKey, sp.SharePartition], key: SharePartitionKey, offsets: Iterable[int]
+) -> dict[SharePartitionKey, sp.SharePartition]:
+    """The share-partition once the Publish of ``offsets`` ended: those still ARCHIVING are
+    ARCHIVED, written or not (Kafka archives a record whose DLQ write failed for good rather
+    than hold the window; the failure is counted); nothing if the share-partition is gone
+    (its group deleted, its offsets altered) or had nothing of them left."""
+    state = states.get(key)
+    if state is None:
+        return {}
+    done = sp.finish_dead_letters(state, offsets)
+    return {} if done is state else {key: done}
+
+
+def _topic_id_text(topic_id: bytes) -> str:
+    """A topic id as Kafka prints it (``Uuid.toString``: URL-safe base64 without padding), the
+    header Kafka writes when the topic's name is unknown."""
+    return base64.urlsafe_b64encode(topic_id).decode().rstrip("=")
 
 
 def records_in_flight(

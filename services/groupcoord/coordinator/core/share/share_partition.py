@@ -13,6 +13,11 @@ that owns the share-partition, with the same states, the same rules and Kafka's 
         `--RELEASE, lock timeout, member gone (delivery count < limit)
                               `--RELEASE, lock timeout, member gone (count = limit) --> ARCHIVED
 
+A group with a dead-letter queue (KIP-1191, ``errors.deadletterqueue.topic.name``) archives a
+rejected record, and one delivered as often as it may be, through ARCHIVING: the record waits
+in the window, neither deliverable nor done, until its copy is in the DLQ topic
+(:func:`dead_letters`, :func:`finish_dead_letters`); a gap is archived at once, as in Kafka.
+
 The window: every offset below the share-partition start offset (SPSO, ``start_offset``) is
 done (acknowledged or archived) and forgotten; offsets from ``end_offset`` on were never
 acquired; every offset between has a :class:`Delivery`. The SPSO moves forward over done
@@ -45,6 +50,7 @@ class RecordState(enum.IntEnum):
     AVAILABLE = 0
     ACQUIRED = 1
     ACKNOWLEDGED = 2
+    ARCHIVING = 3  # KIP-1191: on its way to the group's dead-letter queue
     ARCHIVED = 4
 
 
@@ -58,18 +64,40 @@ class AcknowledgeType(enum.IntEnum):
     RENEW = 4  # KIP-1222: keep the lock for another lock duration
 
 
+class DeadLetterCause(enum.IntEnum):
+    """Why a record goes to the dead-letter queue, with the message Kafka 4.4 writes in its
+    ``__dlq.errors.message`` header (``ShareGroupDLQManager.CLIENT_REJECT`` and
+    ``DELIVERY_COUNT_EXCEEDED``)."""
+
+    NONE = 0
+    REJECTED = 1
+    DELIVERY_COUNT_EXCEEDED = 2
+
+    @property
+    def message(self) -> str:
+        return _CAUSE_MESSAGES[self]
+
+
+_CAUSE_MESSAGES = {
+    DeadLetterCause.NONE: "",
+    DeadLetterCause.REJECTED: "Offset rejected by client.",
+    DeadLetterCause.DELIVERY_COUNT_EXCEEDED: "Offset delivery count exceeded the threshold.",
+}
+
 DONE = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
 
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One in-flight offset: its state, how often it was acquired, and while ACQUIRED, by
-    which member until when."""
+    """One in-flight offset: its state, how often it was acquired, while ACQUIRED by which
+    member until when, and while ARCHIVING why and since when."""
 
     state: RecordState
     delivery_count: int = 0
     member_id: str = ""
     lock_deadline_ms: int = 0
+    dead_letter_cause: DeadLetterCause = DeadLetterCause.NONE
+    archiving_since_ms: int = 0
 
 
 GAP = Delivery(RecordState.ARCHIVED)  # an offset the log holds no record for
@@ -82,6 +110,9 @@ class DeliveryLimits:
     delivery_count_limit: int = 5  # group.share.delivery.count.limit
     lock_duration_ms: int = 30_000  # group.share.record.lock.duration.ms
     max_in_flight: int = 2_000  # group.share.partition.max.record.locks
+    # whether the group has a dead-letter queue (errors.deadletterqueue.topic.name is set):
+    # then a rejected record, and one past the delivery count limit, is ARCHIVING first
+    dead_letters: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,16 +152,28 @@ class SharePartition:
         deadlines = [d.lock_deadline_ms for d in self.deliveries.values() if d.state is RecordState.ACQUIRED]
         return min(deadlines, default=None)
 
+    def has_dead_letters(self) -> bool:
+        """Whether any record of the window is ARCHIVING (on its way to the dead-letter queue)."""
+        return any(d.state is RecordState.ARCHIVING for d in self.deliveries.values())
+
     def in_flight(self) -> int:
         """Offsets in the window not done yet (Kafka's in-flight count for this share-partition)."""
         return sum(1 for d in self.deliveries.values() if d.state not in DONE)
 
 
-def _released(delivery: Delivery, limits: DeliveryLimits) -> Delivery:
+def _archived(delivery: Delivery, cause: DeadLetterCause, limits: DeliveryLimits, now_ms: int) -> Delivery:
+    """A record archived by its member (REJECT) or by the delivery count limit: ARCHIVING, on
+    its way to the dead-letter queue, when the group has one; else done."""
+    if limits.dead_letters:
+        return Delivery(RecordState.ARCHIVING, delivery.delivery_count, dead_letter_cause=cause, archiving_since_ms=now_ms)
+    return Delivery(RecordState.ARCHIVED, delivery.delivery_count)
+
+
+def _released(delivery: Delivery, limits: DeliveryLimits, now_ms: int) -> Delivery:
     """A record given back (RELEASE, lock timeout, its member gone): available again, unless it
     was delivered as often as the group allows — then archived, never delivered again."""
     if delivery.delivery_count >= limits.delivery_count_limit:
-        return Delivery(RecordState.ARCHIVED, delivery.delivery_count)
+        return _archived(delivery, DeadLetterCause.DELIVERY_COUNT_EXCEEDED, limits, now_ms)
     return Delivery(RecordState.AVAILABLE, delivery.delivery_count)
 
 
@@ -271,10 +314,12 @@ def acknowledge(
             if kind is AcknowledgeType.ACCEPT:
                 changes[offset] = Delivery(RecordState.ACKNOWLEDGED, delivery.delivery_count)
             elif kind is AcknowledgeType.RELEASE:
-                changes[offset] = _released(delivery, limits)
+                changes[offset] = _released(delivery, limits, now_ms)
             elif kind is AcknowledgeType.RENEW:
                 changes[offset] = replace(delivery, lock_deadline_ms=now_ms + limits.lock_duration_ms)
-            else:  # REJECT, GAP
+            elif kind is AcknowledgeType.REJECT:
+                changes[offset] = _archived(delivery, DeadLetterCause.REJECTED, limits, now_ms)
+            else:  # GAP: no record to write anywhere
                 changes[offset] = Delivery(RecordState.ARCHIVED, delivery.delivery_count)
     deliveries = {**partition.deliveries, **changes}
     start = _advance(partition.start_offset, partition.end_offset, deliveries)
@@ -282,7 +327,7 @@ def acknowledge(
 
 
 def _release_where(
-    partition: SharePartition, limits: DeliveryLimits, held: Callable[[Delivery], bool]
+    partition: SharePartition, limits: DeliveryLimits, now_ms: int, held: Callable[[Delivery], bool]
 ) -> SharePartition:
     """Release the acquired records ``held`` picks (``partition`` itself if none)."""
     released = [
@@ -292,7 +337,7 @@ def _release_where(
         return partition
     deliveries = dict(partition.deliveries)
     for offset in released:
-        deliveries[offset] = _released(deliveries[offset], limits)
+        deliveries[offset] = _released(deliveries[offset], limits, now_ms)
     start = _advance(partition.start_offset, partition.end_offset, deliveries)
     return SharePartition(start, partition.end_offset, deliveries, partition.state_epoch)
 
@@ -306,14 +351,64 @@ def expiring(partition: SharePartition, now_ms: int) -> list[Delivery]:
 
 def expire_locks(partition: SharePartition, now_ms: int, limits: DeliveryLimits) -> SharePartition:
     """Release every record whose lock ran out by ``now_ms`` (``partition`` itself if none)."""
-    return _release_where(partition, limits, lambda d: d.lock_deadline_ms <= now_ms)
+    return _release_where(partition, limits, now_ms, lambda d: d.lock_deadline_ms <= now_ms)
 
 
-def release_member(partition: SharePartition, member_id: str, limits: DeliveryLimits) -> SharePartition:
+def release_member(
+    partition: SharePartition, member_id: str, limits: DeliveryLimits, now_ms: int
+) -> SharePartition:
     """Release what ``member_id`` holds: it left the group, its session in the group ran out, or
     its share session ended (the final epoch, or the connection that opened it closed: Kafka 4.4
     gives the records back then with their delivery counts kept, as a RELEASE would)."""
-    return _release_where(partition, limits, lambda d: d.member_id == member_id)
+    return _release_where(partition, limits, now_ms, lambda d: d.member_id == member_id)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRange:
+    """Consecutive ARCHIVING offsets with one delivery count and cause: what one run of
+    dead-letter records says of them (Kafka's ``ShareGroupDLQRecordParameter``)."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+    cause: DeadLetterCause
+    since_ms: int  # the earliest archiving_since_ms of the range
+
+
+def dead_letters(partition: SharePartition) -> list[DeadLetterRange]:
+    """The share-partition's records on their way to the dead-letter queue, in offset order."""
+    out: list[DeadLetterRange] = []
+    for offset in range(partition.start_offset, partition.end_offset):
+        d = partition.deliveries[offset]
+        if d.state is not RecordState.ARCHIVING:
+            continue
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and last.last_offset + 1 == offset
+            and last.delivery_count == d.delivery_count
+            and last.cause is d.dead_letter_cause
+        ):
+            out[-1] = replace(last, last_offset=offset, since_ms=min(last.since_ms, d.archiving_since_ms))
+        else:
+            out.append(DeadLetterRange(offset, offset, d.delivery_count, d.dead_letter_cause, d.archiving_since_ms))
+    return out
+
+
+def finish_dead_letters(partition: SharePartition, offsets: Iterable[int]) -> SharePartition:
+    """Those of ``offsets`` still ARCHIVING are done (their copy is in the dead-letter queue, or
+    writing it failed for good): ARCHIVED, and the window moves on over them."""
+    deliveries = dict(partition.deliveries)
+    changed = False
+    for offset in offsets:
+        d = deliveries.get(offset)
+        if d is not None and d.state is RecordState.ARCHIVING:
+            deliveries[offset] = Delivery(RecordState.ARCHIVED, d.delivery_count)
+            changed = True
+    if not changed:
+        return partition
+    start = _advance(partition.start_offset, partition.end_offset, deliveries)
+    return SharePartition(start, partition.end_offset, deliveries, partition.state_epoch)
 
 
 def to_record_value(partition: SharePartition) -> share_group_pb2.SharePartitionStateValue:
@@ -337,6 +432,8 @@ def to_record_value(partition: SharePartition) -> share_group_pb2.SharePartition
             delivery_count=delivery.delivery_count,
             member_id=delivery.member_id,
             lock_deadline_ms=delivery.lock_deadline_ms,
+            dead_letter_cause=int(delivery.dead_letter_cause),
+            archiving_since_ms=delivery.archiving_since_ms,
         )
         previous = delivery
     return value
@@ -346,7 +443,14 @@ def from_record_value(value: share_group_pb2.SharePartitionStateValue) -> ShareP
     """The state a snapshot record holds (replay)."""
     deliveries: dict[int, Delivery] = {}
     for run in value.runs:
-        delivery = Delivery(RecordState(run.state), run.delivery_count, run.member_id, run.lock_deadline_ms)
+        delivery = Delivery(
+            RecordState(run.state),
+            run.delivery_count,
+            run.member_id,
+            run.lock_deadline_ms,
+            DeadLetterCause(run.dead_letter_cause),
+            run.archiving_since_ms,
+        )
         for offset in range(run.first_offset, run.last_offset + 1):
             deliveries[offset] = delivery
     return SharePartition(value.start_offset, value.end_offset, deliveries, value.state_epoch)
