@@ -52,10 +52,12 @@ def run_share_consumers(
     consumers: int,
     done: Callable[[Deliveries, Deliveries], bool],
     timeout_s: float = 120,
+    group: str | None = None,
 ) -> tuple[Deliveries, Deliveries]:
-    """(consumed, acknowledged) by ``consumers`` VerifiableShareConsumers of a new share group
-    on ``topic``, read from their events until ``done`` says so or ``timeout_s`` passed."""
-    group = f"jsg-{uuid.uuid4().hex[:6]}"
+    """(consumed, acknowledged) by ``consumers`` VerifiableShareConsumers of a share group (a
+    new one unless ``group`` is given) on ``topic``, read from their events until ``done`` says
+    so or ``timeout_s`` passed."""
+    group = group or f"jsg-{uuid.uuid4().hex[:6]}"
     tools = [
         start_tool(
             VERIFIABLE_SHARE_CONSUMER,

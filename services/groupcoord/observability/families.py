@@ -205,6 +205,27 @@ class MetricFamilies:
             ["shard"],
             registry=r,
         )
+        # KIP-1191's DeadLetterQueueTotalProduceRequestsPerSec, ...FailedProduceRequestsPerSec
+        # and DeadLetterQueueRecordCount, as counters (Prometheus takes the rate)
+        self.share_dlq_produce_requests = Counter(
+            "groupcoord_share_dlq_produce_requests",
+            "Produce requests writing share groups' dead letters to their DLQ topics.",
+            ["shard"],
+            registry=r,
+        )
+        self.share_dlq_failed_produce_requests = Counter(
+            "groupcoord_share_dlq_failed_produce_requests",
+            "Produce requests of dead letters that failed (refused by the topic's rule, or by the "
+            "cluster); a record whose every attempt failed is archived without its copy.",
+            ["shard"],
+            registry=r,
+        )
+        self.share_dlq_records = Counter(
+            "groupcoord_share_dlq_records",
+            "Dead letters written to share groups' DLQ topics (or found written by a predecessor).",
+            ["shard"],
+            registry=r,
+        )
         self.state_write_latency = Histogram(
             "groupcoord_state_write_latency_seconds",
             "Time from sending a batch to the state topic to its acknowledgement (acks=all).",

@@ -13,6 +13,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
 
@@ -233,6 +234,18 @@ class ShardMetrics:
         for (group, topic, share_partition), n in fullest.items():
             family.labels(self.shard_id, group, topic, str(share_partition)).set(n)
         self._share_series = set(fullest)
+
+    def record_publication(self, metric: str, outcome: Any) -> None:
+        """A shard's write to another topic ended (a ``PublishOutcome``), counted under the
+        publication's ``metric``: ``share_dlq``, a share group's dead letters (KIP-1191)."""
+        if metric != "share_dlq":
+            return
+        f = self._f
+        f.share_dlq_produce_requests.labels(self.shard_id).inc(outcome.requests)
+        if outcome.failed_requests:
+            f.share_dlq_failed_produce_requests.labels(self.shard_id).inc(outcome.failed_requests)
+        if outcome.error is None and outcome.written:
+            f.share_dlq_records.labels(self.shard_id).inc(outcome.written)
 
     def record_share_delivery(self, counts: ShareDeliveryCounts) -> None:
         """What one ShareFetch or ShareAcknowledge step did to records (the shard's answer says)."""

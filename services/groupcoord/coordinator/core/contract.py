@@ -147,8 +147,8 @@ class Offload(NamedTuple):
 
 class OutboundRecord(NamedTuple):
     """One record a :class:`Publish` writes. ``copy_of`` (topic name, partition, offset) names a
-    record of the cluster whose key and value it takes, and whose headers go before its own
-    (Kafka's dead-letter record with ``errors.deadletterqueue.copy.record.enable``); a source
+    record of the cluster whose key and value it takes (Kafka 4.4's dead-letter record with
+    ``errors.deadletterqueue.copy.record.enable``, which keeps only its own headers); a source
     record that cannot be read (deleted by retention, a compacted-away offset) leaves the
     record as it is, headers only."""
 

@@ -37,7 +37,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,8 @@ from groupcoord.coordinator.core.contract import (
     CoordinatorOperation,
     CoordinatorResult,
     CoordinatorShard,
+    Publication,
+    PublishOutcome,
     apply_timer_intents,
     serialize_record,
 )
@@ -112,6 +114,7 @@ class PartitionRuntime:
         on_failure: Callable[[PartitionRuntime, BaseException], None] | None = None,
         metrics: ShardMetrics | None = None,
         thread: str = "0",
+        publisher: Callable[[Publication], Awaitable[PublishOutcome]] | None = None,
     ) -> None:
         self.partition = partition
         self._state = PartitionState.STOPPED
@@ -135,8 +138,9 @@ class PartitionRuntime:
         # across loads and reverts like the counts they feed (CoordinatorMetricsShard)
         self._written_seen: dict[Any, Any] = {}
         self._thread = thread
+        self._publisher = publisher
         self._queue: asyncio.Queue[tuple[float, object]] = asyncio.Queue()
-        self._timer = LoopTimer(self._put)
+        self._timer = LoopTimer(self._put, self._publish)
         self._replicas: ShardReplicas | None = None
         self._loader: PartitionLoader | None = None
         self._pipeline: WritePipeline | None = None
@@ -355,7 +359,7 @@ class PartitionRuntime:
     # --- internals --------------------------------------------------------------------------
 
     def _fresh_state(self) -> PartitionLoader:
-        self._timer = LoopTimer(self._put)
+        self._timer = LoopTimer(self._put, self._publish)
         self._replicas = ShardReplicas(self._factory, self.partition, self._timer)
         reader = PartitionReader(self._bootstrap, self._topic, self.partition, 0)
         if self._replicas.live.transactions() is not None:  # only its shard replays markers
@@ -528,6 +532,21 @@ class PartitionRuntime:
             # A read runs on the committed replica: effects there would be lost or misapplied.
             raise RuntimeError(f"read-only operation {op.name} returned records, timers or completions")
         return result.response
+
+    async def _publish(self, publication: Publication) -> PublishOutcome:
+        """A shard's :class:`~groupcoord.coordinator.core.contract.Publish`: once everything
+        written so far is acknowledged (the state that made it due, so a failover finds it
+        due), write it with the worker's publisher. A failed state write raises here (the
+        revert, or the next leader, resumes from the state)."""
+        pipeline = self._pipeline
+        w = pipeline.newest_unconfirmed if pipeline is not None else None
+        if w is not None:
+            written: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            w.waiters.append((written, None))
+            await written
+        if self._publisher is None:
+            return PublishOutcome(0, error="this coordinator process writes no publications")
+        return await self._publisher(publication)
 
     def _run_internal(
         self, op: Callable[[], CoordinatorResult[Any]], what: str, *, by_timer: bool = False

@@ -195,6 +195,21 @@ class StateLogWriter:
         return [(m.offset, m.offset + n - 1) for m, n in zip(metas, counts, strict=True)]
 
 
+    async def send_records(self, topic: str, partition: int, records: Sequence[Any]) -> int:
+        """Write ``records`` (each with ``key``, ``value``, ``headers``: a publication's, see
+        :mod:`.publisher`) to a partition of another topic as one batch, acks=all, stamped with
+        the wall clock (retention judges a record by it); returns the batch's base offset."""
+        batch = self._producer.create_batch()
+        for r in records:
+            if batch.append(timestamp=None, key=r.key, value=r.value, headers=list(r.headers)) is None:
+                if batch.record_count() == 0:
+                    raise ValueError(f"a record of {len(r.key or b'') + len(r.value or b'')} bytes exceeds the batch size")
+                raise ValueError("the records exceed one batch")
+        batch.close()
+        meta = await (await self._producer.send_batch(batch, topic, partition=partition))
+        return int(meta.offset)
+
+
 class UpstreamProbe:
     """Whether this process reaches the Kafka cluster holding the state topic: a Metadata
     request, on connections of its own (a probe stuck on a cut connection never holds up the

@@ -14,12 +14,12 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from groupcoord.common.steps import Steps
-from groupcoord.coordinator.core.contract import CoordinatorResult
+from groupcoord.coordinator.core.contract import CoordinatorResult, Publication, PublishOutcome
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,7 @@ class _Armed:
     deadline: float  # loop time
     operation: TimerOperation
     handle: asyncio.TimerHandle | None  # wakes at or before ``deadline``; None once fired
+    task: asyncio.Task[Any] | None = None  # a publication's write under way
 
 
 # A loop handle may run this much before its time (asyncio's clock resolution and more): a
@@ -99,8 +100,14 @@ class LoopTimer:
     heartbeat itself (asyncio's timer heap grows with cancelled handles until it is rebuilt).
     """
 
-    def __init__(self, enqueue: Callable[[TimerEvent], None]) -> None:
+    def __init__(
+        self,
+        enqueue: Callable[[TimerEvent], None],
+        publish: Callable[[Publication], Awaitable[PublishOutcome]] | None = None,
+    ) -> None:
         self._enqueue = enqueue
+        # how the partition writes a publication: once its state is written, then the write
+        self._publish = publish
         self._timers: dict[str, _Armed] = {}
 
     def schedule(self, key: str, delay_ms: int, operation: TimerOperation) -> None:
@@ -112,6 +119,8 @@ class LoopTimer:
                 armed.token, armed.deadline, armed.operation = object(), deadline, operation
                 return
             armed.handle.cancel()
+        if armed is not None and armed.task is not None:
+            armed.task.cancel()
         handle = loop.call_at(deadline, self._expired, key)
         self._timers[key] = _Armed(object(), deadline, operation, handle)
 
@@ -128,6 +137,38 @@ class LoopTimer:
         wanted = functools.partial(self._armed_with, key, token)
         future = asyncio.get_running_loop().run_in_executor(offload_executor(), run_in_slices, task(), wanted)
         future.add_done_callback(functools.partial(self._computed, key, token, then))
+
+    def publish(
+        self, key: str, publication: Publication, then: Callable[[PublishOutcome], CoordinatorResult[Any]]
+    ) -> None:
+        """Write ``publication`` (the partition's ``publish``: after the state written so far),
+        then queue ``then(outcome)`` as this key's fired timer. A cancel or a replacing schedule
+        stops waiting for it and drops the outcome (a write already sent may still land: the
+        state's next owner deduplicates)."""
+        self.cancel(key)
+        if self._publish is None:
+            log.error("publication %s dropped: this partition writes no publications", key)
+            return
+        token = object()
+        task = asyncio.get_running_loop().create_task(self._publish(publication), name=f"publish-{key}")
+        self._timers[key] = _Armed(token, math.inf, _never, None, task)
+        task.add_done_callback(functools.partial(self._published, key, token, then))
+
+    def _published(
+        self,
+        key: str,
+        token: object,
+        then: Callable[[PublishOutcome], CoordinatorResult[Any]],
+        task: asyncio.Task[PublishOutcome],
+    ) -> None:
+        if not self._armed_with(key, token) or task.cancelled():
+            return
+        if (error := task.exception()) is not None:  # its state write failed: the revert resumes it
+            log.info("publication %s not written: %r", key, error)
+            del self._timers[key]
+            return
+        self._timers[key].operation = functools.partial(then, task.result())
+        self._enqueue(TimerEvent(key, token))
 
     def _armed_with(self, key: str, token: object) -> bool:
         """Whether ``key`` is still armed by the schedule of ``token`` (read from the offload
@@ -149,8 +190,11 @@ class LoopTimer:
 
     def cancel(self, key: str) -> None:
         armed = self._timers.pop(key, None)
-        if armed is not None and armed.handle is not None:
-            armed.handle.cancel()
+        if armed is not None:
+            if armed.handle is not None:
+                armed.handle.cancel()
+            if armed.task is not None:
+                armed.task.cancel()
 
     def is_scheduled(self, key: str) -> bool:
         return key in self._timers
@@ -159,6 +203,8 @@ class LoopTimer:
         for armed in self._timers.values():
             if armed.handle is not None:
                 armed.handle.cancel()
+            if armed.task is not None:
+                armed.task.cancel()
         self._timers.clear()
 
     def __len__(self) -> int:

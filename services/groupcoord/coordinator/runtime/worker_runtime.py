@@ -28,6 +28,7 @@ from groupcoord.common.partitioning import worker_for
 from groupcoord.coordinator.core.contract import CoordinatorOperation
 from groupcoord.coordinator.runtime.partition_loop import PartitionRuntime
 from groupcoord.coordinator.runtime.partition_state import PartitionState
+from groupcoord.coordinator.runtime.publisher import Publisher
 from groupcoord.coordinator.runtime.replicas import ShardFactory
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.coordinator.runtime.write_pipeline import Fenced
@@ -101,6 +102,8 @@ class WorkerRuntime:
         self.worker = worker
         self.workers = workers
         self.writer = writer if writer is not None else StateLogWriter(bootstrap, topic)
+        # writes to other topics the shards ask for (a share group's dead letters), never to ours
+        self.publisher = Publisher(bootstrap, self.writer, self.coordinator_topics, metrics=metrics)
         self._factory = shard_factory
         self.metrics = metrics
         if metrics is not None:
@@ -122,6 +125,7 @@ class WorkerRuntime:
         self._desired.clear()
         for p in list(self._parts.values()):
             await p.stop()
+        await self.publisher.close()
         await self.writer.stop()
 
     def owns(self, partition: int) -> bool:
@@ -272,6 +276,7 @@ class WorkerRuntime:
                 on_failure=self._failed,
                 metrics=self.metrics,
                 thread=str(self.worker),
+                publisher=self.publisher,
             )
             self._parts[partition] = part
         return part
