@@ -14,12 +14,20 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from groupcoord.rpc.v1 import shard_control_pb2 as sc
 
@@ -35,8 +43,17 @@ class Member(threading.Thread):
     (partition, offset, delivery count), ``confirmed`` what it saw acknowledged successfully,
     with when."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, log: list[tuple[Any, ...]], lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        log: list[tuple[Any, ...]],
+        lock: threading.Lock,
+        ack: AcknowledgeType = AcknowledgeType.ACCEPT,
+    ) -> None:
         super().__init__(daemon=True)
+        self.ack = ack
         self.consumer = ShareConsumer(
             {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
         )
@@ -52,7 +69,7 @@ class Member(threading.Thread):
                 for m in got:
                     with self.lock:
                         self.log.append(("delivered", m.partition(), m.offset(), m.delivery_count()))
-                    self.consumer.acknowledge(m)
+                    self.consumer.acknowledge(m, self.ack)
                 if not got:
                     continue
                 try:
@@ -96,6 +113,81 @@ def test_share_state_follows_its_partition_to_a_new_worker_when_shards_roll_to_m
             if p.partition == state_partition and p.state == sc.PARTITION_STATE_ACTIVE
         ]
         assert served == [(str(fo.control.placement[state_partition].leader), 1)], served
+
+
+DEAD_LETTERS = 400
+
+
+def test_records_rejected_across_a_shard_kill_land_in_the_dead_letter_queue_once_each(
+    broker: Any, tmp_path: Path
+) -> None:
+    """KIP-1191 through a failover: two share consumers reject every record of a group with a
+    DLQ topic while the shard process leading its state partition is killed (SIGKILL). Each
+    record is in the DLQ topic exactly once: a record ARCHIVING when the shard died is written
+    by the next leader, unless its copy is there already (read back from the DLQ partition)."""
+    with failover_cluster(broker, tmp_path, "sgdlq") as fo:
+        group = f"sgdlq-g-{uuid.uuid4().hex[:6]}"
+        topic, dlq = f"sgd-{uuid.uuid4().hex[:6]}", f"dlq.sgd-{uuid.uuid4().hex[:6]}"
+        fo.create_topics(topic, partitions=PARTITIONS)
+        admin = AdminClient({"bootstrap.servers": fo.bootstrap})
+        # Kafka 4.4 wants the topic to opt in; older clusters and tansu know no such config
+        kafka_4_4 = str(getattr(broker, "version", "")).startswith("4.4")
+        opt_in = {"errors.deadletterqueue.group.enable": "true"} if kafka_4_4 else {}
+        admin.create_topics([NewTopic(dlq, 1, 1, config=opt_in)])[dlq].result(30)
+        producer = Producer({"bootstrap.servers": fo.bootstrap, "linger.ms": 5})
+        for i in range(DEAD_LETTERS):
+            producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
+        assert producer.flush(30) == 0
+        resource = ConfigResource(ResourceType.GROUP, group)
+        for name, value in (
+            ("share.auto.offset.reset", "earliest"),
+            ("share.record.lock.duration.ms", "15000"),
+            ("errors.deadletterqueue.topic.name", dlq),
+        ):
+            resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+        for fut in admin.incremental_alter_configs([resource]).values():
+            fut.result(30)
+        log: list[tuple[Any, ...]] = []
+        lock = threading.Lock()
+        members = [Member(fo.bootstrap, group, topic, log, lock, AcknowledgeType.REJECT) for _ in range(2)]
+        for m in members:
+            m.start()
+
+        def delivered() -> set[tuple[int, int]]:
+            with lock:
+                return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
+
+        try:
+            wait_until(lambda: len(delivered()) >= DEAD_LETTERS // 4, 60, "a quarter delivered")
+            fo.kill_leader(fo.state_partition(group))
+            wait_until(lambda: len(delivered()) >= DEAD_LETTERS, 120, "every record delivered")
+        finally:
+            for m in members:
+                m.stop.set()
+            for m in members:
+                m.join(60)
+        reader = Consumer(
+            {"bootstrap.servers": fo.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}
+        )
+        reader.subscribe([dlq])
+        seen: Counter[tuple[int, int]] = Counter()
+        deadline = time.monotonic() + 90
+        quiet = None
+        try:
+            while time.monotonic() < deadline and (quiet is None or time.monotonic() < quiet):
+                message = reader.poll(0.5)
+                if message is None or message.error():
+                    continue
+                headers = dict(message.headers() or ())
+                assert headers["__dlq.errors.group"] == group.encode()
+                seen[(int(headers["__dlq.errors.partition"]), int(headers["__dlq.errors.offset"]))] += 1
+                if len(seen) >= DEAD_LETTERS and quiet is None:
+                    quiet = time.monotonic() + 3  # a duplicate would come late
+        finally:
+            reader.close()
+        expected = {(i % PARTITIONS, i // PARTITIONS) for i in range(DEAD_LETTERS)}
+        assert set(seen) == expected, f"{len(expected - set(seen))} missing"
+        assert set(seen.values()) == {1}, f"written twice: {[k for k, n in seen.items() if n > 1][:10]}"
 
 
 def read_through(fo: FailoverCluster, group: str, disrupt: Callable[[], None]) -> None:

@@ -175,3 +175,33 @@ async def test_an_offloaded_computation_that_raises_is_logged_and_unarmed(caplog
     await asyncio.sleep(0.1)
     assert fired.run() == [] and not fired.timer.is_scheduled("assignment")
     assert "assignor bug" in caplog.text
+
+
+async def test_a_publication_comes_back_as_its_keys_fired_timer_unless_cancelled() -> None:
+    """A Publish (a share group's dead letters) is written by the partition's ``publish`` and
+    its outcome handed to ``then`` on the loop; the key stays armed meanwhile, and a cancel (a
+    revert, a lost leadership) stops the write and drops its outcome."""
+    from groupcoord.coordinator.core.contract import CoordinatorResult, Publication, PublishOutcome, TopicRule  # noqa: PLC0415
+
+    started: list[str] = []
+    release = asyncio.Event()
+
+    async def publish(publication: Publication) -> PublishOutcome:
+        started.append(publication.topic)
+        await release.wait()
+        return PublishOutcome(len(publication.records))
+
+    events: list[TimerEvent] = []
+    timer = LoopTimer(events.append, publish)
+    then = lambda outcome: CoordinatorResult(response=outcome.written)  # noqa: E731
+    timer.publish("dlq", Publication("dlq.a", 0, (), TopicRule()), then)
+    timer.publish("gone", Publication("dlq.b", 0, (), TopicRule()), then)
+    await asyncio.sleep(0.01)
+    assert started == ["dlq.a", "dlq.b"] and timer.is_scheduled("dlq")
+    timer.cancel("gone")
+    release.set()
+    await asyncio.sleep(0.01)
+    assert [e.key for e in events] == ["dlq"], "the cancelled one's outcome is dropped"
+    operation = timer.take(events[0])
+    assert operation is not None and operation().response == 0
+    assert not timer.is_scheduled("dlq")

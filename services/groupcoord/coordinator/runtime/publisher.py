@@ -49,6 +49,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 DEDUPE_FALLBACK_RECORDS = 10_000
 # The clocks of two coordinator processes may differ: look back this much further.
 CLOCK_SKEW_MS = 60_000
+# How long reading a DLQ partition back may take before the copies are written anyway (at
+# least once: a copy written twice is better than one lost).
+DEDUPE_READ_S = 15.0
 
 
 class Refused(Exception):
@@ -158,7 +161,10 @@ class Publisher:
 
     async def _already_written(self, publication: Publication, partition: int) -> set[tuple[bytes, ...]]:
         """The identities of the records in ``partition`` of the topic since the publication's
-        ``deduplicate_since_ms`` (less the clock skew allowed between processes)."""
+        ``deduplicate_since_ms`` (less the clock skew allowed between processes), up to the
+        partition's high watermark as a fetch gives it (tansu's ListOffsets "latest" stops at
+        the last batch's base offset)."""
+        assert publication.deduplicate_since_ms is not None
         tp = TopicPartition(publication.topic, partition)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._bootstrap,
@@ -167,24 +173,28 @@ class Publisher:
         )
         await consumer.start()
         try:
-            end = (await consumer.end_offsets([tp]))[tp]
-            start = None
-            assert publication.deduplicate_since_ms is not None
+            first = (await consumer.beginning_offsets([tp]))[tp]
+            start: int | None = None
             with contextlib.suppress(Exception):  # a cluster that cannot search by time
-                found = await consumer.offsets_for_times({tp: max(publication.deduplicate_since_ms - CLOCK_SKEW_MS, 0)})
-                start = end if found.get(tp) is None else found[tp].offset
-            if start is None:
-                start = max((await consumer.beginning_offsets([tp]))[tp], end - DEDUPE_FALLBACK_RECORDS)
+                since = max(publication.deduplicate_since_ms - CLOCK_SKEW_MS, 0)
+                found = (await consumer.offsets_for_times({tp: since})).get(tp)
+                start = found.offset if found is not None else None
+            latest = (await consumer.end_offsets([tp]))[tp]
         finally:
             await consumer.stop()
-        if start >= end:
-            return set()
+        # no record at or after the time (by the cluster's answer): look at the last ones
+        # anyway, as far back as the fallback allows, since "latest" may fall short
+        start = max(first, latest - DEDUPE_FALLBACK_RECORDS) if start is None else max(start, first)
         reader = PartitionReader(self._bootstrap, publication.topic, partition, start, self._security)
         seen: set[tuple[bytes, ...]] = set()
+        deadline = asyncio.get_running_loop().time() + DEDUPE_READ_S
         try:
-            async for chunk in reader.chunks_until(end, timeout_s=10.0):
-                for record in chunk:
-                    headers = dict((k, bytes(v)) for k, v in (record.headers or ()))
+            while reader.highwater is None or reader.position < reader.highwater:
+                if asyncio.get_running_loop().time() > deadline:  # write rather than lose one
+                    log.warning("%s: read back only to %d of %s: some copies may be written twice", tp, reader.position, reader.highwater)
+                    break
+                for record in await reader.read(timeout_ms=100):
+                    headers = {k: bytes(v) for k, v in (record.headers or ())}
                     seen.add(tuple(headers.get(h, b"") for h in publication.identity_headers))
         finally:
             await reader.stop()
