@@ -35,11 +35,11 @@ DIFFERENCES: dict[ApiKey, tuple[tuple[int, int] | None, str]] = {
 
 FEATURES_NOT_FINALIZED = {
     "group.version": "Kafka's controller level for its own coordinator; the APIs above say what we serve",
-    "share.version": "as group.version; share.version 2 is KIP-1191's dead-letter queues, not served",
     "streams.version": "as group.version; streams groups are not served",
 }
-"""Features Kafka 4.4 finalizes that the gateway does not, and why. It finalizes one:
-``transaction.version``, at the upstream's level (2 here, which TxnOffsetCommit v5 serves)."""
+"""Features Kafka 4.4 finalizes that the gateway does not, and why. It finalizes two:
+``transaction.version``, at the upstream's level (2 here, which TxnOffsetCommit v5 serves), and
+``share.version`` 2 of its own (KIP-1191's dead-letter queues are served)."""
 
 
 def api_versions(cluster: BackgroundCluster, address: tuple[str, int]) -> Any:
@@ -65,7 +65,7 @@ def test_the_gateway_advertises_kafka_4_4s_group_api_versions_but_for_named_diff
         assert ours.get(key) == served, f"{key.name}: {why}"
 
 
-def test_the_gateway_finalizes_kafka_4_4s_transaction_version_and_no_other_feature(
+def test_the_gateway_finalizes_kafka_4_4s_transaction_version_and_its_own_share_version(
     kafka: ApacheKafka, kafka_cluster: BackgroundCluster
 ) -> None:
     theirs = api_versions(kafka_cluster, (kafka.host, kafka.port))
@@ -73,10 +73,14 @@ def test_the_gateway_finalizes_kafka_4_4s_transaction_version_and_no_other_featu
     finalized = {f.name: int(f.max_version_level) for f in theirs.finalized_features or ()}
     assert set(FEATURES_NOT_FINALIZED) <= set(finalized), f"Kafka 4.4 finalizes {finalized}"
     assert finalized["transaction.version"] == 2
-    assert {f.name: int(f.max_version_level) for f in ours.finalized_features} == {"transaction.version": 2}
+    assert {f.name: int(f.max_version_level) for f in ours.finalized_features} == {
+        "transaction.version": 2,
+        "share.version": 2,
+    }
+    assert finalized["share.version"] == 2, "Kafka 4.4's too: its dead-letter queues"
     # the epoch of the upstream's features when the gateway asked (at its start)
     assert 0 <= int(ours.finalized_features_epoch) <= int(theirs.finalized_features_epoch)
     # Supported ranges as Kafka names them (KIP-1022: not those starting at level 0, before v4)
     supported = {f.name: (int(f.min_version), int(f.max_version)) for f in ours.supported_features}
     kafkas = {f.name: (int(f.min_version), int(f.max_version)) for f in theirs.supported_features}
-    assert supported == {k: v for k, v in kafkas.items() if k == "transaction.version"}
+    assert supported == {k: v for k, v in kafkas.items() if k in ("transaction.version", "share.version")}

@@ -85,13 +85,20 @@ def advertised_versions(upstream: VersionRanges, handled: VersionRanges) -> dict
 # coordinator bumps epochs and writes the markers) and the group coordinator's share of level 2
 # (TxnOffsetCommit v5 adding its partition itself) is served. A client then runs its
 # transactions at the level the upstream finalized, as it would against the upstream alone.
-# No other feature is named: the others are the upstream's or not ours to promise (share.version
-# 2 needs share-group dead-letter queues, streams.version streams groups).
 PASSED_ON_FEATURES: Mapping[str, int] = {"transaction.version": 2}
+
+# The features the gateway finalizes itself, whatever the upstream, at the level it serves:
+# share.version, since share groups are ours on every upstream, at 2 (KIP-1191's dead-letter
+# queues, which our coordinator writes). group.version and streams.version are not named: the
+# first is Kafka's controller level for its own coordinator (the APIs say what we serve), the
+# second would promise streams groups, which are not served.
+OWN_FEATURES: Mapping[str, int] = {"share.version": 2}
 
 
 def advertised_features(upstream: Features) -> Features:
-    """What ApiVersions names of features: the ``PASSED_ON_FEATURES`` the upstream has, capped."""
+    """What ApiVersions names of features: the ``PASSED_ON_FEATURES`` the upstream has, capped,
+    and ``OWN_FEATURES`` (finalized at the upstream's epoch, or 0 if it finalizes none: a
+    client reads no finalized feature of an epoch below 0)."""
     supported = {
         name: (lo, min(hi, top))
         for name, top in PASSED_ON_FEATURES.items()
@@ -105,7 +112,9 @@ def advertised_features(upstream: Features) -> Features:
         if name in upstream.finalized
         for lo, hi in [upstream.finalized[name]]
     }
-    return Features(supported, finalized, upstream.finalized_epoch if finalized else -1)
+    supported.update({name: (0, top) for name, top in OWN_FEATURES.items()})
+    finalized.update({name: (top, top) for name, top in OWN_FEATURES.items()})
+    return Features(supported, finalized, max(upstream.finalized_epoch, 0))
 
 
 def api_versions_response(
@@ -130,7 +139,9 @@ def api_versions_response(
         supported = element_type(body_type, "supported_features")
         finalized = element_type(body_type, "finalized_features")
         kwargs["supported_features"] = tuple(
-            supported(name=n, min_version=i16(lo), max_version=i16(hi)) for n, (lo, hi) in features.supported.items()
+            supported(name=n, min_version=i16(lo), max_version=i16(hi))
+            for n, (lo, hi) in features.supported.items()
+            if lo > 0 or version >= 4  # KIP-1022: a range from level 0 is not named before v4
         )
         kwargs["finalized_features_epoch"] = i64(features.finalized_epoch)
         kwargs["finalized_features"] = tuple(
