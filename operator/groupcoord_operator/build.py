@@ -256,6 +256,11 @@ def group_defaults_env(spec: Spec) -> list[dict[str, Any]]:
         {"name": "GROUPCOORD_GROUP_ASSIGNORS", "value": ",".join(gd.assignors)},
         {"name": "GROUPCOORD_GROUP_MAX_SIZE", "value": str(gd.max_group_size)},
         {"name": "GROUPCOORD_GROUP_MIGRATION_POLICY", "value": gd.migration_policy},
+        {"name": "GROUPCOORD_GROUP_SHARE_DLQ_TOPIC_NAME_PREFIX", "value": gd.share_dlq_topic_name_prefix},
+        {
+            "name": "GROUPCOORD_GROUP_SHARE_DLQ_AUTO_CREATE_TOPICS",
+            "value": "true" if gd.share_dlq_auto_create_topics else "false",
+        },
     ]
 
 

@@ -375,6 +375,17 @@ def spec_schema() -> dict[str, Any]:
                         "default": "bidirectional",
                         "description": "Online migration between classic and consumer protocol (group.consumer.migration.policy).",
                     },
+                    "shareDlqTopicNamePrefix": {
+                        "type": "string",
+                        "maxLength": 200,
+                        "default": "dlq.",
+                        "description": "The prefix every share group's dead-letter queue topic must have; empty allows any name (errors.deadletterqueue.topic.name.prefix, KIP-1191).",
+                    },
+                    "shareDlqAutoCreateTopics": {
+                        "type": "boolean",
+                        "default": False,
+                        "description": "Whether a share group's missing dead-letter queue topic is created (errors.deadletterqueue.auto.create.topics.enable, KIP-1191).",
+                    },
                 },
             },
             "gateway": {

@@ -30,6 +30,10 @@ class GroupDefaults:
     assignors: tuple[str, ...] = ("uniform", "range")
     max_group_size: int = 1000
     migration_policy: str = "bidirectional"
+    # KIP-1191's broker configs for share groups' dead-letter queues, which the coordinator
+    # writes with its own identity: the required topic name prefix, and topic creation
+    share_dlq_topic_name_prefix: str = "dlq."
+    share_dlq_auto_create_topics: bool = False
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,8 @@ def parse_spec(raw: Mapping[str, Any] | None, current_partitions: int = 0) -> Sp
         assignors=tuple(gd_raw.get("assignors") or ("uniform", "range")),
         max_group_size=gd_raw.get("maxGroupSize", 1000),
         migration_policy=gd_raw.get("migrationPolicy", "bidirectional"),
+        share_dlq_topic_name_prefix=gd_raw.get("shareDlqTopicNamePrefix", "dlq."),
+        share_dlq_auto_create_topics=bool(gd_raw.get("shareDlqAutoCreateTopics", False)),
     )
     gateway = raw.get("gateway") or {}
     resources = raw.get("resources") or {}

@@ -15,6 +15,8 @@ def test_operator_environment_overrides_defaults() -> None:
             "GROUPCOORD_GROUP_MIGRATION_POLICY": "Upgrade",
             "GROUPCOORD_GROUP_OFFSETS_RETENTION_MS": "1000",
             "GROUPCOORD_GROUP_ASSIGNORS": "range, uniform",
+            "GROUPCOORD_GROUP_SHARE_DLQ_TOPIC_NAME_PREFIX": "",
+            "GROUPCOORD_GROUP_SHARE_DLQ_AUTO_CREATE_TOPICS": "True",
             "UNRELATED": "x",
         }
     )
@@ -26,6 +28,8 @@ def test_operator_environment_overrides_defaults() -> None:
     assert config.consumer_group_migration_policy is MigrationPolicy.UPGRADE
     assert config.consumer_group_migration_policy.upgrade_enabled
     assert not config.consumer_group_migration_policy.downgrade_enabled
+    assert config.share_group_dlq_topic_name_prefix == "", "KIP-1191: any DLQ topic name"
+    assert config.share_group_dlq_auto_create_topics
     assert GroupConfig.from_env({}) == GroupConfig()
 
 
@@ -34,3 +38,5 @@ def test_a_bad_value_is_an_error_not_a_silent_default() -> None:
         GroupConfig.from_env({"GROUPCOORD_GROUP_MIGRATION_POLICY": "sideways"})
     with pytest.raises(ValueError):
         GroupConfig.from_env({"GROUPCOORD_GROUP_MAX_SIZE": "many"})
+    with pytest.raises(ValueError):
+        GroupConfig.from_env({"GROUPCOORD_GROUP_SHARE_DLQ_AUTO_CREATE_TOPICS": "yes"})

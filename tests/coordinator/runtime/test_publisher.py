@@ -97,6 +97,12 @@ async def test_the_operators_rule_comes_before_any_write(broker: EmbeddedBroker)
             outcome = await publisher(Publication(name, 0, (letter(0),), rule, IDENTITY))
             assert outcome.written == 0 and outcome.error is not None and why in outcome.error, outcome
         assert records_of(broker, elsewhere, 0) == []
+        # allowed to create it: created (tansu knows no errors.deadletterqueue.group.enable)
+        created = f"dlq.new-{uuid.uuid4().hex[:6]}"
+        rule = TopicRule(required_config=("errors.deadletterqueue.group.enable", "true"), create_if_missing=True)
+        outcome = await publisher(Publication(created, 5, (letter(7),), rule, IDENTITY))
+        assert outcome.error is None and outcome.written == 1, outcome
+        assert [r[2]["id"] for r in records_of(broker, created, 1)] == [b"7"]
     finally:
         await publisher.close()
         await writer.stop()

@@ -113,6 +113,8 @@ class GroupConfig:
             "GROUPCOORD_GROUP_ASSIGNORS": ("consumer_group_assignors",),
             "GROUPCOORD_GROUP_MAX_SIZE": ("classic_group_max_size", "consumer_group_max_size"),
             "GROUPCOORD_GROUP_MIGRATION_POLICY": ("consumer_group_migration_policy",),
+            "GROUPCOORD_GROUP_SHARE_DLQ_TOPIC_NAME_PREFIX": ("share_group_dlq_topic_name_prefix",),
+            "GROUPCOORD_GROUP_SHARE_DLQ_AUTO_CREATE_TOPICS": ("share_group_dlq_auto_create_topics",),
         }
         changes: dict[str, object] = {}
         for f in fields(cls):
@@ -129,6 +131,8 @@ class GroupConfig:
                     elif f.type == "str":
                         changes[f.name] = raw
                     elif f.type == "bool":
+                        if raw.strip().lower() not in ("true", "false"):
+                            raise ValueError(f"{name}: expected true or false, not {raw!r}")
                         changes[f.name] = raw.strip().lower() == "true"
                     else:
                         changes[f.name] = int(raw)

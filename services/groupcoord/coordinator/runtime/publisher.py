@@ -143,8 +143,13 @@ class Publisher:
             if not rule.create_if_missing:
                 raise Refused(f"topic {topic} does not exist, and creating it is not enabled")
             configs = dict([rule.required_config]) if rule.required_config else {}
-            with contextlib.suppress(TopicAlreadyExistsError):
-                await admin.create_topics([NewTopic(topic, -1, -1, topic_configs=configs)])
+            try:
+                await _create(admin, topic, configs)
+            except Errors.KafkaError:
+                if not configs:
+                    raise
+                # a cluster that knows no such topic config (Kafka 3.x, tansu): without it
+                await _create(admin, topic, {})
         (described,) = await admin.describe_topics([topic])
         if described.get("error_code"):
             raise Refused(f"topic {topic}: error {described['error_code']}")
@@ -233,6 +238,16 @@ class Publisher:
             value = None if source.value is None else bytes(source.value)
             out.append(OutboundRecord(key, value, r.headers))
         return out
+
+
+async def _create(admin: AIOKafkaAdminClient, topic: str, configs: dict[str, str]) -> None:
+    """Create ``topic``: one partition, replicated as Kafka's internal topics are (3, or as many
+    brokers as there are); one that exists already is fine."""
+    brokers = len((await admin.describe_cluster()).get("brokers") or ()) or 1
+    response = await admin.create_topics([NewTopic(topic, 1, min(3, brokers), topic_configs=configs)])
+    for _name, code, *_ in response.topic_errors:
+        if code and code != TopicAlreadyExistsError.errno:
+            raise Errors.for_code(code)(f"creating {topic}")
 
 
 def _identity(record: OutboundRecord, names: tuple[str, ...]) -> tuple[bytes, ...]:
