@@ -10,7 +10,7 @@ and a described config must have Kafka's value, type and source.
 Left out by design: ``consumer.assignment.interval.ms``'s default (Kafka 4.4 batches
 assignments every second, groupcoord assigns at once unless a group asks otherwise: 0), and the
 configs groupcoord does not serve (``share.assignment.interval.ms``: it assigns at once;
-``streams.*``: no streams groups; ``errors.deadletterqueue.*``), which it does not list.
+``streams.*``: no streams groups), which it does not list.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ TRIES = {
     "share.auto.offset.reset": ["earliest", "latest", "by_duration:PT1H", "by_duration:-PT1H", "bogus"],
     "share.isolation.level": ["read_committed", "READ_COMMITTED", "bogus"],
     "share.renew.acknowledge.enable": ["false", "TRUE", "maybe"],
+    "errors.deadletterqueue.topic.name": ["dlq.orders", "", "__consumer_offsets", "_one"],
+    "errors.deadletterqueue.copy.record.enable": ["true", "FALSE", "maybe"],
     "no.such.config": ["1"],
 }
 
@@ -93,6 +95,8 @@ def answers(cluster: BackgroundCluster, address: tuple[str, int]) -> dict[str, A
         ("share.auto.offset.reset", "earliest"),
         ("share.renew.acknowledge.enable", "false"),
         ("consumer.heartbeat.interval.ms", "6000"),
+        ("errors.deadletterqueue.topic.name", "dlq.orders"),
+        ("errors.deadletterqueue.copy.record.enable", "true"),
     ):
         out[f"set {name}"] = alter(name, value, False)
     out["overrides"] = describe()
