@@ -15,7 +15,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,43 @@ def test_share_state_follows_its_partition_to_a_new_worker_when_shards_roll_to_m
 DEAD_LETTERS = 400
 
 
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """The share group reads from the earliest offset, with 15 s locks, and ``configs``
+    (``errors_deadletterqueue_topic_name`` for ``errors.deadletterqueue.topic.name``)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.GROUP, group)
+    every = {"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "15000"}
+    for name, value in (every | {k.replace("_", "."): v for k, v in configs.items()}).items():
+        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
+    for fut in admin.incremental_alter_configs([resource]).values():
+        fut.result(30)
+
+
+@contextmanager
+def share_members(
+    bootstrap: str, group: str, topic: str, ack: AcknowledgeType = AcknowledgeType.ACCEPT
+) -> Iterator[tuple[Callable[[], set[tuple[int, int]]], list[tuple[Any, ...]], threading.Lock]]:
+    """Two members of ``group`` acknowledging what they get with ``ack``, for the duration:
+    (what was delivered so far, their log, the log's lock)."""
+    log: list[tuple[Any, ...]] = []
+    lock = threading.Lock()
+    members = [Member(bootstrap, group, topic, log, lock, ack) for _ in range(2)]
+    for m in members:
+        m.start()
+
+    def delivered() -> set[tuple[int, int]]:
+        with lock:
+            return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
+
+    try:
+        yield delivered, log, lock
+    finally:
+        for m in members:
+            m.stop.set()
+        for m in members:
+            m.join(60)
+
+
 def test_records_rejected_across_a_shard_kill_land_in_the_dead_letter_queue_once_each(
     broker: Any, tmp_path: Path
 ) -> None:
@@ -138,34 +176,11 @@ def test_records_rejected_across_a_shard_kill_land_in_the_dead_letter_queue_once
         for i in range(DEAD_LETTERS):
             producer.produce(topic, str(i).encode(), partition=i % PARTITIONS)
         assert producer.flush(30) == 0
-        resource = ConfigResource(ResourceType.GROUP, group)
-        for name, value in (
-            ("share.auto.offset.reset", "earliest"),
-            ("share.record.lock.duration.ms", "15000"),
-            ("errors.deadletterqueue.topic.name", dlq),
-        ):
-            resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
-        for fut in admin.incremental_alter_configs([resource]).values():
-            fut.result(30)
-        log: list[tuple[Any, ...]] = []
-        lock = threading.Lock()
-        members = [Member(fo.bootstrap, group, topic, log, lock, AcknowledgeType.REJECT) for _ in range(2)]
-        for m in members:
-            m.start()
-
-        def delivered() -> set[tuple[int, int]]:
-            with lock:
-                return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
-
-        try:
+        set_group_configs(fo.bootstrap, group, errors_deadletterqueue_topic_name=dlq)
+        with share_members(fo.bootstrap, group, topic, AcknowledgeType.REJECT) as (delivered, _log, _lock):
             wait_until(lambda: len(delivered()) >= DEAD_LETTERS // 4, 60, "a quarter delivered")
             fo.kill_leader(fo.state_partition(group))
             wait_until(lambda: len(delivered()) >= DEAD_LETTERS, 120, "every record delivered")
-        finally:
-            for m in members:
-                m.stop.set()
-            for m in members:
-                m.join(60)
         reader = Consumer(
             {"bootstrap.servers": fo.bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}
         )
@@ -205,34 +220,13 @@ def read_through(fo: FailoverCluster, group: str, disrupt: Callable[[], None]) -
         assert producer.flush(30) == 0
 
     produce()
-    admin = AdminClient({"bootstrap.servers": fo.bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group)
-    for name, value in (("share.auto.offset.reset", "earliest"), ("share.record.lock.duration.ms", "15000")):
-        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
-    for fut in admin.incremental_alter_configs([resource]).values():
-        fut.result(30)
-
-    log: list[tuple[Any, ...]] = []
-    lock = threading.Lock()
-    members = [Member(fo.bootstrap, group, topic, log, lock) for _ in range(2)]
-    for m in members:
-        m.start()
-
-    def delivered() -> set[tuple[int, int]]:
-        with lock:
-            return {(p, o) for kind, p, o, _ in log if kind == "delivered"}
-
-    try:
+    set_group_configs(fo.bootstrap, group)
+    with share_members(fo.bootstrap, group, topic) as (delivered, log, lock):
         wait_until(lambda: len(delivered()) >= RECORDS // 4, 60, "a quarter delivered")
         disrupt()
         produce()  # and as many after: read from where the state that moved says
         wait_until(lambda: len(delivered()) >= 2 * RECORDS, 120, "every record delivered", lambda: f"{len(delivered())}")
         time.sleep(2)  # anything acknowledged but delivered again would show now
-    finally:
-        for m in members:
-            m.stop.set()
-        for m in members:
-            m.join(60)
     with lock:
         events = list(log)
     confirmed_at: dict[tuple[int, int], int] = {}

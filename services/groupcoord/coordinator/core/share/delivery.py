@@ -220,7 +220,8 @@ def deliver(
                 out.fetch_offset = state.next_fetch_offset()
     written = {key: state for key, state in changed.items() if states.get(key) != state}
     records = [state_record(key, state) for key, state in written.items()]
-    timers = dead_letters(written) if dead_letters is not None and written else []
+    # only a group with a DLQ archives through ARCHIVING: the others pay nothing for it
+    timers = dead_letters(written) if dead_letters is not None and written and limits.dead_letters else []
     return CoordinatorResult(records=records, response=response, timers=timers)
 
 

@@ -144,7 +144,7 @@ class ShareContext(ActsOnState):
         changed = share_delivery.release_member(self.data.share_partitions, group_id, member_id, limits, now_ms)
         return CoordinatorResult(
             records=[share_delivery.state_record(key, state) for key, state in changed.items()],
-            timers=self._dead_letters(changed),
+            timers=self._dead_letters(changed) if limits.dead_letters else [],
         )
 
     # --- dead-letter queues (KIP-1191) -------------------------------------------------------
