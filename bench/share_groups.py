@@ -8,6 +8,12 @@ fresh share group reading from the earliest offset: how long until every record 
 (records/s), and the latency of the acknowledgements (``commit_sync`` of each poll's records,
 p50/p99). Records delivered more than once are counted (none should be).
 
+Then dead-letter queues (KIP-1191): ``--dlq-consumers`` consumers of a group with
+``errors.deadletterqueue.topic.name`` set reject every record, and the run lasts until the DLQ
+topic holds one dead letter per record (``dead_letters_per_s``), against Kafka 4.4's own share
+coordinator and through groupcoord in front of it (tansu is left out: its ListOffsets "latest"
+cannot count a topic's records).
+
 Ratios are groupcoord / Kafka (``*_per_s``: higher is better; ``*_ms``: lower is better), and
 ``ratios_tansu`` groupcoord-in-front-of-tansu / Kafka. The machine's load average is taken
 before and after: figures from a busy machine are not figures.
@@ -35,7 +41,7 @@ def _pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def earliest(bootstrap: str, group: str) -> None:
+def earliest(bootstrap: str, group: str, **configs: str) -> None:
     from confluent_kafka.admin import (  # noqa: PLC0415
         AdminClient,
         AlterConfigOpType,
@@ -46,19 +52,33 @@ def earliest(bootstrap: str, group: str) -> None:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.GROUP, group)
-    resource.add_incremental_config(
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-    )
+    for name, value in {"share.auto.offset.reset": "earliest", **configs}.items():
+        resource.add_incremental_config(ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET))
     for fut in admin.incremental_alter_configs([resource]).values():
         fut.result(30)
 
 
-def consume(bootstrap: str, topic: str, records: int, consumers: int, timeout_s: float) -> dict[str, Any]:
-    """``consumers`` share consumers of a fresh group read ``records`` records of ``topic``."""
-    from confluent_kafka import ShareConsumer  # noqa: PLC0415
+def consume(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    consumers: int,
+    timeout_s: float,
+    dlq: str | None = None,
+    dlq_count: Any = None,
+) -> dict[str, Any]:
+    """``consumers`` share consumers of a fresh group read ``records`` records of ``topic``; with
+    ``dlq``, the group's DLQ topic, they reject every record, and the run ends when
+    ``dlq_count()`` says the DLQ holds one per record."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer  # noqa: PLC0415
 
     group = f"bench-share-{uuid.uuid4().hex[:8]}"
-    earliest(bootstrap, group)
+    ack = AcknowledgeType.ACCEPT
+    if dlq is None:
+        earliest(bootstrap, group)
+    else:
+        earliest(bootstrap, group, **{"errors.deadletterqueue.topic.name": dlq})
+        ack = AcknowledgeType.REJECT
     seen: set[tuple[int, int]] = set()
     duplicates = 0
     ack_ms: list[float] = []
@@ -82,7 +102,7 @@ def consume(bootstrap: str, topic: str, records: int, consumers: int, timeout_s:
                     if m.error() is not None:
                         errors.append(str(m.error()))
                         continue
-                    consumer.acknowledge(m)
+                    consumer.acknowledge(m, ack)
                     mine.append((m.partition(), m.offset()))
                 if batch:
                     t0 = time.perf_counter()
@@ -94,7 +114,7 @@ def consume(bootstrap: str, topic: str, records: int, consumers: int, timeout_s:
                             if key in seen:
                                 duplicates += 1
                             seen.add(key)
-                        if len(seen) >= records:
+                        if len(seen) >= records and dlq_count is None:
                             done.set()
         finally:
             consumer.close()
@@ -104,12 +124,15 @@ def consume(bootstrap: str, topic: str, records: int, consumers: int, timeout_s:
         t.start()
     started.wait()
     begun = time.perf_counter()
-    done.wait(timeout_s)
+    if dlq_count is not None:
+        while time.perf_counter() - begun < timeout_s and dlq_count() < records:
+            time.sleep(0.05)
+    done.wait(max(timeout_s - (time.perf_counter() - begun), 0))
     elapsed = time.perf_counter() - begun
     done.set()
     for t in threads:
         t.join(60)
-    return {
+    out: dict[str, Any] = {
         "consumers": consumers,
         "delivered": len(seen),
         "duplicates": duplicates,
@@ -119,6 +142,19 @@ def consume(bootstrap: str, topic: str, records: int, consumers: int, timeout_s:
         "errors": sorted(set(errors))[:5],
         "complete": len(seen) >= records,
     }
+    if dlq_count is not None:
+        out["dead_letters"] = dlq_count()
+        out["dead_letters_per_s"] = round(out["dead_letters"] / elapsed, 1)
+        out["complete"] = out["complete"] and out["dead_letters"] >= records
+    return out
+
+
+def dlq_counter(bootstrap: str, topic: str) -> Any:
+    """How many records ``topic`` (one partition) holds, from its high watermark."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-count-{uuid.uuid4().hex[:6]}"})
+    return lambda: reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
 
 
 def produce(bootstrap: str, topic: str, records: int, size: int) -> None:
@@ -149,6 +185,7 @@ def run(args: list[str]) -> dict[str, object]:
     parser.add_argument("--size", type=int, default=100, help="record bytes")
     parser.add_argument("--consumers", default="1,4,16", help="share consumers per run")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a run may take")
+    parser.add_argument("--dlq-consumers", type=int, default=4, help="share consumers rejecting into a DLQ (0: none)")
     opts = parser.parse_args(args)
     sizes = [int(n) for n in opts.consumers.split(",") if n.strip()]
 
@@ -177,6 +214,17 @@ def run(args: list[str]) -> dict[str, object]:
                 run["groupcoord_tansu"] = consume(up_tansu.bootstrap, topic, opts.records, n, opts.timeout)
                 run["ratios_tansu"] = ratios(run["kafka"], run["groupcoord_tansu"])
                 runs.append(run)
+            if opts.dlq_consumers:
+
+                def rejecting(_t: Any, bootstrap: str) -> dict[str, Any]:
+                    dlq = f"dlq.bench-{uuid.uuid4().hex[:6]}"
+                    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+                    config = {"errors.deadletterqueue.group.enable": "true"}
+                    admin.create_topics([NewTopic(dlq, 1, 1, config=config)])[dlq].result(30)
+                    count = dlq_counter(kafka.bootstrap, dlq)
+                    return consume(bootstrap, topic, opts.records, opts.dlq_consumers, opts.timeout, dlq, count)
+
+                dead_letters = side_by_side(rejecting, bootstraps)
     return {
         "kafka_version": opts.kafka_version,
         "groupcoord": {"shards": opts.shards},
@@ -185,6 +233,7 @@ def run(args: list[str]) -> dict[str, object]:
         "partitions": PARTITIONS,
         "ratios_are": "groupcoord / Kafka: *_per_s higher is better, *_ms lower is better",
         "runs": runs,
+        "dead_letters": dead_letters if opts.dlq_consumers else None,
         "seconds": round(time.monotonic() - begun, 1),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],

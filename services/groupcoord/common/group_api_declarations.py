@@ -110,7 +110,7 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     GroupApi(ApiKey.TXN_OFFSET_COMMIT, (0, 5), write("txn_offset_commit")),
     # GROUP resources are ours, the others go upstream
     GroupApi(ApiKey.DESCRIBE_CONFIGS, (1, 4), read("describe_group_configs"), only_groups=False),
-    GroupApi(ApiKey.DELETE_GROUPS, (0, 2), write("delete_groups")),
+    GroupApi(ApiKey.DELETE_GROUPS, (0, 3), write("delete_groups")),
     GroupApi(ApiKey.INCREMENTAL_ALTER_CONFIGS, (0, 1), write("alter_group_configs"), only_groups=False),
     GroupApi(ApiKey.OFFSET_DELETE, (0, 0), write("offset_delete")),
     GroupApi(ApiKey.CONSUMER_GROUP_HEARTBEAT, (0, 1), write("consumer_group_heartbeat")),  # KIP-848

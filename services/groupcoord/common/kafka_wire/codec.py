@@ -18,13 +18,16 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
+from groupcoord.common.kafka_wire.schemas_after_kio import SCHEMAS
 from groupcoord.common.kafka_wire.tagged_fields import UnknownTagError, strip_unknown_tags
 
 API_NAMES: dict[int, str] = dict(api_key_map)
 
-# Every version kio can read and write, per API key. The gateway never advertises more.
+# Every version kio can read and write, per API key, and the versions after kio's of
+# :mod:`.schemas_after_kio` (each next to kio's last). The gateway never advertises more.
 CODEC_VERSIONS: dict[int, tuple[int, int]] = {
-    key: (min(schema_name_map[name]), max(schema_name_map[name])) for key, name in api_key_map.items()
+    key: (min(schema_name_map[name]), max([*schema_name_map[name], *(v for k, v in SCHEMAS if k == key)]))
+    for key, name in api_key_map.items()
 }
 
 _HEADER_PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
@@ -48,12 +51,14 @@ def supports(api_key: int, version: int) -> bool:
 
 @functools.cache
 def request_type(api_key: int, version: int) -> type[Any]:
-    return load_request_schema(api_key, version)
+    after_kio = SCHEMAS.get((api_key, version))
+    return after_kio[0] if after_kio is not None else load_request_schema(api_key, version)
 
 
 @functools.cache
 def response_type(api_key: int, version: int) -> type[Any]:
-    return load_response_schema(api_key, version)
+    after_kio = SCHEMAS.get((api_key, version))
+    return after_kio[1] if after_kio is not None else load_response_schema(api_key, version)
 
 
 @functools.cache

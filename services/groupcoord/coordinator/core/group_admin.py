@@ -119,9 +119,7 @@ class GroupAdmin(ActsOnState):
         for group_id in request.groups_names:
             code = ErrorCode.none
             group = self.groups.get(group_id)
-            if not group_id:
-                code = ErrorCode.invalid_group_id
-            elif group is None:
+            if group is None:  # the empty name too: Kafka 4.4 answers it GROUP_ID_NOT_FOUND
                 code = ErrorCode.group_id_not_found
             else:
                 try:
