@@ -127,6 +127,7 @@ def consume(
     if dlq_count is not None:
         while time.perf_counter() - begun < timeout_s and dlq_count() < records:
             time.sleep(0.05)
+        done.set()
     done.wait(max(timeout_s - (time.perf_counter() - begun), 0))
     elapsed = time.perf_counter() - begun
     done.set()
