@@ -195,6 +195,8 @@ def test_records_rejected_across_a_shard_kill_land_in_the_dead_letter_queue_once
                     continue
                 headers = dict(message.headers() or ())
                 assert headers["__dlq.errors.group"] == group.encode()
+                assert (message.key(), message.value()) == (None, None), "headers only, without copy.record"
+                assert headers["__dlq.errors.message"] == b"Offset rejected by client."
                 seen[(int(headers["__dlq.errors.partition"]), int(headers["__dlq.errors.offset"]))] += 1
                 if len(seen) >= DEAD_LETTERS and quiet is None:
                     quiet = time.monotonic() + 3  # a duplicate would come late
