@@ -178,7 +178,10 @@ def test_the_gateway_finalizes_the_transaction_version_kafka_4_4_finalizes(
 ) -> None:
     """What makes the Java client choose its transaction version: the finalized features."""
     assert finalized_features(cluster3, (kafka3.host, kafka3.port)).get("transaction.version") == 2
-    assert finalized_features(cluster3, cluster3.gateway.bootstrap_address) == {"transaction.version": 2}
+    assert finalized_features(cluster3, cluster3.gateway.bootstrap_address) == {
+        "transaction.version": 2,
+        "share.version": 2,  # ours on every upstream (dead-letter queues)
+    }
 
 
 def pending_offset_epochs(kafka: ApacheKafka, cluster: BackgroundCluster, group: str) -> list[tuple[int, bool]]:

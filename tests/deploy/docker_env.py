@@ -11,13 +11,18 @@ Docker's layer cache keeps a rebuild to seconds when only sources changed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = os.environ.get("GROUPCOORD_TEST_BASE_IMAGE", "groupcoord-base:test")
@@ -27,6 +32,16 @@ SUITE = "bookworm"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 # What a slim Debian image leaves out too: documentation and translations (~50 MB).
 DPKG_EXCLUDES = ["/usr/share/doc/*", "/usr/share/man/*", "/usr/share/locale/*", "/usr/share/info/*"]
+
+
+# Two pytest-xdist workers may both reach for the Docker Engine at once (CI: the image tests on
+# one, the deployment test on the other). One dockerd is started, under an exclusive lock, and
+# every worker using it holds a shared lock on USERS for its session; whoever leaves last stops
+# the dockerd a test started (its pid in STARTED), so one worker never stops it under another.
+_LOCKS = Path(tempfile.gettempdir())
+STARTING = _LOCKS / "groupcoord-dockerd.starting.lock"
+USERS = _LOCKS / "groupcoord-dockerd.users.lock"
+STARTED = _LOCKS / "groupcoord-dockerd.pid"
 
 
 class DockerUnavailable(RuntimeError):
@@ -46,6 +61,7 @@ def docker_cli() -> str:
 class Docker:
     cli: str
     daemon: subprocess.Popen[bytes] | None = None  # the dockerd this session started, if any
+    users: IO[str] | None = None  # this session's shared lock on USERS
 
     def run(
         self, *args: str, check: bool = True, timeout: float = 600, **kwargs
@@ -66,20 +82,60 @@ class Docker:
         return self.run("image", "inspect", ref, check=False).returncode == 0
 
     def stop_daemon(self) -> None:
-        if self.daemon is not None and self.daemon.poll() is None:
-            self.daemon.terminate()
+        """Leave the Engine: the last session to leave stops the dockerd a test started."""
+        if self.users is None:
+            self._stop(self.daemon)
+            return
+        users, self.users = self.users, None
+        fcntl.flock(users, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            users.close()
+            return  # another worker still uses it; it stops it when it leaves
+        try:
+            if self.daemon is not None:
+                self._stop(self.daemon)
+            elif STARTED.exists():  # started by another worker, which left first
+                pid = int(STARTED.read_text() or 0)
+                cmdline = Path(f"/proc/{pid}/cmdline")
+                with contextlib.suppress(OSError):  # gone already, or the pid is no dockerd now
+                    if pid > 0 and b"dockerd" in cmdline.read_bytes():
+                        os.kill(pid, signal.SIGTERM)
+            STARTED.unlink(missing_ok=True)
+        finally:
+            users.close()
+
+    @staticmethod
+    def _stop(daemon: subprocess.Popen[bytes] | None) -> None:
+        if daemon is not None and daemon.poll() is None:
+            daemon.terminate()
             try:
-                self.daemon.wait(30)
+                daemon.wait(30)
             except subprocess.TimeoutExpired:
-                self.daemon.kill()
-                self.daemon.wait(10)
+                daemon.kill()
+                daemon.wait(10)
 
 
 def connect(log_dir: Path) -> Docker:
-    """A Docker Engine that answers: the running one, else a ``dockerd`` started here (as root)."""
+    """A Docker Engine that answers: the running one, else a ``dockerd`` started here (as root).
+    Another worker's session may be starting one at the same moment: one starts, under a lock."""
     docker = Docker(docker_cli())
-    if docker.answers():
-        return docker
+    users = open(USERS, "a")  # noqa: SIM115 - held for the session (see stop_daemon)
+    fcntl.flock(users, fcntl.LOCK_SH)
+    docker.users = users
+    with open(STARTING, "a") as starting:
+        fcntl.flock(starting, fcntl.LOCK_EX)
+        try:
+            if not docker.answers():
+                _start(docker, log_dir)
+        except BaseException:
+            docker.stop_daemon()
+            raise
+    return docker
+
+
+def _start(docker: Docker, log_dir: Path) -> None:
     dockerd = shutil.which("dockerd") or (
         "/usr/sbin/dockerd" if os.access("/usr/sbin/dockerd", os.X_OK) else None
     )
@@ -93,13 +149,12 @@ def connect(log_dir: Path) -> Docker:
     docker.daemon = subprocess.Popen(
         [dockerd], stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
     )
+    STARTED.write_text(str(docker.daemon.pid))
     deadline = time.monotonic() + 60
     while not docker.answers():
         if docker.daemon.poll() is not None or time.monotonic() > deadline:
-            docker.stop_daemon()
             raise DockerUnavailable(f"dockerd did not come up; see {log_dir / 'dockerd.log'}")
         time.sleep(0.5)
-    return docker
 
 
 def debian_mirror() -> str:
