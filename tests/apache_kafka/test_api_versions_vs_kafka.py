@@ -26,7 +26,6 @@ pytestmark = pytest.mark.broker
 GROUP_APIS = frozenset(api.key for api in DECLARATIONS) | NOT_SERVED
 
 DIFFERENCES: dict[ApiKey, tuple[tuple[int, int] | None, str]] = {
-    ApiKey.TXN_OFFSET_COMMIT: ((0, 5), "v6 names topics by id (KIP-1319), which kio 0.6.5, our wire library, lacks"),
     ApiKey.STREAMS_GROUP_HEARTBEAT: (None, "streams groups (KIP-1071) are not served yet"),
     ApiKey.STREAMS_GROUP_DESCRIBE: (None, "streams groups (KIP-1071) are not served yet"),
 }

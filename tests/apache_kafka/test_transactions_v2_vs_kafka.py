@@ -5,7 +5,9 @@ coordinator adds its partition to the transaction), EndTxn v5 bumping the produc
 commit at the epoch of the transaction that just ended (stale), one at the new epoch, one of a
 zombie after a new instance of the transactional id fenced it; and the committed offsets after
 it all. Retriable answers (the transaction before still completing) are asked again, as clients
-do, and reported."""
+do, and reported. The same at TxnOffsetCommit v6 (KIP-1319: topics named by id), with its new
+answers: an id no topic has (UNKNOWN_TOPIC_ID), a generation for a group that does not exist
+(GROUP_ID_NOT_FOUND, ILLEGAL_GENERATION before v6)."""
 
 from __future__ import annotations
 
@@ -15,16 +17,19 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.offset_fetch.v7 import request as fetch_v7
 from kio.schema.txn_offset_commit.v5 import request as txn
 from kio.schema.types import GroupId, ProducerId, TransactionalId
 from kio.static.primitive import i8, i16, i32, i32Timedelta, i64
 
+from groupcoord.common.kafka_wire import schemas_after_kio as txn_v6
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord_testing import BackgroundCluster
 from groupcoord_testing.apache_kafka import ApacheKafka
@@ -44,8 +49,8 @@ RETRY_S = 30.0
 class Side:
     """One coordinator (Kafka's own, or the gateway) as a raw client of transactions V2 sees it."""
 
-    def __init__(self, cluster: BackgroundCluster, address: tuple[str, int], topic: str) -> None:
-        self.cluster, self.address, self.topic = cluster, address, topic
+    def __init__(self, cluster: BackgroundCluster, address: tuple[str, int], topic: str, version: int) -> None:
+        self.cluster, self.address, self.topic, self.version = cluster, address, topic, version
         tag = uuid.uuid4().hex[:6]
         self.group, self.txn_id = f"tv2-g-{tag}", f"tv2-tx-{tag}"
         self.retried: set[str] = set()  # the retriable answers met, by name
@@ -77,28 +82,50 @@ class Side:
         assert r.error_code == ErrorCode.none, r
         return int(r.producer_id), int(r.producer_epoch)
 
-    def commit(self, pid: int, epoch: int, offset: int) -> str:
-        request = txn.TxnOffsetCommitRequest(
+    def topic_id(self) -> uuid.UUID:
+        request = MetadataRequest(
+            topics=(MetadataRequestTopic(topic_id=None, name=self.topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        return self.ask(request).topics[0].topic_id
+
+    def commit(
+        self,
+        pid: int,
+        epoch: int,
+        offset: int,
+        *,
+        topic_id: uuid.UUID | None = None,
+        generation: int = -1,
+        group: str | None = None,
+    ) -> str:
+        """TxnOffsetCommit of partition 0 (by name before v6, by ``topic_id`` or the topic's id
+        from v6) in ``group`` (the side's), as a producer without group membership sends it
+        unless ``generation``."""
+        schema: Any = txn if self.version < 6 else txn_v6
+        partitions = (
+            schema.TxnOffsetCommitRequestPartition(
+                partition_index=i32(0),
+                committed_offset=i64(offset),
+                committed_leader_epoch=i32(-1),
+                committed_metadata="",
+            ),
+        )
+        topic = (
+            schema.TxnOffsetCommitRequestTopic(name=self.topic, partitions=partitions)
+            if self.version < 6
+            else schema.TxnOffsetCommitRequestTopic(topic_id=topic_id or self.topic_id(), partitions=partitions)
+        )
+        request = schema.TxnOffsetCommitRequest(
             transactional_id=TransactionalId(self.txn_id),
-            group_id=GroupId(self.group),
+            group_id=GroupId(group or self.group),
             producer_id=ProducerId(pid),
             producer_epoch=i16(epoch),
-            generation_id=i32(-1),
+            generation_id=i32(generation),
             member_id="",
             group_instance_id=None,
-            topics=(
-                txn.TxnOffsetCommitRequestTopic(
-                    name=self.topic,
-                    partitions=(
-                        txn.TxnOffsetCommitRequestPartition(
-                            partition_index=i32(0),
-                            committed_offset=i64(offset),
-                            committed_leader_epoch=i32(-1),
-                            committed_metadata="",
-                        ),
-                    ),
-                ),
-            ),
+            topics=(topic,),
         )
         r = self.retrying(lambda: self.ask(request), lambda r: ErrorCode(r.topics[0].partitions[0].error_code))
         return ErrorCode(r.topics[0].partitions[0].error_code).name
@@ -140,17 +167,24 @@ class Side:
         steps.append(("the new instance: same producer, a newer epoch", (pid_again == pid, fencing > bumped)))
         steps.append(("the zombie's commit", self.commit(pid, bumped, 8)))
         steps.append(("offsets after the fencing", self.committed()))
+        # the producer's commits made the group exist (Kafka's simple group), another does not
+        steps.append(("a generation in the producer's group", self.commit(pid_again, fencing, 9, generation=3)))
+        nowhere = f"{self.group}-none"
+        steps.append(("a generation in a group that does not exist", self.commit(pid_again, fencing, 9, generation=3, group=nowhere)))
+        if self.version >= 6:
+            steps.append(("an id no topic has", self.commit(pid_again, fencing, 9, topic_id=uuid.uuid4())))
         return steps
 
 
+@pytest.mark.parametrize("version", [5, 6])
 def test_transactions_v2_are_answered_as_kafka_4_4s_group_coordinator_answers_them(
-    kafka: ApacheKafka, kafka_cluster: BackgroundCluster
+    kafka: ApacheKafka, kafka_cluster: BackgroundCluster, version: int
 ) -> None:
     topic = f"tv2-in-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
-    kafkas = Side(kafka_cluster, (kafka.host, kafka.port), topic)
-    ours = Side(kafka_cluster, kafka_cluster.gateway.bootstrap_address, topic)
+    kafkas = Side(kafka_cluster, (kafka.host, kafka.port), topic, version)
+    ours = Side(kafka_cluster, kafka_cluster.gateway.bootstrap_address, topic, version)
     theirs, mine = kafkas.run(), ours.run()
     print("Kafka 4.4:", theirs, "retried", kafkas.retried)
     print("gateway:  ", mine, "retried", ours.retried)

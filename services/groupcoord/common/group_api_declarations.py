@@ -107,7 +107,7 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     # Exactly-once: transaction version 1 (AddOffsetsToTxn, then TxnOffsetCommit) and 2 (KIP-890
     # part 2: TxnOffsetCommit v5 alone, see TRANSACTION_V2_TXN_OFFSET_COMMIT).
     GroupApi(ApiKey.ADD_OFFSETS_TO_TXN, (0, 4), None),
-    GroupApi(ApiKey.TXN_OFFSET_COMMIT, (0, 5), write("txn_offset_commit")),
+    GroupApi(ApiKey.TXN_OFFSET_COMMIT, (0, 6), write("txn_offset_commit"), last_version_naming_topics=5),
     # GROUP resources are ours, the others go upstream
     GroupApi(ApiKey.DESCRIBE_CONFIGS, (1, 4), read("describe_group_configs"), only_groups=False),
     GroupApi(ApiKey.DELETE_GROUPS, (0, 3), write("delete_groups")),

@@ -50,12 +50,20 @@ def txn_commit(
     )
     if instance_id is not None:
         request.group_instance_id = instance_id
+    ids = {} if version < 6 else {t.name: t.topic_id for t in ctx.shard.data.image.by_id.values()}
     for (topic, partition), offset in offsets.items():
-        t = next((t for t in request.topics if t.name == topic), None) or request.topics.add(name=topic)
+        named = {"topic_id": ids.get(topic, b"\xee" * 16)} if version >= 6 else {"name": topic}
+        key = next(iter(named.values()))
+        t = next((t for t in request.topics if key in (t.name, t.topic_id)), None) or request.topics.add(**named)
         t.partitions.add(partition_index=partition, committed_offset=offset, committed_leader_epoch=-1)
     token, result = ctx.call("txn_offset_commit", request)
     response = ctx.answer(token)
-    codes = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+    names = {topic_id: name for name, topic_id in ids.items()}
+    codes = {
+        (t.name or names.get(t.topic_id, "?"), p.partition_index): p.error_code
+        for t in response.topics
+        for p in t.partitions
+    }
     return codes, result
 
 
@@ -267,6 +275,18 @@ def test_missing_group_with_a_generation_is_illegal_generation() -> None:
     assert codes == {T0: E.illegal_generation.value} and not result.records
 
 
+def test_v6_names_topics_by_id_resolved_through_the_topics_image() -> None:
+    """KIP-1319: a v6 commit names its topics by id; the offset is the named topic's, and an id
+    the image does not have is UNKNOWN_TOPIC_ID (the other topics' offsets are written)."""
+    ctx = ShardContext()
+    ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of([TopicImage(b"\x07" * 16, "t", 2)]), 0))
+    codes, _ = txn_commit(ctx, {T0: 5, ("gone", 0): 1}, version=6)
+    assert codes == {T0: E.none.value, ("?", 0): E.unknown_topic_id.value}
+    marker(ctx, 7, commit=True, producer_epoch=1)  # transaction version 2: the bumped epoch
+    assert fetch_stable(ctx) == {T0: (5, 0)}
+    assert_replay_equals_live(ctx)
+
+
 def test_retention_keeps_offsets_and_groups_with_open_transactions() -> None:
     ctx = ShardContext()
     ctx.commit(G, {T0: 1})
@@ -406,6 +426,15 @@ TXN_CASES = [
 ]
 
 
+# TxnOffsetCommit v6 answers two of them as they are (KIP-1319), where older versions answer
+# ILLEGAL_GENERATION: (case, classic at v6, consumer at v6)
+V6_CASES = {
+    "a member one generation / epoch ahead": (E.illegal_generation, E.stale_member_epoch),
+    "a member of a missing group": (E.group_id_not_found, E.group_id_not_found),
+}
+
+
+@pytest.mark.parametrize("version", [5, 6])
 @pytest.mark.parametrize("kind", ["classic", "consumer"])
 @pytest.mark.parametrize(
     ("case", "world_name", "member", "epoch", "instance", "classic", "consumer"),
@@ -413,6 +442,7 @@ TXN_CASES = [
     ids=[c[0] for c in TXN_CASES],
 )
 def test_txn_offset_commit_member_validation(
+    version: int,
     kind: str,
     case: str,
     world_name: str,
@@ -428,12 +458,19 @@ def test_txn_offset_commit_member_validation(
     ctx = world.ctx
     generation = {"current": world.epoch, "ahead": world.epoch + 1}.get(epoch, epoch)
     expected = classic if kind == "classic" or consumer is None else consumer
+    if version >= 6 and case in V6_CASES:
+        expected = V6_CASES[case][kind == "consumer"]
+    image = ctx.shard.data.image
+    if version >= 6 and image.topic_id("t") is None:  # the classic worlds: a topic to name by id
+        topics = [*image.by_id.values(), TopicImage(b"\x07" * 16, "t", 2)]
+        ctx.apply(ctx.shard.on_metadata_update(TopicsImage.of(topics), ctx.clock.now_ms))
     codes, result = txn_commit(
         ctx,
         {T0: 42},
         member_id=world.member if member is None else member,
         generation=generation,
         instance_id=instance,
+        version=version,
     )
     assert codes == {T0: expected.value}, case
     assert bool(result.records) == (expected is E.none)

@@ -151,3 +151,36 @@ async def test_a_request_naming_a_topic_the_image_lacks_waits_for_one_fetch_that
     await looked
     assert refresher.lacking([missing, name]) is None
     assert len(delivered) == 2
+
+
+async def test_a_commit_naming_a_topic_by_an_id_the_image_lacks_waits_for_one_fetch_that_has_it(
+    broker: EmbeddedBroker,
+) -> None:
+    """OffsetCommit v10 and TxnOffsetCommit v6 name topics by id, an id the client read from the
+    upstream's metadata: a topic created a moment ago is found by one early fetch, as by name;
+    an id no topic has is looked for early once per ``early_gap_s``."""
+    delivered: list[frozenset[bytes]] = []
+    refresher = TopicMetadataRefresher(
+        broker.bootstrap,
+        build_image=lambda ds: frozenset(d.topic_id.bytes for d in ds),
+        active=lambda: [(0, 1)],
+        deliver=lambda p, image: delivered.append(image),
+        early_gap_s=30,
+    )
+    await refresher.refresh()
+    refresher.push()
+    name = f"tm-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(name, 1, 1)]).values():
+        fut.result(10)
+    topic_id = next(d.topic_id.bytes for d in await fetch_topics(broker.bootstrap) if d.name == name)
+    assert topic_id not in delivered[-1]
+    waiting = refresher.lacking((), [topic_id])
+    assert waiting is not None
+    await waiting
+    assert topic_id in delivered[-1] and refresher.lacking((), [topic_id]) is None
+    nobody = uuid.uuid4().bytes
+    looked = refresher.lacking((), [nobody])
+    assert looked is not None
+    await looked
+    assert refresher.lacking((), [nobody]) is None

@@ -44,6 +44,9 @@ EXPIRY_TIMER_KEY = "offsets-expiry"
 # OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for a member's commit to a missing group; older
 # versions ILLEGAL_GENERATION (what those clients understand).
 _GROUP_ID_NOT_FOUND_VERSION = 9
+# TxnOffsetCommit v6 (KIP-1319): topics by id, and GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH
+# answered as they are (older versions get ILLEGAL_GENERATION for both, as Kafka answers them)
+_TXN_TOPIC_ID_VERSION = 6
 _RETENTION_TIME_VERSIONS = range(2, 5)  # OffsetCommit v2-4 carry retention_time_ms
 _NO_RETENTION = -1
 
@@ -238,14 +241,17 @@ class OffsetMetadataManager(ActsOnState):
     def txn_offset_commit(
         self, request: pb.TxnOffsetCommitRequest, now_ms: int
     ) -> CoordinatorResult[pb.TxnOffsetCommitResponse]:
-        """TxnOffsetCommit v0-5 (Kafka's ``commitTransactionalOffset``): validate the member as
+        """TxnOffsetCommit v0-6 (Kafka's ``commitTransactionalOffset``): validate the member as
         ``validateTransactionalOffsetCommit`` does, then write the offsets as pending records in
         one transactional batch of the client's producer. Whether the producer is current (not
-        fenced) is the upstream's to say: it refuses the batch, and that error is the answer."""
+        fenced) is the upstream's to say: it refuses the batch, and that error is the answer.
+        A v6 topic is named by id, resolved through the topics image (UNKNOWN_TOPIC_ID when
+        the image has no such id, as Kafka's metadata cache answers it)."""
         group = self.groups.get(request.group_id)
         instance_id = request.group_instance_id if request.HasField("group_instance_id") else None
         group_error: ErrorCode | None = None
         base_sequence = self.data.transactions.next_sequence(request.producer_id, request.producer_epoch)
+        by_id = request.api_version >= _TXN_TOPIC_ID_VERSION
         if not request.group_id:
             group_error = ErrorCode.invalid_group_id
         elif request.producer_id < 0 or request.producer_epoch < 0:
@@ -253,7 +259,9 @@ class OffsetMetadataManager(ActsOnState):
         elif base_sequence is None:
             group_error = ErrorCode.invalid_producer_epoch  # an older epoch already wrote here
         elif group is None and request.generation_id >= 0:
-            group_error = ErrorCode.illegal_generation
+            group_error = (
+                ErrorCode.group_id_not_found if by_id else ErrorCode.illegal_generation
+            )
         accepted: list[tuple[OffsetKey, rpb.OffsetCommitValue]] = []
         commit = OffsetCommitValidation(
             request.member_id,
@@ -265,16 +273,21 @@ class OffsetMetadataManager(ActsOnState):
         )
         response = pb.TxnOffsetCommitResponse()
         for topic in request.topics:
-            rt = response.topics.add(name=topic.name)
+            rt = response.topics.add(name=topic.name, topic_id=topic.topic_id)
+            name = self._topic_name(topic.name, topic.topic_id)
             for p in topic.partitions:
                 code = group_error
+                if code is None and not name:
+                    code = ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition
                 if code is None and group is not None:
                     try:
-                        group.validate_offset_commit(commit, topic.name, p.partition_index)
+                        group.validate_offset_commit(commit, name, p.partition_index)
                     except CoordinatorError as e:
-                        # A stale KIP-848 member epoch is ILLEGAL_GENERATION here (Kafka).
+                        # Before v6, a stale KIP-848 member epoch is ILLEGAL_GENERATION (Kafka).
                         code = (
-                            ErrorCode.illegal_generation if e.code is ErrorCode.stale_member_epoch else e.code
+                            ErrorCode.illegal_generation
+                            if e.code is ErrorCode.stale_member_epoch and not by_id
+                            else e.code
                         )
                 metadata = p.committed_metadata if p.HasField("committed_metadata") else ""
                 if code is None and len(metadata.encode()) > self.config.offset_metadata_max_bytes:
@@ -286,8 +299,9 @@ class OffsetMetadataManager(ActsOnState):
                         metadata=metadata,
                         commit_timestamp_ms=now_ms,
                         expire_timestamp_ms=_NO_RETENTION,
+                        topic_id=topic.topic_id,
                     )
-                    accepted.append(((request.group_id, topic.name, p.partition_index), value))
+                    accepted.append(((request.group_id, name, p.partition_index), value))
                     code = ErrorCode.none
                 rt.partitions.add(partition_index=p.partition_index, error_code=code.value)
         if not accepted:

@@ -107,8 +107,10 @@ class TopicMetadataRefresher:
         self.image: Any = None
         self._descriptions: list[TopicDescription] | None = None
         self._names: frozenset[str] = frozenset()
+        self._ids: frozenset[bytes] = frozenset()
         self._fetching: asyncio.Future[None] | None = None  # the early fetch under way, shared
-        self._missing: dict[str, float] = {}  # name -> loop time an early fetch did not find it
+        # name or id -> loop time an early fetch did not find it
+        self._missing: dict[str | bytes, float] = {}
         self._version = 0
         self._sent: dict[int, tuple[int, int]] = {}  # partition -> (its load, image version)
 
@@ -119,34 +121,38 @@ class TopicMetadataRefresher:
             return False
         self._descriptions = descriptions
         self._names = frozenset(d.name for d in descriptions)
+        self._ids = frozenset(d.topic_id.bytes for d in descriptions)
         self.image = self.build_image(descriptions)
         self._version += 1
         return True
 
-    def lacking(self, names: Collection[str]) -> Awaitable[None] | None:
-        """None when the image has every topic of ``names``; otherwise a fetch now (or the one
-        under way), whose new image is pushed to the partitions before the awaitable ends: a
-        request submitted after it sees the topics. None, too, when every missing name was not
-        found by an early fetch less than ``early_gap_s`` ago (it does not exist yet: the poll
-        will find it)."""
-        if self.image is None or self._names.issuperset(names):
+    def lacking(self, names: Collection[str], ids: Collection[bytes] = ()) -> Awaitable[None] | None:
+        """None when the image has every topic of ``names`` and of ``ids`` (16-byte topic ids);
+        otherwise a fetch now (or the one under way), whose new image is pushed to the
+        partitions before the awaitable ends: a request submitted after it sees the topics.
+        None, too, when every missing one was not found by an early fetch less than
+        ``early_gap_s`` ago (it does not exist yet: the poll will find it)."""
+        if self.image is None:
+            return None
+        absent = [n for n in names if n not in self._names] + [i for i in ids if i not in self._ids]
+        if not absent:
             return None
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if all(now - self._missing.get(n, -self.early_gap_s) < self.early_gap_s for n in names if n not in self._names):
+        if all(now - self._missing.get(key, -self.early_gap_s) < self.early_gap_s for key in absent):
             return None
         if self._fetching is None:
-            self._fetching = loop.create_task(self._fetch_and_push(set(names)))
+            self._fetching = loop.create_task(self._fetch_and_push(set(absent)))
         return asyncio.shield(self._fetching)
 
-    async def _fetch_and_push(self, names: set[str]) -> None:
+    async def _fetch_and_push(self, absent: set[str | bytes]) -> None:
         try:
             await self.refresh()
         finally:
             self._fetching = None
             now = asyncio.get_running_loop().time()
-            self._missing = {n: t for n, t in self._missing.items() if now - t < self.early_gap_s}
-            self._missing.update((n, now) for n in names - self._names)
+            self._missing = {key: t for key, t in self._missing.items() if now - t < self.early_gap_s}
+            self._missing.update((key, now) for key in absent - self._names - self._ids)
         self.push()
 
     def push(self) -> None:

@@ -46,14 +46,28 @@ NAMED_TOPICS: dict[str, Callable[[Any], Collection[str]]] = {
 they name (see :meth:`~groupcoord.coordinator.runtime.topic_metadata.TopicMetadataRefresher.lacking`)."""
 
 
+def _ids_only(request: Any) -> Collection[bytes]:
+    return [t.topic_id for t in request.topics if t.topic_id and not t.name]
+
+
+NAMED_TOPIC_IDS: dict[str, Callable[[Any], Collection[bytes]]] = {
+    # OffsetCommit v10 and TxnOffsetCommit v6 (KIP-1319) of a topic created a moment ago: its
+    # id came from the upstream's metadata, which Kafka's own coordinator shares
+    "offset_commit": _ids_only,
+    "txn_offset_commit": _ids_only,
+}
+"""The requests that wait for the topics they name by id only when the shard's image lacks one."""
+
+
 class CoordinatorServicer(coordinator_pb2_grpc.CoordinatorServicer):
     def __init__(self, runtime: WorkerRuntime, topics: TopicMetadataRefresher | None = None) -> None:
         def hold(api: str, request: Any) -> Awaitable[None] | None:
-            named = NAMED_TOPICS.get(api)
-            if topics is None or named is None:
+            if topics is None:
                 return None
-            names = named(request)
-            return topics.lacking(names) if names else None
+            named, by_id = NAMED_TOPICS.get(api), NAMED_TOPIC_IDS.get(api)
+            names = named(request) if named is not None else ()
+            ids = by_id(request) if by_id is not None else ()
+            return topics.lacking(names, ids) if names or ids else None
 
         self.dispatcher = EnvelopeDispatcher(
             runtime, coordinator_pb2.CoordinatorReply, OPERATIONS, audited=AUDITED, hold=hold

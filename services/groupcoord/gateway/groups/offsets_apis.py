@@ -129,12 +129,13 @@ async def txn_offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> A
     """Offsets of a transaction go to the group's shard, which writes them pending into
     the producer's transaction (see coordinator/core/txn_offsets.py). Partitions that do
     not exist upstream are answered UNKNOWN_TOPIC_OR_PARTITION here, as Kafka's request
-    handler does; every requested partition is echoed in request order."""
+    handler does; every requested partition is echoed in request order. A v6 topic is named
+    by id only (KIP-1319), which the shard resolves (UNKNOWN_TOPIC_ID if it cannot)."""
     unknown = await apis.topics.unknown_partitions(
-        (t.name, p.partition_index) for t in req.topics for p in t.partitions
+        (t.name, p.partition_index) for t in req.topics if getattr(t, "name", None) for p in t.partitions
     )
     known = _without(req.topics, unknown) if unknown else req.topics
-    errors: dict[tuple[str, int], int] = {}
+    errors: dict[tuple[tuple[str, bytes], int], int] = {}
     if known and ctx.version >= TRANSACTION_V2_TXN_OFFSET_COMMIT:
         # Transaction version 2: no AddOffsetsToTxn came before; the group's partition joins
         # the transaction now, as Kafka's group coordinator adds __consumer_offsets's.
@@ -143,7 +144,7 @@ async def txn_offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> A
         )
         if code != ErrorCode.none:
             code = _IMPLICIT_ADD_ERRORS.get(code, code)
-            errors = {(t.name, p.partition_index): code.value for t in known for p in t.partitions}
+            errors = {(_request_topic_key(t), p.partition_index): code.value for t in known for p in t.partitions}
             known = ()
     if known:
         msg = to_proto(
@@ -158,19 +159,21 @@ async def txn_offset_commit(apis: GroupServing, ctx: CallContext, req: Any) -> A
         reply = await apis.call(req.group_id, Envelope(txn_offset_commit=msg))
         if reply.response is not None:
             errors = {
-                (t.name, p.partition_index): p.error_code for t in reply.response.topics for p in t.partitions
+                (_topic_key(t.name, t.topic_id), p.partition_index): p.error_code
+                for t in reply.response.topics
+                for p in t.partitions
             }
         else:
-            errors = {(t.name, p.partition_index): reply.error_code for t in known for p in t.partitions}
+            errors = {(_request_topic_key(t), p.partition_index): reply.error_code for t in known for p in t.partitions}
     resp = op.TxnOffsetCommitResponse()
     for t in req.topics:
-        rt = resp.topics.add(name=t.name)
+        name, topic_id = topic = _request_topic_key(t)
+        rt = resp.topics.add(name=name, topic_id=topic_id)
         for p in t.partitions:
-            key = (t.name, p.partition_index)
             code = (
                 ErrorCode.unknown_topic_or_partition.value
-                if key in unknown
-                else errors.get(key, ErrorCode.unknown_server_error.value)
+                if (name, p.partition_index) in unknown
+                else errors.get((topic, p.partition_index), ErrorCode.unknown_server_error.value)
             )
             rt.partitions.add(partition_index=p.partition_index, error_code=code)
     return apis.response(ctx, resp)
@@ -282,7 +285,10 @@ def _without(topics: tuple[Any, ...], unknown: set[tuple[str, int]]) -> tuple[An
     """The OffsetCommit request topics minus the ``unknown`` (topic, partition) pairs."""
     kept = (
         dataclasses.replace(
-            t, partitions=tuple(p for p in t.partitions if (t.name, p.partition_index) not in unknown)
+            t,
+            partitions=tuple(
+                p for p in t.partitions if (getattr(t, "name", ""), p.partition_index) not in unknown
+            ),
         )
         for t in topics
     )
@@ -291,6 +297,11 @@ def _without(topics: tuple[Any, ...], unknown: set[tuple[str, int]]) -> tuple[An
 
 def _topic_key(name: str, topic_id: Any) -> tuple[str, bytes]:
     return name or "", topic_id.bytes if hasattr(topic_id, "bytes") else (topic_id or b"")
+
+
+def _request_topic_key(topic: Any) -> tuple[str, bytes]:
+    """(name, id bytes) of a request's topic, named either way (a version has one of the two)."""
+    return _topic_key(getattr(topic, "name", ""), getattr(topic, "topic_id", None))
 
 
 def _commit_errors(topics: Iterable[Any], code: int) -> op.OffsetCommitResponse:
@@ -322,7 +333,7 @@ def _in_request_order(
     }
     out = op.OffsetCommitResponse(throttle_time_ms=answered.throttle_time_ms)
     for t in topics:
-        name, topic_id = _topic_key(getattr(t, "name", ""), getattr(t, "topic_id", None))
+        name, topic_id = _request_topic_key(t)
         rt = out.topics.add(name=name, topic_id=topic_id)
         for p in t.partitions:
             code = (
