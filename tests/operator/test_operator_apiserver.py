@@ -314,7 +314,14 @@ async def an_admin_manages_and_a_viewer_reads(
         async with admin.request(method.upper(), path, json=json, headers=headers) as resp:
             return resp.status
 
-    assert await call("alice", "post", collection, body) == 201
+    # The API server's RBAC authorizer reads roles and bindings from its informers, a moment
+    # behind their writes (an aggregated rule, a binding just made): alice is refused until they
+    # catch up, and then allowed for good
+    deadline = asyncio.get_running_loop().time() + 30
+    while (created := await call("alice", "post", collection, body)) == 403:
+        assert asyncio.get_running_loop().time() < deadline, "alice's binding never took effect"
+        await asyncio.sleep(0.2)
+    assert created == 201
     assert await call("alice", "patch", f"{collection}/team/scale", {"spec": {"replicas": 2}}) == 200
     assert await call("victor", "get", f"{collection}/team") == 200
     assert await call("victor", "get", f"{collection}/team/scale") == 200

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -110,7 +110,7 @@ class Publisher:
         if publication.deduplicate_since_ms is not None:
             written = await self._already_written(publication, partition)
             identity = publication.identity_headers
-            records = [r for r in records if _identity(r, identity) not in written]
+            records = [r for r in records if _identity(r.headers, identity) not in written]
         if not records:
             return PublishOutcome(len(publication.records))
         records = await self._with_copies(records)
@@ -199,8 +199,7 @@ class Publisher:
                     log.warning("%s: read back only to %d of %s: some copies may be written twice", tp, reader.position, reader.highwater)
                     break
                 for record in await reader.read(timeout_ms=100):
-                    headers = {k: bytes(v) for k, v in (record.headers or ())}
-                    seen.add(tuple(headers.get(h, b"") for h in publication.identity_headers))
+                    seen.add(_identity(record.headers or (), publication.identity_headers))
         finally:
             await reader.stop()
         return seen
@@ -250,9 +249,11 @@ async def _create(admin: AIOKafkaAdminClient, topic: str, configs: dict[str, str
             raise Errors.for_code(code)(f"creating {topic}")
 
 
-def _identity(record: OutboundRecord, names: tuple[str, ...]) -> tuple[bytes, ...]:
-    headers = dict(record.headers)
-    return tuple(headers.get(h, b"") for h in names)
+def _identity(headers: Iterable[tuple[str, Any]], names: tuple[str, ...]) -> tuple[bytes, ...]:
+    """What tells one dead letter from another: the values of its ``names`` headers (the
+    source's group, topic, partition and offset), of a record to write or one read back."""
+    values = {k: bytes(v) for k, v in headers}
+    return tuple(values.get(h, b"") for h in names)
 
 
 def _size(record: OutboundRecord) -> int:
