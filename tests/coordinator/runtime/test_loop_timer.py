@@ -127,27 +127,38 @@ def long_wait_share(gaps: list[float]) -> float:
     return sum(g for g in gaps if g > 2 * OFFLOAD_SLICE_S) / sum(gaps)
 
 
-async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
+async def offloaded_against_alone(seconds: float) -> tuple[list[float], list[float], Fired]:
+    """The loop's turns while alone, then while a computation of ``seconds`` is offloaded."""
     # what other processes on the machine cost the loop alone (a busy CI machine makes it
     # wait too), measured just before, over as long as the computation takes
-    end = time.perf_counter() + 0.3
+    end = time.perf_counter() + seconds
     alone = await loop_turns(lambda: time.perf_counter() > end)
     fired = Fired()
-    fired.timer.offload("assignment", Computing(0.3, "big"), then_answer)
+    fired.timer.offload("assignment", Computing(seconds, "big"), then_answer)
     assert fired.timer.is_scheduled("assignment"), "armed while it computes: one run per key"
+    gaps = await loop_turns(lambda: bool(fired.events))
+    return alone, gaps, fired
+
+
+async def test_an_offloaded_computation_comes_back_as_its_keys_timer_while_the_loop_goes_on() -> None:
     # the loop keeps turning while the task computes, and rarely waits for the interpreter
     # lock longer than a slice: without the pauses (one slice for the whole computation) it
-    # waited a switch interval at almost every turn, 95 % of its time in such waits
-    gaps = await loop_turns(lambda: bool(fired.events))
-    long_waits, before = long_wait_share(gaps), long_wait_share(alone)
-    assert long_waits - before < 0.3, (
-        f"the loop spent {long_waits:.0%} of the computation in waits over two slices ({before:.0%} alone)"
-    )
-    assert max(gaps) < 0.1 + max(alone), (
-        f"the loop waited {max(gaps):.3f} s at once ({max(alone):.3f} s alone)"
-    )
-    assert [what for what, _ in fired.run()] == ["assigned big"]
-    assert not fired.timer.is_scheduled("assignment")
+    # waited a switch interval at almost every turn, 95 % of its time in such waits. A machine
+    # busy with the rest of the suite can spoil one measurement (CI: 41 % once, 4 % alone), so
+    # it is taken up to three times; the unsliced computation fails all three.
+    failures = []
+    for _ in range(3):
+        alone, gaps, fired = await offloaded_against_alone(0.3)
+        assert [what for what, _ in fired.run()] == ["assigned big"]
+        assert not fired.timer.is_scheduled("assignment")
+        long_waits, before = long_wait_share(gaps), long_wait_share(alone)
+        if long_waits - before < 0.3 and max(gaps) < 0.1 + max(alone):
+            return
+        failures.append(
+            f"{long_waits:.0%} of the computation in waits over two slices ({before:.0%} alone), "
+            f"{max(gaps):.3f} s at once ({max(alone):.3f} s alone)"
+        )
+    raise AssertionError("the loop spent " + "; then ".join(failures))
 
 
 async def test_an_offloaded_computation_cancelled_or_replaced_meanwhile_is_dropped() -> None:
