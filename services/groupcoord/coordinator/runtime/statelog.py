@@ -9,10 +9,11 @@ Broker facts this is built around (true on Kafka and on the embedded tansu broke
   its own epoch marker, whose offset the produce response gives;
 * compaction may or may not have run, so a reader must work on the whole history too.
 
-The producer is plain (no idempotence, no transactions: aiokafka's InitProducerId fails on
-tansu, and fencing is done with epochs, see :mod:`.fencing`). aiokafka keeps one produce
-request in flight per broker and mutes a partition while its batch is in flight, so batches
-of one partition land in the order they were sent.
+The writes are plain (no idempotence, no transactions: aiokafka's InitProducerId fails on
+tansu, and fencing is done with epochs, see :mod:`.fencing`), sent by
+:class:`~.produce_per_broker.ProducePerBroker`: one Produce request in flight per broker,
+carrying the batches of every partition the worker leads on it that were queued meanwhile.
+A write's batches are sent one after another, so they land in order.
 
 Transactional offsets (TxnOffsetCommit) are the exception: they are written as a batch of the
 client's producer (:mod:`.transactions`, through :attr:`StateLogWriter.client`). What a reader
@@ -38,11 +39,13 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import TopicAlreadyExistsError
 from aiokafka.protocol.fetch import FetchRequest
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 
 from groupcoord.common.kafka_security import KafkaSecurity, upstream_security
 from groupcoord.common.topic_replication import Replication, existing_topic_problems, fit_replication
 from groupcoord.coordinator.runtime.fencing import FENCE_HEADER
+from groupcoord.coordinator.runtime.produce_per_broker import ProducePerBroker
 
 if TYPE_CHECKING:  # transactions.py writes through this module
     from groupcoord.coordinator.runtime.transactions import LogTransactions
@@ -131,7 +134,10 @@ async def _existing_topic_problems(
 
 
 class StateLogWriter:
-    """One acks=all producer per worker process, shared by all of its partitions."""
+    """One acks=all writer per worker process, shared by all of its partitions: their batches
+    share each broker's Produce requests (:class:`~.produce_per_broker.ProducePerBroker`);
+    aiokafka's producer writes the other topics' records (:meth:`send_records`) and gives
+    its connections to transactional writes."""
 
     def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> None:
         self.topic = topic
@@ -145,12 +151,19 @@ class StateLogWriter:
             enable_idempotence=False,
             request_timeout_ms=30000,
         )
+        self._produce = ProducePerBroker(self._producer.client, request_timeout_ms=30000)
 
     async def start(self) -> None:
         await self._producer.start()
 
     async def stop(self) -> None:
+        await self._produce.close()
         await self._producer.stop()
+
+    @property
+    def produce_requests(self) -> tuple[int, int]:
+        """(Produce requests, batches) the state writes took so far."""
+        return self._produce.requests_sent, self._produce.batches_sent
 
     @property
     def client(self) -> AIOKafkaClient:
@@ -163,37 +176,32 @@ class StateLogWriter:
     ) -> list[tuple[int, int]]:
         """Write ``entries`` (in order) and wait for acks=all; returns each batch's (first, last).
 
-        Entries that do not fit one batch go in several batches, sent back to back; aiokafka
-        keeps them in order, but another writer's records may land between them, which is why
-        every span is returned. The caller must treat an exception as "maybe written".
+        Entries that do not fit one batch go in several batches, each sent once the one before
+        is acknowledged; another writer's records may land between them, which is why every
+        span is returned. The caller must treat an exception as "maybe written".
         """
         headers = [(FENCE_HEADER, tag)] if tag is not None else []
-        futures = []
-        counts: list[int] = []
-        batch = self._producer.create_batch()
-        count = 0
+        spans: list[tuple[int, int]] = []
+        builder, count = _builder(), 0
         for key, value in entries:
-            if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:
+            if builder.append(count, timestamp=None, key=key, value=value, headers=headers) is None:
                 if count == 0:
                     raise ValueError(
                         f"a record of {len(key) + len(value or b'')} bytes exceeds the batch size"
                     )
-                batch.close()
-                futures.append(await self._producer.send_batch(batch, self.topic, partition=partition))
-                counts.append(count)
-                batch = self._producer.create_batch()
-                count = 0
-                if batch.append(timestamp=None, key=key, value=value, headers=headers) is None:
+                spans.append(await self._send(partition, builder, count))
+                builder, count = _builder(), 0
+                if builder.append(0, timestamp=None, key=key, value=value, headers=headers) is None:
                     raise ValueError(
                         f"a record of {len(key) + len(value or b'')} bytes exceeds the batch size"
                     )
             count += 1
-        batch.close()
-        futures.append(await self._producer.send_batch(batch, self.topic, partition=partition))
-        counts.append(count)
-        metas = await asyncio.gather(*futures)
-        return [(m.offset, m.offset + n - 1) for m, n in zip(metas, counts, strict=True)]
+        spans.append(await self._send(partition, builder, count))
+        return spans
 
+    async def _send(self, partition: int, builder: DefaultRecordBatchBuilder, count: int) -> tuple[int, int]:
+        first = await self._produce.send(self.topic, partition, bytes(builder.build()))
+        return first, first + count - 1
 
     async def send_records(self, topic: str, partition: int, records: Sequence[Any]) -> int:
         """Write ``records`` (each with ``key``, ``value``, ``headers``: a publication's, see
@@ -208,6 +216,19 @@ class StateLogWriter:
         batch.close()
         meta = await (await self._producer.send_batch(batch, topic, partition=partition))
         return int(meta.offset)
+
+
+def _builder() -> DefaultRecordBatchBuilder:
+    """A plain (no producer id, uncompressed) v2 record batch of at most MAX_BATCH_BYTES."""
+    return DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=MAX_BATCH_BYTES,
+    )
 
 
 class UpstreamProbe:
