@@ -88,6 +88,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     terminalreporter.write_line(f"time in tests per worker: {workers}")
     longest = ", ".join(f"{g} {s:.0f} s" for g, s in _group_seconds.most_common(12))
     terminalreporter.write_line(f"longest groups: {longest}")
+    if terminalreporter.config.getoption("dist", "no") != "loadgroup":
+        return  # without --dist loadgroup nothing keeps a group on one worker
     for group, workers in sorted(_split_groups().items()):
         terminalreporter.write_line(f"error: group {group} ran on {', '.join(sorted(workers))}", red=True)
 
