@@ -184,3 +184,40 @@ async def test_a_commit_naming_a_topic_by_an_id_the_image_lacks_waits_for_one_fe
     assert looked is not None
     await looked
     assert refresher.lacking((), [nobody]) is None
+
+
+async def test_a_partition_that_starts_leading_gets_an_image_fetched_after_it_loaded(broker: EmbeddedBroker) -> None:
+    """A takeover: the state the new leader loaded may name a topic created after this worker's
+    last poll (a share group's dead letters name their source topic by the image, and CI wrote
+    a predecessor's copies twice when the new leader named it by id). The loaded partition's
+    first image is fetched after its load, well before the next poll."""
+    import asyncio  # noqa: PLC0415
+
+    delivered: list[tuple[int, frozenset[str]]] = []
+    active: list[tuple[int, int]] = [(0, 1)]
+    refresher = TopicMetadataRefresher(
+        broker.bootstrap,
+        build_image=lambda ds: frozenset(d.name for d in ds),
+        active=lambda: list(active),
+        deliver=lambda p, image: delivered.append((p, image)),
+        interval_s=3600,
+        tick_s=0.05,
+    )
+    running = asyncio.create_task(refresher.run())
+    try:
+        while not delivered:
+            await asyncio.sleep(0.05)
+        name = f"tm-{uuid.uuid4().hex[:6]}"
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for fut in admin.create_topics([NewTopic(name, 1, 1)]).values():
+            fut.result(10)
+        active.append((5, 1))  # partition 5 loaded here, after the last poll
+        for _ in range(100):
+            if any(p == 5 for p, _ in delivered):
+                break
+            await asyncio.sleep(0.05)
+        (image,) = [image for p, image in delivered if p == 5]
+        assert name in image, "its first image was fetched after the load"
+        assert name in delivered[-1][1] and {p for p, _ in delivered[1:]} == {0, 5}, "the others get it too"
+    finally:
+        running.cancel()

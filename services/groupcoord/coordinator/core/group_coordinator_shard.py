@@ -55,7 +55,7 @@ from groupcoord.coordinator.core.share import share_group, share_offsets
 from groupcoord.coordinator.core.share.share_context import ShareContext
 from groupcoord.coordinator.core.share.share_describe import describe_share_groups
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
-from groupcoord.coordinator.core.topics_image import TopicsImage
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
 from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
 from groupcoord.records.v1 import share_group_pb2 as share_rpb
@@ -202,12 +202,15 @@ class GroupCoordinatorShard(ActsOnState):
     def on_metadata_update(self, image: TopicsImage, now_ms: int) -> CoordinatorResult[None]:
         """The runtime's new view of the cluster's topics: tombstones for the offsets of the
         topics it no longer has (Kafka's ``onPartitionsDeleted``), and records bumping the
-        epochs of the groups whose subscribed topics changed (and re-resolved regexes)."""
+        epochs of the groups whose subscribed topics changed (and re-resolved regexes). The
+        first image after a load resumes the dead letters that waited for it."""
+        first = self.data.image is UNKNOWN_IMAGE
         deleted = self.data.image.deleted_in(image)
         self.data.image = image
         records = self.offset_manager.delete_topics_records(deleted) if deleted else []
         consumer = consumer_metadata.on_metadata_update(self.groups, image, now_ms)
-        return CoordinatorResult(records=records + consumer.records)
+        timers = self.share.resumed_dead_letters() if first else []
+        return CoordinatorResult(records=records + consumer.records, timers=timers)
 
     # --- KIP-932 share groups ----------------------------------------------------------------
     def share_group_heartbeat(

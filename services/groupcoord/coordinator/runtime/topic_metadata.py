@@ -172,12 +172,19 @@ class TopicMetadataRefresher:
         if (future.cancelled() or future.exception() is not None) and self._sent.get(partition) == sent:
             del self._sent[partition]
 
+    def _loads_waiting(self) -> bool:
+        """Whether a partition started leading (or loaded again) since its last image."""
+        return any(self._sent.get(partition, (None, 0))[0] != load for partition, load in self.active())
+
     async def run(self) -> None:
-        """Poll and push until cancelled (a worker-lifetime task)."""
+        """Poll and push until cancelled (a worker-lifetime task). A partition that just loaded
+        gets an image fetched after its load, not the last poll's: the state it loaded may name
+        topics created since (a share group's dead letters name their source topic by the
+        image, and a predecessor's copies are told apart by that name)."""
         loop = asyncio.get_running_loop()
         next_fetch = 0.0
         while True:
-            if loop.time() >= next_fetch:
+            if loop.time() >= next_fetch or self._loads_waiting():
                 try:
                     await self.refresh()
                 except Exception as exc:  # noqa: BLE001 - keep the last image; retry next tick

@@ -369,9 +369,13 @@ def test_a_rejected_record_and_one_past_its_delivery_limit_go_to_the_dead_letter
 
 
 def test_a_new_leader_resumes_the_dead_letters_its_predecessor_left() -> None:
-    """The state says what is ARCHIVING: a shard loaded from the log publishes it again, and
-    asks the write to skip the copies written since the earliest of them began."""
+    """The state says what is ARCHIVING: a shard loaded from the log publishes it again once
+    the runtime's first topics image came (a loaded shard has none yet, and a dead letter's
+    headers name its source topic: by id they would be other dead letters than those its
+    predecessor wrote, CI wrote them twice so), and asks the write to skip the copies written
+    since the earliest of them began."""
     from groupcoord.coordinator.core.share.delivery import dead_letter_key  # noqa: PLC0415
+    from groupcoord.coordinator.core.share.share_partition import RecordState  # noqa: PLC0415
 
     ctx = context()
     ctx.set_group_configs("g", errors_deadletterqueue_topic_name="dlq.orders")
@@ -379,12 +383,18 @@ def test_a_new_leader_resumes_the_dead_letters_its_predecessor_left() -> None:
     step2(ctx, "a", 0, range(0, 2), start=0)
     ctx.clock.now_ms = 7_000
     step1(ctx, "a", [(0, 1, REJECT)], fetch=False)
+    assert ctx.timer.publications == {}, "this one had no image either: they wait in ARCHIVING"
     successor = ShardContext(ctx.config)
     for record in ctx.log.records():
         successor.shard.replay(record)
     successor.apply(successor.shard.on_loaded(9_000))
+    assert successor.timer.publications == {}, "no topics image yet: the source topic has no name"
+    state = successor.shard.data.share_partitions[("g", ORDERS, 0)]
+    assert [state.deliveries[o].state for o in (0, 1)] == [RecordState.ARCHIVING] * 2
+    successor.apply(successor.shard.on_metadata_update(image(orders=1), 9_200))
     published, _ = successor.timer.publications[dead_letter_key(("g", ORDERS, 0))]
     assert [dict(r.headers)["__dlq.errors.offset"] for r in published.records] == [b"0", b"1"]
+    assert {dict(r.headers)["__dlq.errors.topic"] for r in published.records} == {b"orders"}
     assert all(r.copy_of is None for r in published.records), "copy.record is off by default"
     assert published.deduplicate_since_ms == 7_000
 

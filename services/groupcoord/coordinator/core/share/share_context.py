@@ -46,6 +46,7 @@ from groupcoord.coordinator.core.share import share_group, share_heartbeat
 from groupcoord.coordinator.core.share.share_group import ShareGroup
 from groupcoord.coordinator.core.share.share_partition import DeliveryLimits, SharePartition
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE
 from groupcoord.rpc.v1 import share_group_pb2 as share_pb
 
 
@@ -151,7 +152,12 @@ class ShareContext(ActsOnState):
     def _dead_letters(
         self, changed: Mapping[share_delivery.SharePartitionKey, SharePartition], *, resuming: bool = False
     ) -> list[TimerIntent]:
-        """The dead letters due in ``changed`` share-partitions, as Publish intents."""
+        """The dead letters due in ``changed`` share-partitions, as Publish intents; none before
+        the runtime's first topics image (right after a load): a dead letter's headers name its
+        source topic, which only the image knows, and a predecessor's copies are told apart by
+        them. They stay ARCHIVING until that image resumes them (:meth:`resumed_dead_letters`)."""
+        if self.image is UNKNOWN_IMAGE:
+            return []
         return share_delivery.dead_letter_intents(
             changed,
             self.delivery_config,
@@ -183,8 +189,13 @@ class ShareContext(ActsOnState):
                 timers += share_heartbeat.timers_after_load(
                     group, now_ms, self.session_config(group.group_id), self.session_expired
                 )
+        return timers + self.resumed_dead_letters()
+
+    def resumed_dead_letters(self) -> list[TimerIntent]:
+        """The dead letters a predecessor left ARCHIVING, resumed (what it wrote already is not
+        written again): after a load, or at the first topics image if the load had none."""
         archiving = {key: state for key, state in self.data.share_partitions.items() if state.has_dead_letters()}
-        return timers + self._dead_letters(archiving, resuming=True)
+        return self._dead_letters(archiving, resuming=True)
 
     # --- ShareFetch, ShareAcknowledge --------------------------------------------------------
     def delivery(
