@@ -11,9 +11,7 @@ the gateway in front of it, so the Java client runs transaction version 2: no Ad
 TxnOffsetCommit v5, whose group coordinator adds its own partition to the transaction, and an
 epoch bump at each transaction's end (the markers in our state partition carry the bumped epoch).
 The state partition's records show it: every transaction's offsets were written at an epoch of
-their own. In front of Kafka 3.9 and tansu, which finalize no ``transaction.version``, the
-gateway finalizes none either, and the same Java copier runs transactions V1 there (AddOffsetsToTxn,
-TxnOffsetCommit below v5, one producer epoch for the whole run), exactly once too.
+their own.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ from groupcoord.common.partitioning import partition_for
 from groupcoord.coordinator.core.contract import TransactionalWrite, deserialize_record
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.coordinator.runtime.transactions import append_transactional
-from groupcoord.embedded_broker import EmbeddedBroker
 from groupcoord.local_cluster import ClusterOptions
 from groupcoord.records.v1 import offsets_pb2 as rpb
 from groupcoord_testing import BackgroundCluster
@@ -52,14 +49,11 @@ from groupcoord_testing.apache_kafka import ApacheKafka
 
 from .conftest import TRANSACTIONAL_MESSAGE_COPIER, VERIFIABLE_PRODUCER, run_tool, start_tool
 
-Upstream = ApacheKafka | EmbeddedBroker
-
 REASSIGN_PARTITIONS = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 RECORDS = 6000
 TRANSACTION_SIZE = 150
 BOUNCED = 2  # the broker leading both topics (node 1 is the gateway's bootstrap)
 STATE_PARTITIONS = 4
-V1_RECORDS = 2400
 
 
 @pytest.fixture(scope="module")
@@ -72,24 +66,18 @@ def kafka3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApacheKafka]:
         k.stop()
 
 
-@contextlib.contextmanager
-def copier_cluster(upstream: Upstream, log_dir: Path) -> Iterator[BackgroundCluster]:
-    """groupcoord in front of ``upstream``: two shard processes over four state partitions."""
+@pytest.fixture(scope="module")
+def cluster3(kafka3: ApacheKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
+    """groupcoord in front of ``kafka3``: two shard processes over four state partitions."""
     options = ClusterOptions(
         port=0,
         partitions=STATE_PARTITIONS,
         shards=2,
         metrics=False,
         state_topic=f"__copier_{uuid.uuid4().hex[:6]}",
-        log_dir=log_dir,
+        log_dir=tmp_path_factory.mktemp("copier-cluster"),
     )
-    with BackgroundCluster((upstream.host, upstream.port), options) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def cluster3(kafka3: ApacheKafka, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
-    with copier_cluster(kafka3, tmp_path_factory.mktemp("copier-cluster")) as c:
+    with BackgroundCluster((kafka3.host, kafka3.port), options) as c:
         yield c
 
 
@@ -160,7 +148,9 @@ class Copy:
     """The copier's run as a test reads it: its progress, and on a stall what it, the shards
     and the brokers last said (a stall is seen once in many runs, and only a CI log keeps it)."""
 
-    def __init__(self, copier: subprocess.Popen[str], log: Path, cluster: BackgroundCluster, kafka: Upstream):
+    def __init__(
+        self, copier: subprocess.Popen[str], log: Path, cluster: BackgroundCluster, kafka: ApacheKafka
+    ):
         self.copier, self.log, self.cluster, self.kafka = copier, log, cluster, kafka
         self.progress = Progress(copier)
         self.progress.start()
@@ -175,7 +165,7 @@ class Copy:
     def report(self) -> str:
         log_dir = self.cluster.options.log_dir
         shards = sorted(Path(log_dir).glob("shard-*.log")) if log_dir is not None else []
-        brokers = [n.log for n in getattr(self.kafka, "members", ())]  # tansu: its log is the fixture's
+        brokers = [n.log for n in self.kafka.members]
         return "\n".join(
             [f"copier exit {self.copier.poll()}, last status {self.progress.last}", "copier:", tail(self.log)]
             + [f"{p.name}:\n{tail(p)}" for p in shards]
@@ -194,10 +184,10 @@ def test_the_gateway_finalizes_the_transaction_version_kafka_4_4_finalizes(
     }
 
 
-def pending_offset_epochs(kafka: Upstream, cluster: BackgroundCluster, group: str) -> list[tuple[int, bool]]:
+def pending_offset_epochs(kafka: ApacheKafka, cluster: BackgroundCluster, group: str) -> list[tuple[int, bool]]:
     """(producer epoch, epoch bump) of every transactional offset record of ``group`` in its
     state partition, read from the upstream directly (uncommitted too)."""
-    topic, partition = cluster.options.state_topic, partition_for(group, cluster.options.partitions)
+    topic, partition = cluster.options.state_topic, partition_for(group, STATE_PARTITIONS)
     reader = Consumer(
         {"bootstrap.servers": kafka.bootstrap, "group.id": f"state-{uuid.uuid4().hex[:6]}", "isolation.level": "read_uncommitted"}
     )
@@ -232,9 +222,9 @@ class CopyJob:
     records: int
 
 
-def seeded_job(kafka: Upstream, cluster: BackgroundCluster, records: int, replicas: list[int] | None) -> CopyJob:
-    """Both topics with one partition on ``replicas`` (min ISR 2; None: one replica, the
-    upstream's default configs), ``records`` values 0.. in the input, every one acknowledged."""
+def seeded_job(kafka: ApacheKafka, cluster: BackgroundCluster, records: int, replicas: list[int]) -> CopyJob:
+    """Both topics with one partition on ``replicas`` (min ISR 2), ``records`` values 0.. in the
+    input, every one acknowledged."""
     suffix = uuid.uuid4().hex[:6]
     job = CopyJob(
         cluster.bootstrap,
@@ -246,9 +236,7 @@ def seeded_job(kafka: Upstream, cluster: BackgroundCluster, records: int, replic
     )
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
     topics = [
-        NewTopic(t, 1, 1)
-        if replicas is None
-        else NewTopic(t, 1, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
+        NewTopic(t, 1, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
         for t in (job.source, job.sink)
     ]
     for fut in admin.create_topics(topics).values():
@@ -351,61 +339,6 @@ def test_copier_copies_exactly_once_through_a_shard_kill_and_a_broker_bounce(
     epochs = pending_offset_epochs(kafka3, cluster3, job.group)
     assert epochs and all(bump for _, bump in epochs), epochs[:5]
     assert len({e for e, _ in epochs}) >= RECORDS // TRANSACTION_SIZE, sorted({e for e, _ in epochs})
-
-
-@pytest.fixture(scope="module", params=["kafka-3.9", "tansu"])
-def v1_upstream(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstream]:
-    """An upstream whose transaction coordinator has no transactions V2."""
-    if request.param == "tansu":
-        with EmbeddedBroker(log_path=tmp_path_factory.mktemp("tansu") / "tansu.log") as b:
-            yield b
-        return
-    k = start_apache_kafka(request.param, tmp_path_factory.mktemp(request.param))
-    try:
-        yield k
-    finally:
-        k.stop()
-
-
-@pytest.fixture(scope="module")
-def v1_cluster(v1_upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BackgroundCluster]:
-    with copier_cluster(v1_upstream, tmp_path_factory.mktemp("copier-v1-cluster")) as c:
-        yield c
-
-
-def test_copier_copies_exactly_once_on_transactions_v1_where_the_upstream_has_no_v2(
-    v1_upstream: Upstream, v1_cluster: BackgroundCluster, tmp_path: Path
-) -> None:
-    """Kafka 3.9 and tansu finalize no ``transaction.version`` 2, so the gateway in front of them
-    finalizes none: never promise what the upstream's transaction coordinator cannot do. Kafka
-    4.4's Java client then runs transactions V1 (AddOffsetsToTxn, TxnOffsetCommit below v5, one
-    producer epoch for the run) and copies exactly once, while the shard leading its group is
-    killed -9."""
-    upstream_features = finalized_features(v1_cluster, (v1_upstream.host, v1_upstream.port))
-    assert upstream_features.get("transaction.version", 0) < 2, upstream_features
-    assert "transaction.version" not in finalized_features(v1_cluster, v1_cluster.gateway.bootstrap_address)
-    job = seeded_job(v1_upstream, v1_cluster, V1_RECORDS, None)
-    concurrent = CommittedReader(job.gateway, job.sink, V1_RECORDS)
-    concurrent.start()
-    copier = start_copier(job, tmp_path / "copier.log")
-    copy = Copy(copier, tmp_path / "copier.log", v1_cluster, v1_upstream)
-    try:
-        copy.wait_for_progress(V1_RECORDS // 4, 120, "a quarter copied")
-        control = v1_cluster.cluster.control  # type: ignore[union-attr]
-        assert control is not None
-        leader = control.placement[partition_for(job.group, STATE_PARTITIONS)].leader
-        os.killpg(control.processes[leader].process.pid, signal.SIGKILL)
-        copy.wait_for_progress(V1_RECORDS, 180, "all copied")
-        assert copier.wait(30) == 0, copy.report()
-        copy.progress.join(10)
-        concurrent.join(90)
-    finally:
-        stop_copier(copier)
-        concurrent.stop.set()
-    assert_copied_exactly_once(job, concurrent)
-    epochs = pending_offset_epochs(v1_upstream, v1_cluster, job.group)
-    assert epochs and not any(bump for _, bump in epochs), epochs[:5]
-    assert len({e for e, _ in epochs}) == 1, "V1: no epoch bump between transactions"
 
 
 def move_leadership(kafka: ApacheKafka, topic: str, partition: int, workdir: Path) -> None:
