@@ -101,6 +101,7 @@ async def test_a_partition_that_loads_again_or_refused_the_image_gets_it_again(b
     await refresher.refresh()
     refresher.push()
     await asyncio.sleep(0)  # the refusal's callback
+    assert not refresher._loads_waiting(), "a refusal is sent again without another fetch"
     refuse = False
     refresher.push()
     refresher.push()

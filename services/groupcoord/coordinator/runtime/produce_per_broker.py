@@ -63,7 +63,7 @@ class ProducePerBroker:
         self._retry_backoff_s = retry_backoff_s
         self._queues: dict[int, deque[_Batch]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self.requests_sent = 0  # Produce requests, for the tests and the benchmarks
+        self.requests_sent = 0  # Produce requests (StateLogWriter.produce_requests; no metric yet)
         self.batches_sent = 0
 
     async def send(self, topic: str, partition: int, data: bytes) -> int:

@@ -168,9 +168,11 @@ class TopicMetadataRefresher:
                     delivered.add_done_callback(lambda f, p=partition, s=sent: self._delivered(p, s, f))
 
     def _delivered(self, partition: int, sent: tuple[int, int], future: asyncio.Future[Any]) -> None:
-        """A delivery the partition refused (it was failing or reloading) is sent again."""
+        """A delivery the partition refused (it was failing or reloading) is sent again. Its
+        load keeps its place: that load had its fetch, and the next push resends the image
+        without another (a refusing partition would otherwise fetch metadata every tick)."""
         if (future.cancelled() or future.exception() is not None) and self._sent.get(partition) == sent:
-            del self._sent[partition]
+            self._sent[partition] = (sent[0], -1)
 
     def _loads_waiting(self) -> bool:
         """Whether a partition started leading (or loaded again) since its last image."""
