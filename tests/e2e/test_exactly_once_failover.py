@@ -18,13 +18,10 @@ import time
 import uuid
 
 import pytest
-from aiokafka import TopicPartition as AioPartition
-from aiokafka.client import AIOKafkaClient
-from aiokafka.protocol.fetch import FetchRequest
-from aiokafka.record.memory_records import MemoryRecords
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord_testing.committed_output import committed_output
 
 from .failover import failover_cluster
 from .test_consumer_groups import wait_until
@@ -33,46 +30,6 @@ pytestmark = pytest.mark.broker
 RECORDS = 48
 PER_TXN = 3
 KILL_EVERY = 3  # transactions
-
-
-async def committed_output(bootstrap: str, topic: str) -> list[bytes]:
-    """The partition's records a read_committed reader must see: data of transactions that
-    ended with an ABORT marker (and of open ones) left out, in log order."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap)
-    await client.bootstrap()
-    try:
-        client.add_topic(topic)
-        await client.force_metadata_update()
-        node = client.cluster.leader_for_partition(AioPartition(topic, 0))
-        position, batches = 0, []
-        while True:
-            request = FetchRequest(100, 1, 8 << 20, 0, [(topic, [(0, position, 8 << 20)])])
-            response = await client.send(node, request)
-            (_t, [(_p, error, highwater, *rest)]) = response.topics[0][0], response.topics[0][1]
-            assert error == 0
-            records = MemoryRecords(rest[-1])
-            while records.has_next():
-                batch = records.next_batch()
-                if batch.next_offset > position:
-                    batches.append(batch)
-                    position = batch.next_offset
-            if position >= highwater:
-                break
-        out: list[bytes] = []
-        open_txn: dict[int, list[bytes]] = {}
-        for batch in batches:
-            if batch.is_control_batch:
-                kind = int.from_bytes(next(iter(batch)).key[2:4], "big")
-                data = open_txn.pop(batch.producer_id, [])
-                if kind == 1:
-                    out += data
-            elif batch.is_transactional:
-                open_txn.setdefault(batch.producer_id, []).extend(r.value for r in batch)
-            else:
-                out += [r.value for r in batch]
-        return out
-    finally:
-        await client.close()
 
 
 def test_shard_kills_around_end_txn_lose_no_outcome_and_invent_none(broker: EmbeddedBroker, tmp_path) -> None:
