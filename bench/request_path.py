@@ -57,10 +57,16 @@ HISTOGRAMS = (
     "groupcoord_event_processing_time_seconds",
     "groupcoord_state_write_latency_seconds",
 )
+# what a commit cost: its state writes' Produce requests and the batches they carried
+COUNTERS = (
+    "groupcoord_offset_commit",
+    "groupcoord_state_produce_requests",
+    "groupcoord_state_produce_batches",
+)
 
 
 def scrape(targets: list[str]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every ``_sum`` and ``_count`` sample of HISTOGRAMS over ``targets``, labels kept (the
+    """Every ``_sum`` and ``_count`` sample of HISTOGRAMS and ``_total`` of COUNTERS over ``targets``, labels kept (the
     shard's per-partition and per-worker series are added up by the caller)."""
     from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
 
@@ -69,10 +75,10 @@ def scrape(targets: list[str]) -> dict[tuple[str, tuple[tuple[str, str], ...]], 
         with urllib.request.urlopen(f"http://{target}/metrics", timeout=10) as resp:
             text = resp.read().decode()
         for family in text_string_to_metric_families(text):
-            if family.name not in HISTOGRAMS:
+            if family.name not in HISTOGRAMS and family.name not in COUNTERS:
                 continue
             for sample in family.samples:
-                if sample.name.endswith(("_sum", "_count")):
+                if sample.name.endswith(("_sum", "_count", "_total")):
                     labels = tuple(
                         sorted((k, v) for k, v in sample.labels.items() if k in ("component", "api"))
                     )
@@ -91,6 +97,39 @@ def mean_ms(before: dict, after: dict, family: str, **labels: str) -> float | No
     if count <= 0:
         return None
     return round((total(after, "_sum") - total(before, "_sum")) / count * 1000, 3)
+
+
+def counter_delta(before: dict, after: dict, family: str) -> float:
+    """How much ``family`` (every series summed) grew between two scrapes."""
+
+    def total(scraped: dict) -> float:
+        return sum(v for (name, _), v in scraped.items() if name == family)
+
+    return total(after) - total(before)
+
+
+def cpu_us_per_request(share: dict[str, float], per_s: float, *prefixes: str) -> float | None:
+    """CPU per request of the processes whose names start with ``prefixes`` (µs; per cent of
+    one core over requests per second)."""
+    if per_s <= 0:
+        return None
+    busy = sum(v for k, v in share.items() if k.startswith(prefixes))
+    return round(busy / 100 / per_s * 1e6, 1)
+
+
+def commit_costs(before: dict, after: dict, client: dict[str, Any], share: dict[str, float]) -> dict[str, Any]:
+    """What one commit cost: Produce requests and partitions' batches of state writes
+    (``groupcoord_state_produce_*``), and the CPU of the brokers serving them and of ours."""
+    commits = counter_delta(before, after, "groupcoord_offset_commit_total")
+    requests = counter_delta(before, after, "groupcoord_state_produce_requests_total")
+    batches = counter_delta(before, after, "groupcoord_state_produce_batches_total")
+    per_s = float(client.get("commits_per_s") or 0)
+    return {
+        "state_produce_requests_per_commit": round(requests / commits, 3) if commits else None,
+        "state_batches_per_produce_request": round(batches / requests, 2) if requests else None,
+        "kafka_jvm_cpu_us_per_commit": cpu_us_per_request(share, per_s, "Kafka JVM"),
+        "coordinator_cpu_us_per_commit": cpu_us_per_request(share, per_s, "gateway", "shard"),
+    }
 
 
 def hops(before: dict, after: dict, api: str) -> dict[str, Any]:
@@ -249,6 +288,12 @@ def run(args: list[str]) -> dict[str, object]:
                 "groupcoord_client": our_commits,
                 "groupcoord_hops": hops(before, after, "offset_commit"),
                 "groupcoord_cpu_percent_of_a_core": our_cpu.share(),
+                "kafka_per_commit": {
+                    "kafka_jvm_cpu_us_per_commit": cpu_us_per_request(
+                        kafka_cpu.share(), float(kafka_commits.get("commits_per_s") or 0), "Kafka JVM"
+                    )
+                },
+                "groupcoord_per_commit": commit_costs(before, after, our_commits, our_cpu.share()),
             }
 
             def heartbeats(bootstrap: str) -> dict[str, Any]:

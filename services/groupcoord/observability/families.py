@@ -26,6 +26,8 @@ batch-flush-time-ms                    ``groupcoord_state_write_latency_seconds{
 (failed state-topic writes)            ``groupcoord_state_write_errors_total{shard,partition}``
 (writes past offsets.commit.timeout)   ``groupcoord_state_write_timeouts_total{shard,partition}``
 (records per state-topic write)        ``groupcoord_state_write_batch_records{shard,partition}``
+(Produce requests of state writes)     ``groupcoord_state_produce_requests_total{shard}``
+(partitions' batches in them)          ``groupcoord_state_produce_batches_total{shard}``
 (state records skipped on load/tail)   ``groupcoord_state_records_skipped_total{shard,partition,reason}``
 (a deposed leader's records, fenced)   ``groupcoord_state_records_fenced_total{shard,partition}``
 (leaderships ended by a newer marker)  ``groupcoord_partitions_fenced_total{shard,partition}``
@@ -231,6 +233,20 @@ class MetricFamilies:
             "Time from sending a batch to the state topic to its acknowledgement (acks=all).",
             ["shard", "partition"],
             buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.state_produce_requests = Counter(
+            "groupcoord_state_produce_requests",
+            "Produce requests the state writes took: one per upstream broker in flight, shared by "
+            "the writes of every state partition the worker leads (what a commit costs the brokers).",
+            ["shard"],
+            registry=r,
+        )
+        self.state_produce_batches = Counter(
+            "groupcoord_state_produce_batches",
+            "State-partition record batches those Produce requests carried (over the requests: "
+            "partitions per request).",
+            ["shard"],
             registry=r,
         )
         self.state_write_errors = Counter(

@@ -269,6 +269,12 @@ class ShardMetrics:
         self._f.state_write_latency.labels(self.shard_id, str(partition)).observe(seconds)
         self._f.state_write_batch.labels(self.shard_id, str(partition)).observe(records)
 
+    def record_state_produce_request(self, batches: int) -> None:
+        """One Produce request of state writes, carrying ``batches`` partitions' batches (the
+        writes of every partition a worker leads share one request per broker in flight)."""
+        self._f.state_produce_requests.labels(self.shard_id).inc()
+        self._f.state_produce_batches.labels(self.shard_id).inc(batches)
+
     def record_state_records_skipped(self, partition: int, reason: str) -> None:
         """A load or standby tail skipped a record of ``partition`` it could not use."""
         self._f.state_records_skipped.labels(

@@ -10,10 +10,12 @@ import uuid
 from aiokafka.client import AIOKafkaClient
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client import CollectorRegistry
 
 from groupcoord.coordinator.runtime.produce_per_broker import ProducePerBroker
 from groupcoord.coordinator.runtime.statelog import StateLogWriter
 from groupcoord.embedded_broker import EmbeddedBroker
+from groupcoord.observability.shard_metrics import ShardMetrics
 
 PARTITIONS = 8
 
@@ -44,7 +46,9 @@ async def test_writes_of_every_partition_queued_meanwhile_share_one_request(brok
     (as a partition's pipeline writes): far fewer requests than batches, and every partition
     holds its records in the order written, at the offsets the writes were told."""
     topic = new_topic(broker)
-    writer = StateLogWriter(broker.bootstrap, topic)
+    registry = CollectorRegistry()
+    metrics = ShardMetrics("0", registry)
+    writer = StateLogWriter(broker.bootstrap, topic, on_produce_request=metrics.record_state_produce_request)
     await writer.start()
     try:
         async def partition_writes(partition: int) -> list[tuple[int, int]]:
@@ -59,6 +63,9 @@ async def test_writes_of_every_partition_queued_meanwhile_share_one_request(brok
         await writer.stop()
     assert batches == PARTITIONS * 10
     assert requests <= batches // 2, f"{requests} requests for {batches} batches"
+    # what an operator reads of it: requests and batches, as counted
+    assert registry.get_sample_value("groupcoord_state_produce_requests_total", {"shard": "0"}) == requests
+    assert registry.get_sample_value("groupcoord_state_produce_batches_total", {"shard": "0"}) == batches
     for partition, written in enumerate(spans):
         assert written == [(i, i) for i in range(10)]
         assert read_values(broker, topic, partition, 10) == [f"{partition}-{i}".encode() for i in range(10)]

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import TopicPartition
@@ -56,14 +57,18 @@ class ProducePerBroker:
         request_timeout_ms: int = 30000,
         delivery_timeout_s: float = 30.0,
         retry_backoff_s: float = 0.1,
+        on_request: Callable[[int], None] | None = None,
     ) -> None:
+        """``on_request(batches)``: told of every Produce request sent, with its batch count
+        (the shard's ``groupcoord_state_produce_requests_total``)."""
         self._client = client
+        self._on_request = on_request
         self._request_timeout_ms = request_timeout_ms
         self._delivery_timeout_s = delivery_timeout_s
         self._retry_backoff_s = retry_backoff_s
         self._queues: dict[int, deque[_Batch]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self.requests_sent = 0  # Produce requests (StateLogWriter.produce_requests; no metric yet)
+        self.requests_sent = 0  # Produce requests (StateLogWriter.produce_requests)
         self.batches_sent = 0
 
     async def send(self, topic: str, partition: int, data: bytes) -> int:
@@ -136,6 +141,8 @@ class ProducePerBroker:
         request = ProduceRequest(None, ACKS_ALL, self._request_timeout_ms, list(topics.items()))
         self.requests_sent += 1
         self.batches_sent += len(batches)
+        if self._on_request is not None:
+            self._on_request(len(batches))
         try:
             response = await self._client.send(node, request)
         except asyncio.CancelledError:

@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -139,7 +139,14 @@ class StateLogWriter:
     aiokafka's producer writes the other topics' records (:meth:`send_records`) and gives
     its connections to transactional writes."""
 
-    def __init__(self, bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        security: KafkaSecurity | None = None,
+        on_produce_request: Callable[[int], None] | None = None,
+    ) -> None:
+        """``on_produce_request(batches)``: told of each Produce request the state writes take."""
         self.topic = topic
         self._producer = AIOKafkaProducer(
             bootstrap_servers=bootstrap,
@@ -151,7 +158,9 @@ class StateLogWriter:
             enable_idempotence=False,
             request_timeout_ms=30000,
         )
-        self._produce = ProducePerBroker(self._producer.client, request_timeout_ms=30000)
+        self._produce = ProducePerBroker(
+            self._producer.client, request_timeout_ms=30000, on_request=on_produce_request
+        )
 
     async def start(self) -> None:
         await self._producer.start()

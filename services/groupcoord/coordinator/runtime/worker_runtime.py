@@ -101,7 +101,13 @@ class WorkerRuntime:
         self.shard_id = shard_id
         self.worker = worker
         self.workers = workers
-        self.writer = writer if writer is not None else StateLogWriter(bootstrap, topic)
+        self.writer = (
+            writer
+            if writer is not None
+            else StateLogWriter(
+                bootstrap, topic, on_produce_request=metrics.record_state_produce_request if metrics else None
+            )
+        )
         # writes to other topics the shards ask for (a share group's dead letters), never to ours
         self.publisher = Publisher(bootstrap, self.writer, self.coordinator_topics, metrics=metrics)
         self._factory = shard_factory
