@@ -74,6 +74,7 @@ RANGE_LABELS = {
     "classic": {"classic_group_pb2", "offsets_pb2"},
     "runtime": {"runtime_pb2"},
     "share": {"share_group_pb2"},
+    "streams": {"streams_group_pb2"},
 }
 RANGE = re.compile(r"(?<![\w.-])(\d+)-(\d+) (?:the )?([a-z]+)")
 

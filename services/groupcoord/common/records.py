@@ -9,7 +9,8 @@ failure at import, not a corrupted partition. Never reuse or renumber an id.
 
 Ranges: 0-19 consumer groups (KIP-848), 20-39 classic groups, offsets, group configs and
 adoption decisions,
-40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
+40-59 the runtime (leadership/fencing markers), 60-79 share groups (KIP-932), 80-99 streams
+groups (KIP-1071). Ids from :data:`FIRST_OUTSIDE_TYPE_ID` are
 never the product's: state machines outside it (the runtime's tests) register their own types
 there (``RecordTypeRegistry.register``, which refuses a lower id, so an outside registration can
 never take an id the product may give out later).
@@ -27,6 +28,7 @@ from groupcoord.records.v1 import consumer_group_pb2 as consumer
 from groupcoord.records.v1 import offsets_pb2 as offsets
 from groupcoord.records.v1 import runtime_pb2 as runtime
 from groupcoord.records.v1 import share_group_pb2 as share
+from groupcoord.records.v1 import streams_group_pb2 as streams
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +74,18 @@ STATE_TOPIC_RECORD_TYPES: tuple[RecordType, ...] = (
     RecordType(62, share.ShareGroupMemberKey, share.ShareGroupMemberValue),
     RecordType(63, share.ShareGroupTargetAssignmentMetadataKey, share.ShareGroupTargetAssignmentMetadataValue),
     RecordType(64, share.ShareGroupTargetAssignmentMemberKey, share.ShareGroupTargetAssignmentMemberValue),
+    RecordType(80, streams.StreamsGroupMetadataKey, streams.StreamsGroupMetadataValue),
+    RecordType(81, streams.StreamsGroupTopologyKey, streams.StreamsGroupTopologyValue),
+    RecordType(82, streams.StreamsGroupMemberMetadataKey, streams.StreamsGroupMemberMetadataValue),
+    RecordType(
+        83, streams.StreamsGroupCurrentMemberAssignmentKey, streams.StreamsGroupCurrentMemberAssignmentValue
+    ),
+    RecordType(
+        84, streams.StreamsGroupTargetAssignmentMetadataKey, streams.StreamsGroupTargetAssignmentMetadataValue
+    ),
+    RecordType(
+        85, streams.StreamsGroupTargetAssignmentMemberKey, streams.StreamsGroupTargetAssignmentMemberValue
+    ),
 )
 
 

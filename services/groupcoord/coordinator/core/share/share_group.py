@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation, group_to_replay
 from groupcoord.records.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.records.v1 import share_group_pb2 as pb
 
@@ -192,13 +192,9 @@ def replay(groups: dict[str, Any], key: Any, value: Any) -> None:
     share groups change, live and after a takeover alike. A share group never replaces a group
     of another type (no conversion exists): such a record is a corrupted log, and raises."""
     group_id = key.group_id
-    group = groups.get(group_id)
-    if value is None and not isinstance(group, ShareGroup):
-        return  # a tombstone of a group already gone
+    group = group_to_replay(groups, group_id, ShareGroup, ShareGroup, value)
     if group is None:
-        group = groups[group_id] = ShareGroup(group_id)
-    elif not isinstance(group, ShareGroup):
-        raise ValueError(f"share group record for the {type(group).__name__} {group_id}")
+        return  # a tombstone of a group already gone
     if isinstance(key, pb.ShareGroupMetadataKey):
         if value is None:
             del groups[group_id]

@@ -1,0 +1,311 @@
+"""The KIP-1071 streams group: model, records and replay.
+
+Like a KIP-848 consumer group, with tasks for partitions and a topology beside the members:
+
+* the **group epoch** is bumped when what the assignor sees changes (a member joins or leaves,
+  the topology or its topics' metadata changes);
+* the **topology** is the one every member runs (its epoch is the members' topology epoch);
+  ``validated_topology_epoch`` is the epoch whose topics were found ready;
+* the **assignment epoch** is the group epoch the target assignment was computed for;
+* each member's reconciliation (:mod:`.reconciliation`) moves its tasks towards its target.
+
+State changes only by replaying records (``proto/groupcoord/records/v1/streams_group.proto``,
+type ids 80-85): the handlers build records with the ``*_record`` functions here, and
+:func:`replay` applies them, live and after a takeover alike. Members are immutable values.
+
+Not yet a :class:`~groupcoord.coordinator.core.group.Group` of the shard: no handler writes
+these records yet (issue 43 goes on with the heartbeat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from groupcoord.coordinator.core.contract import CoordinatorRecord
+from groupcoord.coordinator.core.group import group_to_replay
+from groupcoord.coordinator.core.streams.reconciliation import (
+    MemberState,
+    MemberTasksState,
+    Tasks,
+    TasksTuple,
+)
+from groupcoord.coordinator.core.streams.topology import (
+    CopartitionGroup,
+    InternalTopic,
+    SubtopologySpec,
+    Topology,
+)
+from groupcoord.records.v1 import streams_group_pb2 as pb
+
+# Kafka's MemberState ids in the current-assignment record
+_STATE_IDS = {MemberState.STABLE: 0, MemberState.UNREVOKED_TASKS: 1, MemberState.UNRELEASED_TASKS: 2}
+_STATES = {v: k for k, v in _STATE_IDS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupMember:
+    """A member as it described itself, and its reconciliation."""
+
+    tasks: MemberTasksState
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    rebalance_timeout_ms: int = -1
+    topology_epoch: int = -1
+    user_endpoint: tuple[str, int] | None = None
+    client_tags: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def member_id(self) -> str:
+        return self.tasks.member_id
+
+
+@dataclass(slots=True)
+class StreamsGroup:
+    group_id: str
+    group_epoch: int = 0
+    metadata_hash: int = 0
+    validated_topology_epoch: int = -1
+    assignment_configs: dict[str, str] = field(default_factory=dict)
+    topology: Topology | None = None
+    assignment_epoch: int = 0
+    members: dict[str, StreamsGroupMember] = field(default_factory=dict)
+    # the previous epoch of each member's current assignment (a lost response is retried
+    # with it), kept beside the member's tasks as the record keeps it
+    previous_member_epochs: dict[str, int] = field(default_factory=dict)
+    targets: dict[str, TasksTuple] = field(default_factory=dict)
+
+    def tombstone_records(self) -> list[CoordinatorRecord]:
+        """The group's records, every member's first, the group's metadata last."""
+        g = self.group_id
+        out: list[CoordinatorRecord] = []
+        for m in sorted(self.members.keys() | self.targets.keys()):
+            out += [
+                CoordinatorRecord(pb.StreamsGroupCurrentMemberAssignmentKey(group_id=g, member_id=m), None),
+                CoordinatorRecord(pb.StreamsGroupTargetAssignmentMemberKey(group_id=g, member_id=m), None),
+                CoordinatorRecord(pb.StreamsGroupMemberMetadataKey(group_id=g, member_id=m), None),
+            ]
+        return out + [
+            CoordinatorRecord(pb.StreamsGroupTargetAssignmentMetadataKey(group_id=g), None),
+            CoordinatorRecord(pb.StreamsGroupTopologyKey(group_id=g), None),
+            CoordinatorRecord(pb.StreamsGroupMetadataKey(group_id=g), None),
+        ]
+
+
+# --- records ---------------------------------------------------------------------------------
+
+
+def metadata_record(group: StreamsGroup) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.StreamsGroupMetadataKey(group_id=group.group_id),
+        pb.StreamsGroupMetadataValue(
+            epoch=group.group_epoch,
+            metadata_hash=group.metadata_hash,
+            validated_topology_epoch=group.validated_topology_epoch,
+            assignment_configs=[pb.KeyValue(key=k, value=v) for k, v in sorted(group.assignment_configs.items())],
+        ),
+    )
+
+
+def topology_record(group_id: str, topology: Topology) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.StreamsGroupTopologyKey(group_id=group_id),
+        pb.StreamsGroupTopologyValue(
+            epoch=topology.epoch, subtopologies=[_subtopology_pb(s) for s in topology.subtopologies]
+        ),
+    )
+
+
+def member_metadata_record(group_id: str, member: StreamsGroupMember) -> CoordinatorRecord:
+    value = pb.StreamsGroupMemberMetadataValue(
+        client_id=member.client_id,
+        client_host=member.client_host,
+        rebalance_timeout_ms=member.rebalance_timeout_ms,
+        topology_epoch=member.topology_epoch,
+        process_id=member.tasks.process_id,
+        client_tags=[pb.KeyValue(key=k, value=v) for k, v in sorted(member.client_tags.items())],
+    )
+    if member.instance_id is not None:
+        value.instance_id = member.instance_id
+    if member.rack_id is not None:
+        value.rack_id = member.rack_id
+    if member.user_endpoint is not None:
+        value.user_endpoint.host, value.user_endpoint.port = member.user_endpoint
+    return CoordinatorRecord(pb.StreamsGroupMemberMetadataKey(group_id=group_id, member_id=member.member_id), value)
+
+
+def current_assignment_record(group_id: str, tasks: MemberTasksState, previous_member_epoch: int) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.StreamsGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=tasks.member_id),
+        pb.StreamsGroupCurrentMemberAssignmentValue(
+            member_epoch=tasks.member_epoch,
+            previous_member_epoch=previous_member_epoch,
+            state=_STATE_IDS[tasks.state],
+            assigned=_tasks_pb(tasks.assigned),
+            pending_revocation=_tasks_pb(tasks.pending_revocation),
+        ),
+    )
+
+
+def target_assignment_metadata_record(group_id: str, assignment_epoch: int) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.StreamsGroupTargetAssignmentMetadataKey(group_id=group_id),
+        pb.StreamsGroupTargetAssignmentMetadataValue(assignment_epoch=assignment_epoch),
+    )
+
+
+def target_assignment_member_record(group_id: str, member_id: str, target: TasksTuple) -> CoordinatorRecord:
+    return CoordinatorRecord(
+        pb.StreamsGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id),
+        pb.StreamsGroupTargetAssignmentMemberValue(tasks=_tasks_pb(target)),
+    )
+
+
+def _task_ids_pb(tasks: Tasks) -> list[pb.TaskIds]:
+    return [pb.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
+
+
+def _tasks_pb(tasks: TasksTuple) -> pb.Tasks:
+    return pb.Tasks(
+        active=_task_ids_pb(tasks.active), standby=_task_ids_pb(tasks.standby), warmup=_task_ids_pb(tasks.warmup)
+    )
+
+
+def _tasks_of(message: pb.Tasks) -> TasksTuple:
+    def kind(ids: Iterable[pb.TaskIds]) -> dict[str, frozenset[int]]:
+        return {t.subtopology_id: frozenset(t.partitions) for t in ids if t.partitions}
+
+    return TasksTuple(kind(message.active), kind(message.standby), kind(message.warmup))
+
+
+def _topic_pb(topic: InternalTopic) -> pb.TopicInfo:
+    return pb.TopicInfo(
+        name=topic.name,
+        partitions=topic.partitions,
+        replication_factor=topic.replication_factor,
+        topic_configs=[pb.KeyValue(key=k, value=v) for k, v in sorted(topic.configs.items())],
+    )
+
+
+def _topic_of(message: pb.TopicInfo) -> InternalTopic:
+    return InternalTopic(
+        message.name,
+        message.partitions,
+        message.replication_factor,
+        {c.key: c.value for c in message.topic_configs},
+    )
+
+
+def _subtopology_pb(sub: SubtopologySpec) -> pb.Subtopology:
+    return pb.Subtopology(
+        subtopology_id=sub.subtopology_id,
+        source_topics=sub.source_topics,
+        source_topic_regex=sub.source_topic_regex,
+        state_changelog_topics=[_topic_pb(t) for t in sub.state_changelog_topics],
+        repartition_sink_topics=sub.repartition_sink_topics,
+        repartition_source_topics=[_topic_pb(t) for t in sub.repartition_source_topics],
+        copartition_groups=[
+            pb.CopartitionGroup(
+                source_topics=g.source_topics, repartition_source_topics=g.repartition_source_topics
+            )
+            for g in sub.copartition_groups
+        ],
+    )
+
+
+def _subtopology_of(message: pb.Subtopology) -> SubtopologySpec:
+    return SubtopologySpec(
+        message.subtopology_id,
+        tuple(message.source_topics),
+        tuple(message.repartition_sink_topics),
+        tuple(_topic_of(t) for t in message.repartition_source_topics),
+        tuple(_topic_of(t) for t in message.state_changelog_topics),
+        tuple(
+            CopartitionGroup(tuple(g.source_topics), tuple(g.repartition_source_topics))
+            for g in message.copartition_groups
+        ),
+        tuple(message.source_topic_regex),
+    )
+
+
+# --- replay ----------------------------------------------------------------------------------
+
+
+def replay(groups: dict[str, Any], key: Any, value: Any) -> None:
+    """Apply one streams-group record to ``groups`` (group id -> group of any type). A streams
+    group never replaces a group of another type: such a record is a corrupted log, and raises."""
+    group_id = key.group_id
+    group = group_to_replay(groups, group_id, StreamsGroup, StreamsGroup, value)
+    if group is None:
+        return  # a tombstone of a group already gone
+    if isinstance(key, pb.StreamsGroupMetadataKey):
+        if value is None:
+            del groups[group_id]
+        else:
+            group.group_epoch, group.metadata_hash = value.epoch, value.metadata_hash
+            group.validated_topology_epoch = value.validated_topology_epoch
+            group.assignment_configs = {c.key: c.value for c in value.assignment_configs}
+    elif isinstance(key, pb.StreamsGroupTopologyKey):
+        group.topology = (
+            None
+            if value is None
+            else Topology(value.epoch, tuple(_subtopology_of(s) for s in value.subtopologies))
+        )
+    elif isinstance(key, pb.StreamsGroupMemberMetadataKey):
+        _replay_member_metadata(group, key.member_id, value)
+    elif isinstance(key, pb.StreamsGroupCurrentMemberAssignmentKey):
+        _replay_current_assignment(group, key.member_id, value)
+    elif isinstance(key, pb.StreamsGroupTargetAssignmentMetadataKey):
+        group.assignment_epoch = 0 if value is None else value.assignment_epoch
+    elif isinstance(key, pb.StreamsGroupTargetAssignmentMemberKey):
+        if value is None:
+            group.targets.pop(key.member_id, None)
+        else:
+            group.targets[key.member_id] = _tasks_of(value.tasks)
+    else:
+        raise TypeError(f"not a streams-group record: {type(key).__name__}")
+
+
+def _replay_member_metadata(group: StreamsGroup, member_id: str, value: Any) -> None:
+    if value is None:
+        group.members.pop(member_id, None)
+        group.previous_member_epochs.pop(member_id, None)
+        return
+    old = group.members.get(member_id)
+    tasks = old.tasks if old is not None else MemberTasksState(member_id, value.process_id, 0)
+    if tasks.process_id != value.process_id:
+        tasks = replace(tasks, process_id=value.process_id)
+    group.members[member_id] = StreamsGroupMember(
+        tasks,
+        value.instance_id if value.HasField("instance_id") else None,
+        value.rack_id if value.HasField("rack_id") else None,
+        value.client_id,
+        value.client_host,
+        value.rebalance_timeout_ms,
+        value.topology_epoch,
+        (value.user_endpoint.host, value.user_endpoint.port) if value.HasField("user_endpoint") else None,
+        {t.key: t.value for t in value.client_tags},
+    )
+
+
+def _replay_current_assignment(group: StreamsGroup, member_id: str, value: Any) -> None:
+    old = group.members.get(member_id)
+    if value is None:
+        if old is not None:  # the member's tasks cleared; its metadata goes with its own tombstone
+            group.members[member_id] = replace(old, tasks=MemberTasksState(member_id, old.tasks.process_id, 0))
+        group.previous_member_epochs.pop(member_id, None)
+        return
+    process_id = old.tasks.process_id if old is not None else ""
+    tasks = MemberTasksState(
+        member_id,
+        process_id,
+        value.member_epoch,
+        _STATES[value.state],
+        _tasks_of(value.assigned),
+        _tasks_of(value.pending_revocation),
+    )
+    group.members[member_id] = replace(old, tasks=tasks) if old is not None else StreamsGroupMember(tasks)
+    group.previous_member_epochs[member_id] = value.previous_member_epoch
