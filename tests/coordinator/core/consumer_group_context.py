@@ -9,6 +9,7 @@ and views of a member's assignment by topic name.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from shard_test_context import ShardContext
@@ -23,8 +24,8 @@ REBALANCE_MS = 300_000
 
 
 class ConsumerGroupContext(ShardContext):
-    def __init__(self, config: GroupConfig | None = None) -> None:
-        super().__init__(config or GroupConfig())
+    def __init__(self, config: GroupConfig | None = None, assignors: Mapping[str, Any] | None = None) -> None:
+        super().__init__(config or GroupConfig(), assignors)
         self._incarnation: dict[str, int] = {}
         self._topics: dict[str, TopicImage] = {}
         self._push()  # a cluster without topics (the runtime delivers an image before serving)

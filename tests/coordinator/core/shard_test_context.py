@@ -10,6 +10,7 @@ Every call's records are serialized into a :class:`RecordLog` and replayed into 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 from mock_timer import MockClock, MockTimer
@@ -45,11 +46,11 @@ class RecordLog:
 
 
 class ShardContext:
-    def __init__(self, config: GroupConfig | None = None) -> None:
+    def __init__(self, config: GroupConfig | None = None, assignors: Mapping[str, Any] | None = None) -> None:
         self.config = config or GroupConfig(classic_group_initial_rebalance_delay_ms=0)
         self.clock = MockClock()
         self.timer = MockTimer(self.clock)
-        self.shard = GroupCoordinatorShard(self.timer, self.config)
+        self.shard = GroupCoordinatorShard(self.timer, self.config, assignors=assignors)
         self.log = RecordLog()
         self.answers: dict[str, Any] = {}
         self._tokens = itertools.count()

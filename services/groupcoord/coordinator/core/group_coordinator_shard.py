@@ -17,7 +17,7 @@ SyncGroup) also take the runtime's ``token`` for the waiting request (see contra
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -25,6 +25,7 @@ from google.protobuf.message import Message
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator.core.adoption import GroupAdoptions, replay_adoption
+from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.classic import classic_membership, classic_replay
 from groupcoord.coordinator.core.classic import join as classic_join
 from groupcoord.coordinator.core.classic import rebalance as classic_rebalance
@@ -73,12 +74,15 @@ class GroupCoordinatorShard(ActsOnState):
         config: GroupConfig | None = None,
         partition: int = 0,
         new_uuid: Callable[[], uuid.UUID] = uuid.uuid4,
+        assignors: Mapping[str, PartitionAssignor] | None = None,
     ) -> None:
         """``armed`` is the read-only view of the partition's timers (the runtime's timer will
         do): handlers return timer intents and only ask whether one already runs.
         ``new_uuid()`` gives the random part of the member ids the coordinator generates
         (classic members joining without one, ConsumerGroupHeartbeat v0): an injected source,
-        so a test can replay exactly what a call returned."""
+        so a test can replay exactly what a call returned. ``assignors``: the consumer groups'
+        server-side assignors by name, the first the default (built from the config's names
+        when None; the server layer passes plugins in, server/assignor_plugins.py)."""
         self.partition = partition
         self.config = config or GroupConfig()
         # The partition's whole state; everything below is wiring acting on it, never copied.
@@ -105,6 +109,7 @@ class GroupCoordinatorShard(ActsOnState):
             session_timeout_ms=self.config_manager.session_timeout_ms,
             heartbeat_interval_ms=self.config_manager.heartbeat_interval_ms,
             assignment_interval_ms=self.config_manager.assignment_interval_ms,
+            assignors=assignors,
             upgrade_classic_group=self.migration.upgrade,
             downgrade_to_classic=self.migration.downgrade,
             new_uuid=new_uuid,

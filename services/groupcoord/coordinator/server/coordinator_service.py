@@ -22,6 +22,7 @@ from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinator
 from groupcoord.coordinator.core.group_operations import OPERATIONS
 from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataRefresher, follow_topics
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
+from groupcoord.coordinator.server.assignor_plugins import consumer_assignors
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -98,8 +99,11 @@ def add_coordinator_service(
 
 def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
     """The coordinator shard of one partition; group config from the ``GROUPCOORD_GROUP_*``
-    environment (set by the operator from the resource's group-config defaults)."""
-    return GroupCoordinatorShard(armed, GroupConfig.from_env(os.environ), partition=partition)
+    environment (set by the operator from the resource's group-config defaults), and its
+    consumer groups' assignors, built in or installed plugins."""
+    config = GroupConfig.from_env(os.environ)
+    assignors = consumer_assignors(config.consumer_group_assignors)
+    return GroupCoordinatorShard(armed, config, partition=partition, assignors=assignors)
 
 
 GROUP_COORDINATOR = HostedShards(group_shard_factory, add_coordinator_service)

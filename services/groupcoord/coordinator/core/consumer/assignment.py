@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.assignors.api import PartitionAssignor
 from groupcoord.coordinator.core.consumer.consumer_context import ConsumerContext
 from groupcoord.coordinator.core.consumer.consumer_group import (
@@ -250,7 +253,14 @@ def assign(
     None and the intent that computes it off the loop."""
     if offloads(ctx, snapshot):
         return None, offloaded_assignment(ctx, group_id, snapshot, assignor, epoch, now_ms)
-    return compute_snapshot_target(group_id, snapshot, assignor, epoch, now_ms), []
+    try:
+        return compute_snapshot_target(group_id, snapshot, assignor, epoch, now_ms), []
+    except CoordinatorError:
+        raise
+    except Exception as exc:  # an assignor (a plugin's, maybe) failed: this group's heartbeat only
+        raise CoordinatorError(
+            ErrorCode.unknown_server_error, f"Failed to compute a new target assignment for epoch {epoch}: {exc}"
+        ) from exc
 
 
 def offloads(ctx: ConsumerContext, snapshot: GroupSnapshot) -> bool:
