@@ -205,11 +205,27 @@ def _assign_standby(group: TaskGroupSpec, placement: _Placement, tasks: list[Tas
             if kept < replicas and total[member] < quota and placement.may_hold_standby(task, member):
                 placement.add_standby(task, member)
                 kept += 1
-    for task in tasks:  # 2. the rest on the least loaded processes that may hold them
+    # 2. the rest on the least loaded processes that may hold them: a heap of (load, process),
+    # where a process that may not hold this task (it has the active or a standby already:
+    # at most replicas + 1 of them) is set aside and put back, so a placement costs a few pops
+    # rather than a look at every process
+    heap = [(placement.total_load(p), p) for p in placement.process_members]
+    heapq.heapify(heap)
+    for task in tasks:
         for _ in range(replicas - len(placement.standby_processes.get(task, ()))):
-            candidates = [p for p in placement.process_members if placement.may_hold_standby(task, placement.process_members[p][0])]
-            if not candidates:
+            set_aside, process = [], None
+            while heap:
+                load, candidate = heapq.heappop(heap)
+                if load != placement.total_load(candidate):
+                    continue  # stale: the process was given tasks since (its fresh entry is in)
+                if placement.may_hold_standby(task, placement.process_members[candidate][0]):
+                    process = candidate
+                    break
+                set_aside.append((load, candidate))
+            for entry in set_aside:
+                heapq.heappush(heap, entry)
+            if process is None:
                 break
-            process = min(candidates, key=lambda p: (placement.total_load(p), p))
             member = min(placement.process_members[process], key=lambda m: (total[m], m))
             placement.add_standby(task, member)
+            heapq.heappush(heap, (placement.total_load(process), process))
