@@ -367,6 +367,9 @@ def main(args: argparse.Namespace) -> int:
         raise SystemExit("--gateway-processes must be at least 1")
     if args.gateway_processes > 1 and args.port == 0:
         raise SystemExit("--gateway-processes needs a fixed --port: the processes share it")
+    from groupcoord.coordinator.server.coordinator_service import check_consumer_assignors  # noqa: PLC0415
+
+    check_consumer_assignors("groupcoord up")  # before anything starts: the shards would not
     security = kafka_security.configure(args)
     if args.kafka is None and security.protocol != "PLAINTEXT":
         raise SystemExit(

@@ -5,6 +5,8 @@ name it declares, through the shard the worker builds, by a member naming it as 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 
 from groupcoord.coordinator.server import assignor_plugins
 from groupcoord.coordinator.server.assignor_plugins import UnknownAssignor, consumer_assignors
-from groupcoord.coordinator.server.coordinator_service import group_shard_factory
+from groupcoord.coordinator.server.coordinator_service import check_consumer_assignors, group_shard_factory
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
 PLUGIN = '''
@@ -96,6 +98,30 @@ def test_a_name_nobody_installed_is_refused_in_one_line(installed: None) -> None
     message = str(refused.value)
     assert "\n" not in message and "'sticky-by-rack'" in message
     assert "available: everything-to-one, range, uniform" in message
+
+
+def test_a_worker_configured_with_an_unknown_assignor_stops_before_serving(
+    installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROUPCOORD_GROUP_CONSUMER_GROUP_ASSIGNORS", "uniform,sticky-by-rack")
+    with pytest.raises(SystemExit) as stopped:
+        check_consumer_assignors()
+    assert str(stopped.value.code).startswith("groupcoord shard: consumer group assignor 'sticky-by-rack'")
+    monkeypatch.setenv("GROUPCOORD_GROUP_CONSUMER_GROUP_ASSIGNORS", "everything-to-one")
+    check_consumer_assignors()
+
+
+def test_groupcoord_up_with_an_unknown_assignor_says_so_in_one_line_and_starts_nothing() -> None:
+    """As a user meets it: the command, its exit status and its one line."""
+    env = {**os.environ, "GROUPCOORD_GROUP_CONSUMER_GROUP_ASSIGNORS": "uniform,nope"}
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord.cli", "up", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "groupcoord up: consumer group assignor 'nope' is neither built in nor installed as a "
+        "'groupcoord.consumer_assignors' entry point (available: range, uniform)"
+    ]
 
 
 def test_a_built_in_name_stays_ours_and_an_assignor_without_assign_is_refused() -> None:

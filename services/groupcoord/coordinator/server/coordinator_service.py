@@ -22,7 +22,7 @@ from groupcoord.coordinator.core.group_coordinator_shard import GroupCoordinator
 from groupcoord.coordinator.core.group_operations import OPERATIONS
 from groupcoord.coordinator.runtime.topic_metadata import TopicMetadataRefresher, follow_topics
 from groupcoord.coordinator.runtime.worker_runtime import WorkerRuntime
-from groupcoord.coordinator.server.assignor_plugins import consumer_assignors
+from groupcoord.coordinator.server.assignor_plugins import UnknownAssignor, consumer_assignors
 from groupcoord.coordinator.server.envelopes import EnvelopeDispatcher
 from groupcoord.coordinator.server.hosted_shards import HostedShards
 from groupcoord.rpc.v1 import coordinator_pb2, coordinator_pb2_grpc
@@ -91,10 +91,20 @@ def add_coordinator_service(
     the service asks at once for topics a subscription names and the image lacks."""
     from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
 
+    check_consumer_assignors()
     hidden = runtime.coordinator_topics
     topics = follow_topics(runtime, lambda found: TopicsImage.from_descriptions(found, hidden))
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime, topics), server)
     return (topics.run(),)
+
+
+def check_consumer_assignors(command: str = "groupcoord shard") -> None:
+    """Stop ``command`` (or a worker), with one line, when the configured assignors name one
+    that is neither built in nor installed: before it serves, not at a partition's load."""
+    try:
+        consumer_assignors(GroupConfig.from_env(os.environ).consumer_group_assignors)
+    except UnknownAssignor as exc:
+        raise SystemExit(f"{command}: {exc}") from None
 
 
 def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
@@ -106,5 +116,5 @@ def group_shard_factory(partition: int, armed: ArmedTimers) -> CoordinatorShard:
     return GroupCoordinatorShard(armed, config, partition=partition, assignors=assignors)
 
 
-GROUP_COORDINATOR = HostedShards(group_shard_factory, add_coordinator_service)
+GROUP_COORDINATOR = HostedShards(group_shard_factory, add_coordinator_service, check_consumer_assignors)
 """What the product's workers host: the group coordinator's shards behind the Coordinator service."""

@@ -31,3 +31,6 @@ class HostedShards:
     # topic-metadata follower feeding partitions through ``runtime.submit``, which the group
     # coordinator's service also asks), each started after the runtime and cancelled at exit.
     add_services: Callable[[grpc.aio.Server, WorkerRuntime], Iterable[Coroutine[Any, Any, None]] | None]
+    # Checks the configuration before the shard process starts its workers; raises SystemExit
+    # with one line for what would fail every partition's load (an unknown assignor).
+    check: Callable[[], None] | None = None

@@ -170,6 +170,8 @@ def main(args: argparse.Namespace, hosted: HostedShards = GROUP_COORDINATOR) -> 
         raise SystemExit("--threads and --partitions must be at least 1")
     if args.replication_factor < 1 or args.min_insync_replicas < 1:
         raise SystemExit("--replication-factor and --min-insync-replicas must be at least 1")
+    if hosted.check is not None:
+        hosted.check()
     kafka_security.configure(args)  # the spawned workers read it from the environment
     replication = asyncio.run(
         ensure_topic(
