@@ -100,7 +100,7 @@ def test_a_name_nobody_installed_is_refused_in_one_line(installed: None) -> None
     assert "available: everything-to-one, range, uniform" in message
 
 
-def test_a_worker_configured_with_an_unknown_assignor_stops_before_serving(
+def test_the_shard_command_configured_with_an_unknown_assignor_stops_before_its_workers_start(
     installed: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GROUPCOORD_GROUP_CONSUMER_GROUP_ASSIGNORS", "uniform,sticky-by-rack")

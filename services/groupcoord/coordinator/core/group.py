@@ -7,7 +7,6 @@ and admin APIs work on any group through this protocol, like Apache Kafka's ``Gr
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord
@@ -100,15 +99,16 @@ class Group(Protocol):
 G = TypeVar("G")
 
 
-def group_to_replay(groups: dict[str, Any], group_id: str, group_type: type[G], new: Callable[[str], G], value: Any) -> G | None:
-    """The group of ``group_type`` a record of that type's replays into, made if new; None for a
-    tombstone of a group already gone. A group never replaces one of another type through
-    replay (no such conversion is ever written): that record is a corrupted log, and raises."""
+def group_to_replay(groups: dict[str, Any], group_id: str, group_type: type[G], value: Any) -> G | None:
+    """The group of ``group_type`` a record of that type replays into (a new one, made with
+    ``group_type(group_id)``, if there is none); None for a tombstone of a group already gone.
+    A group never replaces one of another type through replay (no such conversion is ever
+    written): that record is a corrupted log, and raises."""
     group = groups.get(group_id)
     if value is None and not isinstance(group, group_type):
         return None
     if group is None:
-        group = groups[group_id] = new(group_id)
+        group = groups[group_id] = group_type(group_id)
     elif not isinstance(group, group_type):
         raise ValueError(f"{group_type.__name__} record for the {type(group).__name__} {group_id}")
     return group

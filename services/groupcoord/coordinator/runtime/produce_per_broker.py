@@ -68,8 +68,6 @@ class ProducePerBroker:
         self._retry_backoff_s = retry_backoff_s
         self._queues: dict[int, deque[_Batch]] = {}
         self._senders: dict[int, asyncio.Task[None]] = {}
-        self.requests_sent = 0  # Produce requests (StateLogWriter.produce_requests)
-        self.batches_sent = 0
 
     async def send(self, topic: str, partition: int, data: bytes) -> int:
         """Write one record batch to ``topic``/``partition``; returns its base offset once every
@@ -139,8 +137,6 @@ class ProducePerBroker:
         for batch in batches:
             topics.setdefault(batch.topic, []).append((batch.partition, batch.data))
         request = ProduceRequest(None, ACKS_ALL, self._request_timeout_ms, list(topics.items()))
-        self.requests_sent += 1
-        self.batches_sent += len(batches)
         if self._on_request is not None:
             self._on_request(len(batches))
         try:

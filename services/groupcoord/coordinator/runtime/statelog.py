@@ -170,11 +170,6 @@ class StateLogWriter:
         await self._producer.stop()
 
     @property
-    def produce_requests(self) -> tuple[int, int]:
-        """(Produce requests, batches) the state writes took so far."""
-        return self._produce.requests_sent, self._produce.batches_sent
-
-    @property
     def client(self) -> AIOKafkaClient:
         """The producer's connections, for writes aiokafka's producer cannot make (a client's
         transactional batch: :func:`.transactions.append_transactional`)."""

@@ -14,9 +14,10 @@ makes ``sticky-by-rack`` usable. The entry point is a callable (a class) returni
 with the interface of ``core/assignors/api.py``'s ``PartitionAssignor``: ``name`` and
 ``assign(group, topics)``. Each shard builds its own assignors (one may run on the offload
 thread while another partition's runs on the loop, so none is shared); a name that is neither
-ours nor installed stops the worker before it serves, with one line naming it and what is
-installed (``coordinator_service.check_consumer_assignors``), rather than a traceback at the
-first heartbeat.
+ours nor installed stops ``groupcoord shard`` (and ``groupcoord up``) before any worker
+starts, with one line naming it and what is installed
+(``coordinator_service.check_consumer_assignors``), rather than a traceback at the first
+heartbeat.
 
 What a plugin's failure does: an ``assign`` that raises fails that group's assignment, as
 Kafka's does (UNKNOWN_SERVER_ERROR, "Failed to compute a new target assignment for epoch

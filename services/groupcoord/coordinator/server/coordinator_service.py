@@ -91,7 +91,6 @@ def add_coordinator_service(
     the service asks at once for topics a subscription names and the image lacks."""
     from groupcoord.coordinator.core.topics_image import TopicsImage  # noqa: PLC0415
 
-    check_consumer_assignors()
     hidden = runtime.coordinator_topics
     topics = follow_topics(runtime, lambda found: TopicsImage.from_descriptions(found, hidden))
     coordinator_pb2_grpc.add_CoordinatorServicer_to_server(CoordinatorServicer(runtime, topics), server)
@@ -99,8 +98,10 @@ def add_coordinator_service(
 
 
 def check_consumer_assignors(command: str = "groupcoord shard") -> None:
-    """Stop ``command`` (or a worker), with one line, when the configured assignors name one
-    that is neither built in nor installed: before it serves, not at a partition's load."""
+    """Stop ``command``, with one line, when the configured assignors name one that is
+    neither built in nor installed: before its workers start, not at a partition's load
+    (``groupcoord shard`` runs it as GROUP_COORDINATOR's check; ``groupcoord up`` before
+    it starts the shard processes, whose errors it does not show)."""
     try:
         consumer_assignors(GroupConfig.from_env(os.environ).consumer_group_assignors)
     except UnknownAssignor as exc:

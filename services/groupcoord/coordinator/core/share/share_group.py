@@ -192,7 +192,7 @@ def replay(groups: dict[str, Any], key: Any, value: Any) -> None:
     share groups change, live and after a takeover alike. A share group never replaces a group
     of another type (no conversion exists): such a record is a corrupted log, and raises."""
     group_id = key.group_id
-    group = group_to_replay(groups, group_id, ShareGroup, ShareGroup, value)
+    group = group_to_replay(groups, group_id, ShareGroup, value)
     if group is None:
         return  # a tombstone of a group already gone
     if isinstance(key, pb.ShareGroupMetadataKey):

@@ -238,7 +238,7 @@ def replay(groups: dict[str, Any], key: Any, value: Any) -> None:
     """Apply one streams-group record to ``groups`` (group id -> group of any type). A streams
     group never replaces a group of another type: such a record is a corrupted log, and raises."""
     group_id = key.group_id
-    group = group_to_replay(groups, group_id, StreamsGroup, StreamsGroup, value)
+    group = group_to_replay(groups, group_id, StreamsGroup, value)
     if group is None:
         return  # a tombstone of a group already gone
     if isinstance(key, pb.StreamsGroupMetadataKey):

@@ -123,8 +123,7 @@ class _Placement:
         self.process_total[process] += 1
         self.result[member].standby.setdefault(task[0], []).append(task[1])
 
-    def may_hold_standby(self, task: TaskId, member: str) -> bool:
-        process = self.process_of[member]
+    def may_hold_standby(self, task: TaskId, process: str) -> bool:
         owner = self.active_owner.get(task)
         return (owner is None or self.process_of[owner] != process) and process not in self.standby_processes.get(
             task, ()
@@ -202,7 +201,7 @@ def _assign_standby(group: TaskGroupSpec, placement: _Placement, tasks: list[Tas
     for task in tasks:  # 1. where they were, while their member is within its share
         kept = 0
         for member in previous.get(task, ()):
-            if kept < replicas and total[member] < quota and placement.may_hold_standby(task, member):
+            if kept < replicas and total[member] < quota and placement.may_hold_standby(task, placement.process_of[member]):
                 placement.add_standby(task, member)
                 kept += 1
     # 2. the rest on the least loaded processes that may hold them: a heap of (load, process),
@@ -218,7 +217,7 @@ def _assign_standby(group: TaskGroupSpec, placement: _Placement, tasks: list[Tas
                 load, candidate = heapq.heappop(heap)
                 if load != placement.total_load(candidate):
                     continue  # stale: the process was given tasks since (its fresh entry is in)
-                if placement.may_hold_standby(task, placement.process_members[candidate][0]):
+                if placement.may_hold_standby(task, candidate):
                     process = candidate
                     break
                 set_aside.append((load, candidate))
