@@ -202,8 +202,9 @@ def test_the_readme_table_lists_what_is_declared() -> None:
     for name, low, high in re.findall(r"`(\w+)` v(\d+)(?:-(\d+))?", table):
         stated[name] = (int(low), int(high or low))
     assert stated == served
-    refused = next(line for line in table.splitlines() if "not yet" in line)
-    assert all(f"`{api_name(key.name)}`" in refused for key in NOT_SERVED)
+    if NOT_SERVED:
+        refused = next(line for line in table.splitlines() if "not yet" in line)
+        assert all(f"`{api_name(key.name)}`" in refused for key in NOT_SERVED)
 
 
 # --- commands and flags ----------------------------------------------------------------------

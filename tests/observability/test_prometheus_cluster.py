@@ -163,7 +163,7 @@ def test_prometheus_and_capacity_read_what_a_running_cluster_did(
                 }
 
             wanted = {
-                "groups": {"consumer": 2.0, "classic": 1.0, "share": 0.0},
+                "groups": {"consumer": 2.0, "classic": 1.0, "share": 0.0, "streams": 0.0},
                 "consumer": {"stable": 1.0, "empty": 1.0},
                 # two CI runs caught the classic group in PreparingRebalance at one scrape, cause not
                 # found (the failure message below says more): it must be Stable, and only there

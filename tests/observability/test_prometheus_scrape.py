@@ -91,6 +91,7 @@ def test_prometheus_scrapes_known_workload(exporter: str, tmp_path: Path) -> Non
             "consumer": 6.0,
             "classic": 7.0,
             "share": 3.0,
+            "streams": 0.0,
         }
         share = by_label(prom.query('groupcoord_share_group_count{shard="1"}'), "state")
         assert share == {"empty": 1, "stable": 2, "dead": 0}
@@ -130,6 +131,7 @@ def test_prometheus_scrapes_known_workload(exporter: str, tmp_path: Path) -> Non
             "consumer": 7,
             "classic": 2,
             "share": 0,
+            "streams": 0,
         }
         assert scalar(prom.query('groupcoord_offset_commit_total{shard="1"}')) == 120
         assert scalar(prom.query('groupcoord_offset_expiration_total{shard="1"}')) == 5

@@ -121,18 +121,16 @@ DECLARATIONS: tuple[GroupApi, ...] = (
     # v2: acquire modes (KIP-1206) and RENEW (KIP-1222)
     GroupApi(ApiKey.SHARE_FETCH, (1, 2), write("share_fetch")),
     GroupApi(ApiKey.SHARE_ACKNOWLEDGE, (1, 2), write("share_acknowledge")),
+    # KIP-1071 streams groups (v1 of both, Kafka 4.4's, is not in kio yet)
+    GroupApi(ApiKey.STREAMS_GROUP_HEARTBEAT, (0, 0), write("streams_group_heartbeat")),
+    GroupApi(ApiKey.STREAMS_GROUP_DESCRIBE, (0, 0), read("streams_group_describe")),
     GroupApi(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, (0, 1), read("describe_share_group_offsets")),
     GroupApi(ApiKey.ALTER_SHARE_GROUP_OFFSETS, (0, 0), write("alter_share_group_offsets")),
     GroupApi(ApiKey.DELETE_SHARE_GROUP_OFFSETS, (0, 0), write("delete_share_group_offsets")),
 )
 """Every group API served, in api-key order."""
 
-NOT_SERVED: frozenset[ApiKey] = frozenset(
-    {
-        ApiKey.STREAMS_GROUP_HEARTBEAT,
-        ApiKey.STREAMS_GROUP_DESCRIBE,
-    }
-)
+NOT_SERVED: frozenset[ApiKey] = frozenset()
 """APIs naming groups that this coordinator does not serve. They are not forwarded either: the
 upstream's coordinator knows nothing of our groups and would answer (e.g. "no such group") as if
 it did."""

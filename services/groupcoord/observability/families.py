@@ -12,6 +12,7 @@ computes the rate with ``rate()``):
 group-count{protocol}                  ``groupcoord_group_count{shard,protocol}``
 consumer-group-count{state}            ``groupcoord_consumer_group_count{shard,state}``
 classic-group-count{state}             ``groupcoord_classic_group_count{shard,state}``
+streams-group-count{state}             ``groupcoord_streams_group_count{shard,state}``
 num-partitions{state}                  ``groupcoord_partition_count{shard,state}``
 event-queue-size                       ``groupcoord_event_queue_size{shard,partition}``
 event-queue-time-ms                    ``groupcoord_event_queue_time_seconds{shard}`` (histogram)
@@ -58,11 +59,17 @@ SHARE_PARTITION_SERIES = 100
 its share-partition metrics with group, topic and partition; a bound keeps our scrape cheap with
 any number of share groups."""
 
-GROUP_PROTOCOLS = ("consumer", "classic", "share")
+GROUP_PROTOCOLS = ("consumer", "classic", "share", "streams")
 CONSUMER_GROUP_STATES = ("empty", "assigning", "reconciling", "stable", "dead")
 CLASSIC_GROUP_STATES = ("empty", "preparing_rebalance", "completing_rebalance", "stable", "dead")
 SHARE_GROUP_STATES = ("empty", "stable", "dead")
-GROUP_STATES = {"consumer": CONSUMER_GROUP_STATES, "classic": CLASSIC_GROUP_STATES, "share": SHARE_GROUP_STATES}
+STREAMS_GROUP_STATES = ("empty", "not_ready", "assigning", "reconciling", "stable", "dead")
+GROUP_STATES = {
+    "consumer": CONSUMER_GROUP_STATES,
+    "classic": CLASSIC_GROUP_STATES,
+    "share": SHARE_GROUP_STATES,
+    "streams": STREAMS_GROUP_STATES,
+}
 # Kafka's three, plus the standby state our runtime has (hot standbys tailing a partition).
 PARTITION_STATES = ("loading", "active", "failed", "standby")
 # Why a load or tail skipped a state-topic record (coordinator/runtime/skipped_records.py).
@@ -99,6 +106,9 @@ class MetricFamilies:
         )
         self.share_group_count = Gauge(
             "groupcoord_share_group_count", "Share groups (KIP-932) by state.", ["shard", "state"], registry=r
+        )
+        self.streams_group_count = Gauge(
+            "groupcoord_streams_group_count", "Streams groups (KIP-1071) by state.", ["shard", "state"], registry=r
         )
         self.partition_count = Gauge(
             "groupcoord_partition_count", "State-topic partitions by state.", ["shard", "state"], registry=r

@@ -176,6 +176,7 @@ class ShardMetrics:
             "consumer": self._f.consumer_group_count,
             "classic": self._f.classic_group_count,
             "share": self._f.share_group_count,
+            "streams": self._f.streams_group_count,
         }
         for protocol in GROUP_PROTOCOLS:
             counts = totals.get(protocol, {})

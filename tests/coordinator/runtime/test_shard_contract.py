@@ -55,7 +55,7 @@ def test_the_group_coordinator_shard_is_transactional() -> None:
     assert shard.transactions() is shard
     assert all(hasattr(shard, name) for name in hooks(TransactionalShard) | hooks(TopicMetadataShard))
     assert shard.metrics().group_counts() == {"consumer": 0, "classic": 0}
-    assert shard.metrics().group_state_counts() == {"consumer": {}, "classic": {}, "share": {}}
+    assert shard.metrics().group_state_counts() == {"consumer": {}, "classic": {}, "share": {}, "streams": {}}
 
 
 def test_the_group_coordinator_shards_group_counts_are_its_state_counts_summed() -> None:

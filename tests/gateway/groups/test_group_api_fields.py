@@ -25,6 +25,7 @@ from groupcoord.rpc.v1 import consumer_group_pb2 as cgh
 from groupcoord.rpc.v1 import group_admin_pb2 as ga
 from groupcoord.rpc.v1 import offsets_pb2 as op
 from groupcoord.rpc.v1 import share_group_pb2 as sgh
+from groupcoord.rpc.v1 import streams_group_pb2 as stg
 
 # api key -> (request message, response message) of the coordinator's contract.
 MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -43,6 +44,8 @@ MESSAGES: dict[int, tuple[Any, Any]] = {
     69: (cgh.ConsumerGroupDescribeRequest, cgh.ConsumerGroupDescribeResponse),
     76: (sgh.ShareGroupHeartbeatRequest, sgh.ShareGroupHeartbeatResponse),
     77: (sgh.ShareGroupDescribeRequest, sgh.ShareGroupDescribeResponse),
+    88: (stg.StreamsGroupHeartbeatRequest, stg.StreamsGroupHeartbeatResponse),
+    89: (stg.StreamsGroupDescribeRequest, stg.StreamsGroupDescribeResponse),
 }
 
 # (api key, "request"/"response", field path) -> the versions whose handler translates it by hand.

@@ -100,6 +100,16 @@ class GroupConfig:
     share_group_dlq_topic_name_prefix: str = "dlq."
     share_group_dlq_auto_create_topics: bool = False
 
+    # --- streams groups (KIP-1071: group.streams.*), Kafka 4.4's defaults and bounds ---
+    streams_group_session_timeout_ms: int = 45_000
+    streams_group_min_session_timeout_ms: int = 45_000
+    streams_group_max_session_timeout_ms: int = 60_000
+    streams_group_heartbeat_interval_ms: int = 5_000
+    streams_group_min_heartbeat_interval_ms: int = 5_000
+    streams_group_max_heartbeat_interval_ms: int = 15_000
+    streams_group_num_standby_replicas: int = 0
+    streams_group_max_standby_replicas: int = 2
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:
         """Defaults overridden by the operator's group-config environment (``GROUPCOORD_GROUP_*``,

@@ -1,4 +1,4 @@
-"""What every group type (consumer/KIP-848, classic, share/KIP-932) offers the offset and admin logic.
+"""What every group type (consumer/KIP-848, classic, share/KIP-932, streams/KIP-1071) offers the offset and admin logic.
 
 The same group id namespace holds every type; a group id names exactly one group. Offsets
 and admin APIs work on any group through this protocol, like Apache Kafka's ``Group``.
@@ -12,11 +12,18 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
+# No authorizer in the coordinator: Kafka's "not requested" marker, or every group operation
+# (READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11) as a bit field: the
+# authorized_operations of every describe API (the gateway's authorizer refines it).
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+
 
 class GroupType(enum.Enum):
     CONSUMER = "consumer"
     CLASSIC = "classic"
     SHARE = "share"
+    STREAMS = "streams"
 
 
 class OffsetCommitValidation(NamedTuple):

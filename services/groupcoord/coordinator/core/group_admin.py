@@ -24,23 +24,26 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
 )
 from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.group import Group, GroupType
+from groupcoord.coordinator.core.group import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    GROUP_OPERATIONS,
+    Group,
+    GroupType,
+)
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
 # DescribeGroups v6+ reports a missing group as GROUP_ID_NOT_FOUND (KIP-1043); older versions
 # answer "Dead" with no error.
 _GROUP_ID_NOT_FOUND_VERSION = 6
-# No authorizer in the coordinator: Kafka's "not requested" marker, or every group operation
-# (READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11) as a bit field.
-_AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-_GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def _protocol_type(group: Group) -> str:
     if isinstance(group, ClassicGroup):
         return group.protocol_type
-    return "share" if group.group_type is GroupType.SHARE else "consumer"
+    if group.group_type in (GroupType.SHARE, GroupType.STREAMS):
+        return group.group_type.value
+    return "consumer"
 
 
 class GroupAdmin(ActsOnState):
@@ -105,7 +108,7 @@ class GroupAdmin(ActsOnState):
                         else f"Group {group_id} is not a classic group."
                     )
             described.authorized_operations = (
-                _GROUP_OPERATIONS if request.include_authorized_operations else _AUTHORIZED_OPERATIONS_OMITTED
+                GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
             )
             response.groups.append(described)
         return CoordinatorResult(response=response)

@@ -34,6 +34,9 @@ SHARE_PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_ISOLATION_LEVEL = "share.isolation.level"
 SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
+STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
+STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
+STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
@@ -221,12 +224,34 @@ _KEYS: dict[str, _Key] = {
             "When writing onto the dead-letter queue topic, whether to copy the original record onto "
             "the DLQ topic, or just write a record containing the context information headers.",
         ),
+        _Key(
+            STREAMS_SESSION_TIMEOUT_MS,
+            _TYPE_INT,
+            lambda c: c.streams_group_session_timeout_ms,
+            "The timeout to detect client failures when using the streams group protocol.",
+            lambda c: (c.streams_group_min_session_timeout_ms, c.streams_group_max_session_timeout_ms),
+        ),
+        _Key(
+            STREAMS_HEARTBEAT_INTERVAL_MS,
+            _TYPE_INT,
+            lambda c: c.streams_group_heartbeat_interval_ms,
+            "The heartbeat interval given to the members of a streams group.",
+            lambda c: (c.streams_group_min_heartbeat_interval_ms, c.streams_group_max_heartbeat_interval_ms),
+        ),
+        _Key(
+            STREAMS_NUM_STANDBY_REPLICAS,
+            _TYPE_INT,
+            lambda c: c.streams_group_num_standby_replicas,
+            "The number of standby replicas for each task.",
+            lambda c: (0, c.streams_group_max_standby_replicas),
+        ),
     )
 }
 # Each pair's session timeout must exceed its heartbeat interval (Kafka's GroupConfig).
 _SESSION_OVER_HEARTBEAT = (
     (CONSUMER_SESSION_TIMEOUT_MS, CONSUMER_HEARTBEAT_INTERVAL_MS),
     (SHARE_SESSION_TIMEOUT_MS, SHARE_HEARTBEAT_INTERVAL_MS),
+    (STREAMS_SESSION_TIMEOUT_MS, STREAMS_HEARTBEAT_INTERVAL_MS),
 )
 
 

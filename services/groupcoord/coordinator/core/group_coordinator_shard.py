@@ -1,11 +1,11 @@
 """The group coordinator's state machine for one state-topic partition (Kafka's GroupCoordinatorShard).
 
 Its state is one :class:`~groupcoord.coordinator.core.state.GroupCoordinatorState`
-(``data``): every group hashed to the partition — classic, consumer (KIP-848) and share
-(KIP-932) groups share one ``groups`` map, since a group id names exactly one group — their
+(``data``): every group hashed to the partition — classic, consumer (KIP-848), share
+(KIP-932) and streams (KIP-1071) groups share one ``groups`` map, since a group id names exactly one group — their
 committed and pending offsets, group configs, the share-partitions' delivery states and the
 topics image. The code acting on it is wiring built once by the constructor — one context per
-group type (``classic``, ``consumer``, ``share``), the offsets, admin and config managers, and
+group type (``classic``, ``consumer``, ``share``, ``streams``), the offsets, admin and config managers, and
 the metrics object the runtime exports (``metrics()``, core/group_metrics.py); ``restore(data)``
 is the runtime's revert and copies data only. One method per coordinator API, named like the
 ``Coordinator`` service's oneof fields (``join_group``, ``offset_commit``...), each
@@ -56,15 +56,19 @@ from groupcoord.coordinator.core.share import share_group, share_offsets
 from groupcoord.coordinator.core.share.share_context import ShareContext
 from groupcoord.coordinator.core.share.share_describe import describe_share_groups
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
+from groupcoord.coordinator.core.streams import streams_group
+from groupcoord.coordinator.core.streams.streams_context import StreamsContext
 from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE, TopicsImage
 from groupcoord.records.v1 import classic_group_pb2 as classic_rpb
 from groupcoord.records.v1 import offsets_pb2 as offsets_rpb
 from groupcoord.records.v1 import share_group_pb2 as share_rpb
+from groupcoord.records.v1 import streams_group_pb2 as streams_rpb
 from groupcoord.rpc.v1 import classic_group_pb2 as classic_pb
 from groupcoord.rpc.v1 import consumer_group_pb2 as consumer_pb
 from groupcoord.rpc.v1 import group_admin_pb2 as admin_pb
 from groupcoord.rpc.v1 import offsets_pb2 as offsets_pb
 from groupcoord.rpc.v1 import share_group_pb2 as share_pb
+from groupcoord.rpc.v1 import streams_group_pb2 as streams_pb
 
 
 class GroupCoordinatorShard(ActsOnState):
@@ -117,6 +121,7 @@ class GroupCoordinatorShard(ActsOnState):
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self.share = ShareContext(self.data, self.config, self.config_manager, armed)
+        self.streams = StreamsContext(self.data, self.config_manager)
         self.adoptions = GroupAdoptions(self.data)
         self._metrics = GroupCoordinatorMetricsShard(self.data)
         self._replay = self._replay_switch()
@@ -161,6 +166,15 @@ class GroupCoordinatorShard(ActsOnState):
             share_rpb.ShareGroupTargetAssignmentMemberKey,
         ):
             switch[key_type] = lambda key, value: share_group.replay(data.groups, key, value)
+        for key_type in (
+            streams_rpb.StreamsGroupMetadataKey,
+            streams_rpb.StreamsGroupTopologyKey,
+            streams_rpb.StreamsGroupMemberMetadataKey,
+            streams_rpb.StreamsGroupCurrentMemberAssignmentKey,
+            streams_rpb.StreamsGroupTargetAssignmentMetadataKey,
+            streams_rpb.StreamsGroupTargetAssignmentMemberKey,
+        ):
+            switch[key_type] = lambda key, value: streams_group.replay(data.groups, key, value)
         return switch
 
     def replay(self, record: CoordinatorRecord) -> None:
@@ -175,6 +189,7 @@ class GroupCoordinatorShard(ActsOnState):
         timers += consumer_membership.timers_after_load(self.consumer, now_ms).timers
         timers += classic_rebalance.timers_after_load(self.classic, now_ms).timers
         timers += self.share.timers_after_load(now_ms)
+        timers += self.streams.timers_after_load(now_ms)
         # Offsets that COMMIT markers applied and the previous leader had not restated yet.
         return CoordinatorResult(records=self.data.transactions.restatements(), timers=timers)
 
@@ -249,6 +264,17 @@ class GroupCoordinatorShard(ActsOnState):
         self, request: share_pb.ShareGroupDescribeRequest, now_ms: int = 0
     ) -> CoordinatorResult[share_pb.ShareGroupDescribeResponse]:
         return CoordinatorResult(response=describe_share_groups(request, self.groups, self.image))
+
+    # --- KIP-1071 streams groups -------------------------------------------------------------
+    def streams_group_heartbeat(
+        self, request: streams_pb.StreamsGroupHeartbeatRequest, now_ms: int
+    ) -> CoordinatorResult[streams_pb.StreamsGroupHeartbeatResponse]:
+        return self.streams.heartbeat(request, now_ms)
+
+    def streams_group_describe(
+        self, request: streams_pb.StreamsGroupDescribeRequest, now_ms: int = 0
+    ) -> CoordinatorResult[streams_pb.StreamsGroupDescribeResponse]:
+        return self.streams.describe(request, now_ms)
 
     # --- classic group protocol -------------------------------------------------------------
     # A classic request to a consumer group comes from a classic member inside it (online

@@ -37,6 +37,7 @@ from groupcoord.records.v1.classic_group_pb2 import ClassicGroupMetadataKey
 from groupcoord.records.v1.consumer_group_pb2 import ConsumerGroupMetadataKey
 from groupcoord.records.v1.offsets_pb2 import OffsetCommitKey
 from groupcoord.records.v1.share_group_pb2 import ShareGroupMetadataKey
+from groupcoord.records.v1.streams_group_pb2 import StreamsGroupMetadataKey
 
 
 class GroupMetricsSink(Protocol):
@@ -58,6 +59,7 @@ class GroupMetricsSink(Protocol):
 REBALANCE_RECORDS: dict[type[Message], tuple[str, Callable[[Any], int]]] = {
     ConsumerGroupMetadataKey: (GroupType.CONSUMER.value, attrgetter("epoch")),
     ShareGroupMetadataKey: (GroupType.SHARE.value, attrgetter("epoch")),
+    StreamsGroupMetadataKey: (GroupType.STREAMS.value, attrgetter("epoch")),
     ClassicGroupMetadataKey: (GroupType.CLASSIC.value, attrgetter("generation_id")),
 }
 """The record of each group type whose value carries the number a rebalance raises (the group

@@ -94,6 +94,10 @@ OPERATIONS: dict[str, Operation] = dict(
             ApiKey.SHARE_ACKNOWLEDGE: ShardHandler(
                 lambda s, r, now, _: s.share_delivery(r, now), answered=count_delivery
             ),
+            ApiKey.STREAMS_GROUP_HEARTBEAT: ShardHandler(
+                lambda s, r, now, _: s.streams_group_heartbeat(r, now)
+            ),
+            ApiKey.STREAMS_GROUP_DESCRIBE: ShardHandler(lambda s, r, now, _: s.streams_group_describe(r, now)),
             ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: ShardHandler(
                 lambda s, r, now, _: s.describe_share_group_offsets(r, now)
             ),

@@ -595,9 +595,12 @@ class PartitionRuntime:
                 w.waiters.extend(waiters)
             return
         if self._metrics is not None:  # before the live replay: counted once, as written
-            self._replicas.live.metrics().observe_written(
-                self.partition, records, self._metrics, self._written_seen, by_timer=by_timer
-            )
+            try:
+                self._replicas.live.metrics().observe_written(
+                    self.partition, records, self._metrics, self._written_seen, by_timer=by_timer
+                )
+            except Exception:  # a metrics bug loses a count, never the write or its answer
+                log.exception("partition %d: metrics of written records failed", self.partition)
         try:
             if transaction is None:  # a transactional write's, once the upstream accepted them
                 self._replicas.replay_live(records)

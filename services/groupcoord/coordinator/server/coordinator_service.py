@@ -37,9 +37,17 @@ def _subscribed(request: Any) -> Collection[str]:
     return request.subscribed_topic_names.names if request.HasField("subscribed_topic_names") else ()
 
 
+def _topology_sources(request: Any) -> Collection[str]:
+    # Only a joining streams member sends its topology.
+    if not request.HasField("topology"):
+        return ()
+    return [topic for sub in request.topology.subtopologies for topic in sub.source_topics]
+
+
 NAMED_TOPICS: dict[str, Callable[[Any], Collection[str]]] = {
     "consumer_group_heartbeat": _subscribed,
     "share_group_heartbeat": _subscribed,
+    "streams_group_heartbeat": _topology_sources,
     # kafka-share-groups.sh --reset-offsets of a topic created a moment ago (Kafka 4.4 sets it)
     "alter_share_group_offsets": lambda request: [t.topic_name for t in request.topics],
 }

@@ -14,10 +14,24 @@ from __future__ import annotations
 from types import ModuleType
 
 from groupcoord.common.group_api_declarations import registered_by_group_type
-from groupcoord.gateway.groups import admin_apis, classic_apis, consumer_apis, offsets_apis, share_apis
+from groupcoord.gateway.groups import (
+    admin_apis,
+    classic_apis,
+    consumer_apis,
+    offsets_apis,
+    share_apis,
+    streams_apis,
+)
 from groupcoord.gateway.groups.serving import AdaptedApi, GroupServing
 
-GROUP_TYPES: tuple[ModuleType, ...] = (classic_apis, consumer_apis, share_apis, offsets_apis, admin_apis)
+GROUP_TYPES: tuple[ModuleType, ...] = (
+    classic_apis,
+    consumer_apis,
+    share_apis,
+    streams_apis,
+    offsets_apis,
+    admin_apis,
+)
 """The modules serving the group APIs, one per group type (and the offsets and admin APIs every
 type shares), each with its ``ADAPTERS``."""
 

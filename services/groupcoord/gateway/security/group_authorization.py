@@ -60,6 +60,7 @@ from groupcoord.gateway.security import (
     consumer_authorization,
     offsets_authorization,
     share_authorization,
+    streams_authorization,
 )
 from groupcoord.gateway.security.group_acls import Caller, GroupAcls, Hook, Verdict
 
@@ -67,6 +68,7 @@ GROUP_TYPES: tuple[ModuleType, ...] = (
     classic_authorization,
     consumer_authorization,
     share_authorization,
+    streams_authorization,
     offsets_authorization,
     admin_authorization,
 )

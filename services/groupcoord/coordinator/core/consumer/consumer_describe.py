@@ -11,14 +11,10 @@ from collections.abc import Mapping
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, Group
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
-# No authorizer in the coordinator: Kafka's "not requested" marker, or every group operation
-# (READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11) as a bit field.
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 CONSUMER_MEMBER_TYPE, CLASSIC_MEMBER_TYPE = 1, 0
 
 

@@ -13,11 +13,7 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.consumer.consumer_describe import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    GROUP_OPERATIONS,
-)
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, Group
 from groupcoord.coordinator.core.share.share_group import ShareGroup
 from groupcoord.coordinator.core.share.share_heartbeat import ASSIGNOR
 from groupcoord.coordinator.core.topics_image import TopicsImage

@@ -13,18 +13,23 @@ State changes only by replaying records (``proto/groupcoord/records/v1/streams_g
 type ids 80-85): the handlers build records with the ``*_record`` functions here, and
 :func:`replay` applies them, live and after a takeover alike. Members are immutable values.
 
-Not yet a :class:`~groupcoord.coordinator.core.group.Group` of the shard: no handler writes
-these records yet (issue 43 goes on with the heartbeat).
+A :class:`~groupcoord.coordinator.core.group.Group` of the shard like the other types: the
+offsets and admin APIs work on it through that protocol (its committed offsets are validated
+by member epoch, as a consumer group's).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import group_to_replay
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation, group_to_replay
 from groupcoord.coordinator.core.streams.reconciliation import (
     MemberState,
     MemberTasksState,
@@ -42,6 +47,16 @@ from groupcoord.records.v1 import streams_group_pb2 as pb
 # Kafka's MemberState ids in the current-assignment record
 _STATE_IDS = {MemberState.STABLE: 0, MemberState.UNREVOKED_TASKS: 1, MemberState.UNRELEASED_TASKS: 2}
 _STATES = {v: k for k, v in _STATE_IDS.items()}
+
+
+class StreamsGroupState(enum.Enum):
+    """Kafka's StreamsGroupState names, as ListGroups and StreamsGroupDescribe report them."""
+
+    EMPTY = "Empty"
+    NOT_READY = "NotReady"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
+    STABLE = "Stable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +93,90 @@ class StreamsGroup:
     previous_member_epochs: dict[str, int] = field(default_factory=dict)
     targets: dict[str, TasksTuple] = field(default_factory=dict)
 
+    def state(self) -> StreamsGroupState:
+        """Kafka's ``StreamsGroup.maybeUpdateGroupState``: no members, Empty; a topology not
+        (yet) validated against the cluster's topics, NotReady; a target behind the group
+        epoch, Assigning; a member not at the target epoch or not settled, Reconciling."""
+        if not self.members:
+            return StreamsGroupState.EMPTY
+        if self.topology is None or self.validated_topology_epoch != self.topology.epoch:
+            return StreamsGroupState.NOT_READY
+        if self.group_epoch > self.assignment_epoch:
+            return StreamsGroupState.ASSIGNING
+        for member in self.members.values():
+            tasks = member.tasks
+            if tasks.member_epoch != self.assignment_epoch or tasks.state is not MemberState.STABLE:
+                return StreamsGroupState.RECONCILING
+        return StreamsGroupState.STABLE
+
+    def copy(self) -> StreamsGroup:
+        return replace(
+            self,
+            assignment_configs=dict(self.assignment_configs),
+            members=dict(self.members),
+            previous_member_epochs=dict(self.previous_member_epochs),
+            targets=dict(self.targets),
+        )
+
+    def topic_names(self) -> set[str]:
+        """Every topic the topology reads or keeps state in (source, repartition, changelog)."""
+        if self.topology is None:
+            return set()
+        return topology_topic_names(self.topology)
+
+    # --- the Group protocol (core/group.py) --------------------------------------------------
+    @property
+    def group_type(self) -> GroupType:
+        return GroupType.STREAMS
+
+    def state_name(self) -> str:
+        return self.state().value
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
+        """Kafka's ``StreamsGroup.validateOffsetCommit``: an admin commit (no member id, epoch
+        -1) only while the group is empty; a member's commit at its current epoch (else
+        STALE_MEMBER_EPOCH; Kafka 4.4's per-task assignment epochs are not kept here)."""
+        if not commit.member_id and commit.generation_or_member_epoch < 0:
+            if self.members and not (commit.transactional and commit.group_instance_id is None):
+                raise CoordinatorError(ErrorCode.unknown_member_id)
+            return
+        member = self.members.get(commit.member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if commit.generation_or_member_epoch != member.tasks.member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
+        if member_id is None or member_epoch < 0:
+            return
+        member = self.members.get(member_id)
+        if member is None:
+            raise CoordinatorError(ErrorCode.unknown_member_id)
+        if member_epoch != member.tasks.member_epoch:
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def validate_offset_delete(self) -> None:
+        """Allowed; topics the topology reads are refused per topic (is_subscribed_to_topic)."""
+
+    def validate_delete_group(self) -> None:
+        if self.members:
+            raise CoordinatorError(ErrorCode.non_empty_group)
+
+    def is_subscribed_to_topic(self, topic: str) -> bool:
+        if self.topology is None or not self.members:
+            return False
+        return any(
+            topic in sub.source_topics or any(t.name == topic for t in sub.repartition_source_topics)
+            for sub in self.topology.subtopologies
+        )
+
+    def offset_expiration_base_ms(self, commit_timestamp_ms: int) -> int | None:
+        """As a consumer group's: retention counts from the commit time."""
+        return commit_timestamp_ms
+
     def tombstone_records(self) -> list[CoordinatorRecord]:
         """The group's records, every member's first, the group's metadata last."""
         g = self.group_id
@@ -93,6 +192,18 @@ class StreamsGroup:
             CoordinatorRecord(pb.StreamsGroupTopologyKey(group_id=g), None),
             CoordinatorRecord(pb.StreamsGroupMetadataKey(group_id=g), None),
         ]
+
+
+def topology_topic_names(topology: Topology) -> set[str]:
+    return {
+        name
+        for sub in topology.subtopologies
+        for name in (
+            *sub.source_topics,
+            *(t.name for t in sub.repartition_source_topics),
+            *(t.name for t in sub.state_changelog_topics),
+        )
+    }
 
 
 # --- records ---------------------------------------------------------------------------------
