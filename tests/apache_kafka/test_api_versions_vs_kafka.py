@@ -26,18 +26,18 @@ pytestmark = pytest.mark.broker
 GROUP_APIS = frozenset(api.key for api in DECLARATIONS) | NOT_SERVED
 
 DIFFERENCES: dict[ApiKey, tuple[tuple[int, int] | None, str]] = {
-    ApiKey.STREAMS_GROUP_HEARTBEAT: (None, "streams groups (KIP-1071) are not served yet"),
-    ApiKey.STREAMS_GROUP_DESCRIBE: (None, "streams groups (KIP-1071) are not served yet"),
+    ApiKey.STREAMS_GROUP_HEARTBEAT: ((0, 0), "v1 (Kafka 4.4's) is not in kio yet; clients pick v0"),
+    ApiKey.STREAMS_GROUP_DESCRIBE: ((0, 0), "v1 (include_topology_description) is not in kio yet"),
 }
 """Group APIs whose range through the gateway is not Kafka 4.4's: ours, and why."""
 
 FEATURES_NOT_FINALIZED = {
     "group.version": "Kafka's controller level for its own coordinator; the APIs above say what we serve",
-    "streams.version": "as group.version; streams groups are not served",
 }
-"""Features Kafka 4.4 finalizes that the gateway does not, and why. It finalizes two:
-``transaction.version``, at the upstream's level (2 here, which TxnOffsetCommit v5 serves), and
-``share.version`` 2 of its own (KIP-1191's dead-letter queues are served)."""
+"""Features Kafka 4.4 finalizes that the gateway does not, and why. It finalizes three:
+``transaction.version``, at the upstream's level (2 here, which TxnOffsetCommit v5 serves),
+``share.version`` 2 of its own (KIP-1191's dead-letter queues are served) and
+``streams.version`` 1 of its own (streams groups are served)."""
 
 
 def api_versions(cluster: BackgroundCluster, address: tuple[str, int]) -> Any:
@@ -74,11 +74,13 @@ def test_the_gateway_finalizes_kafka_4_4s_transaction_version_and_its_own_share_
     assert {f.name: int(f.max_version_level) for f in ours.finalized_features} == {
         "transaction.version": 2,
         "share.version": 2,
+        "streams.version": 1,
     }
     assert finalized["share.version"] == 2, "Kafka 4.4's too: its dead-letter queues"
+    assert finalized["streams.version"] == 1, "Kafka 4.4's too"
     # the epoch of the upstream's features when the gateway asked (at its start)
     assert 0 <= int(ours.finalized_features_epoch) <= int(theirs.finalized_features_epoch)
     # Supported ranges as Kafka names them (KIP-1022: not those starting at level 0, before v4)
     supported = {f.name: (int(f.min_version), int(f.max_version)) for f in ours.supported_features}
     kafkas = {f.name: (int(f.min_version), int(f.max_version)) for f in theirs.supported_features}
-    assert supported == {k: v for k, v in kafkas.items() if k in ("transaction.version", "share.version")}
+    assert supported == {k: v for k, v in kafkas.items() if k in ("transaction.version", "share.version", "streams.version")}

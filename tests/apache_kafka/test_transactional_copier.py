@@ -87,6 +87,7 @@ def test_the_gateway_finalizes_the_transaction_version_kafka_4_4_finalizes(
     assert finalized_features(cluster3, cluster3.gateway.bootstrap_address) == {
         "transaction.version": 2,
         "share.version": 2,  # ours on every upstream (dead-letter queues)
+        "streams.version": 1,  # ours on every upstream
     }
 
 

@@ -2,8 +2,9 @@
 front of tansu, Kafka 3.9 (which has no share groups and KIP-848 only at v0) and Kafka 4.4,
 each the range its declaration gives (``common/group_api_declarations.py``); and of the
 features, ``transaction.version`` at the level the upstream finalized (Kafka 4.4: 2, whose
-TxnOffsetCommit v5 the gateway serves; Kafka 3.9 and tansu: not 2) and ``share.version`` 2 on
-every upstream (share groups with dead-letter queues are ours). tests/apache_kafka/
+TxnOffsetCommit v5 the gateway serves; Kafka 3.9 and tansu: not 2), ``share.version`` 2 and
+``streams.version`` 1 on every upstream (share groups with dead-letter queues, and streams
+groups, are ours). tests/apache_kafka/
 test_api_versions_vs_kafka.py holds these ranges against Kafka 4.4's own."""
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def test_the_group_apis_advertised_are_the_declared_ones_on_every_upstream(
     assert not NOT_SERVED & set(advertised)
     upstream = cluster.run(exchange((broker.host, broker.port), request, "api-versions", 10), 15)
     theirs = finalized(upstream).get("transaction.version")
-    ours = {"share.version": 2}  # share groups with dead-letter queues, on every upstream
+    ours = {"share.version": 2, "streams.version": 1}  # share (with DLQs) and streams groups, on every upstream
     assert finalized(response) == ours | ({} if theirs is None else {"transaction.version": min(theirs, 2)})
     if getattr(broker, "upstream_name", "tansu") == "kafka-4.4":
         assert finalized(response) == ours | {"transaction.version": 2}

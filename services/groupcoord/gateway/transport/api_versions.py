@@ -89,10 +89,10 @@ PASSED_ON_FEATURES: Mapping[str, int] = {"transaction.version": 2}
 
 # The features the gateway finalizes itself, whatever the upstream, at the level it serves:
 # share.version, since share groups are ours on every upstream, at 2 (KIP-1191's dead-letter
-# queues, which our coordinator writes). group.version and streams.version are not named: the
-# first is Kafka's controller level for its own coordinator (the APIs say what we serve), the
-# second would promise streams groups, which are not served.
-OWN_FEATURES: Mapping[str, int] = {"share.version": 2}
+# queues, which our coordinator writes), and streams.version 1, since streams groups are ours
+# too (KIP-1071). group.version is not named: it is Kafka's controller level for its own
+# coordinator (the APIs say what we serve).
+OWN_FEATURES: Mapping[str, int] = {"share.version": 2, "streams.version": 1}
 
 
 def advertised_features(upstream: Features) -> Features:
