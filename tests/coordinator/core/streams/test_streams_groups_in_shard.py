@@ -197,3 +197,23 @@ def beat_leave(ctx: ShardContext, member: str) -> pb.StreamsGroupHeartbeatRespon
         pb.StreamsGroupHeartbeatRequest(group_id=APP, member_id=member, member_epoch=-1, rebalance_timeout_ms=-1),
     )
     return ctx.answer(token)
+
+
+def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() -> None:
+    ctx = ready_context()
+    a = beat(ctx, "a", 0)  # joins with a rebalance timeout of 30 s
+    every = active(a)
+    beat(ctx, "b", 0)
+    told = beat(ctx, "a", a.member_epoch, owned=every)
+    assert sum(map(len, active(told).values())) == 2, "a is asked to give up half"
+    for _ in range(5):  # a keeps heartbeating, but keeps running every task
+        ctx.advance(5_000)
+        assert beat(ctx, "a", a.member_epoch, owned=every).error_code == 0
+        beat(ctx, "b", 2, owned={})
+    ctx.advance(10_001)
+    assert APP in ctx.shard.groups and "a" not in ctx.shard.groups[APP].members
+    late = beat(ctx, "a", a.member_epoch, owned=every)
+    assert late.error_code == ErrorCode.unknown_member_id.value
+    b = beat(ctx, "b", 2, owned={})
+    assert b.member_epoch == 3 and active(b) == {"0": [0, 1], "1": [0, 1]}, "b gets everything a held"
+    ctx.assert_replay_equals_live()

@@ -33,6 +33,7 @@ class StreamsContext(ActsOnState):
     def __init__(self, data: GroupCoordinatorState, config_manager: GroupConfigManager) -> None:
         self.data = data
         self.config_manager = config_manager
+        self._expiries = streams_heartbeat.Expiries(self.session_expired, self.rebalance_expired)
 
     def group_config(self, group_id: str) -> streams_heartbeat.StreamsGroupConfig:
         """The group's streams.* configs (its dynamic configs, else the broker-level defaults)."""
@@ -61,7 +62,7 @@ class StreamsContext(ActsOnState):
             # the classic protocol) is replaced; its committed offsets stay.
             migrated, group = group.tombstone_records(), None
         result = streams_heartbeat.heartbeat(
-            group, request, now_ms, self.group_config(request.group_id), self.image, self.session_expired
+            group, request, now_ms, self.group_config(request.group_id), self.image, self._expiries
         )
         if migrated and result.records:
             return CoordinatorResult(records=migrated + result.records, response=result.response, timers=result.timers)
@@ -72,12 +73,19 @@ class StreamsContext(ActsOnState):
         group = self.groups.get(group_id)
         return streams_heartbeat.session_expired(group if isinstance(group, StreamsGroup) else None, member_id)
 
+    def rebalance_expired(self, group_id: str, member_id: str, member_epoch: int, now_ms: int) -> CoordinatorResult[None]:
+        """A streams member's rebalance timer: run on the state as it is when it fires."""
+        group = self.groups.get(group_id)
+        return streams_heartbeat.rebalance_expired(
+            group if isinstance(group, StreamsGroup) else None, member_id, member_epoch
+        )
+
     def timers_after_load(self, now_ms: int) -> list[TimerIntent]:
         timers: list[TimerIntent] = []
         for group in self.groups.values():
             if isinstance(group, StreamsGroup):
                 timers += streams_heartbeat.timers_after_load(
-                    group, now_ms, self.group_config(group.group_id), self.session_expired
+                    group, now_ms, self.group_config(group.group_id), self._expiries
                 )
         return timers
 

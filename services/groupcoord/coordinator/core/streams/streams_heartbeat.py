@@ -20,8 +20,8 @@ Per heartbeat, in Kafka's five steps:
 Static membership is not in Kafka 4.4 either ("Static members are not supported yet."); a leave
 at epoch -2 is a leave. A group id held by a group of another type is refused, except an empty
 classic group, which the first streams member replaces (Kafka's offline migration; its
-committed offsets stay). Left out for now: the rebalance timeout of a member that never revokes
-(its session timeout still fences it), Interactive Queries' endpoint-to-partition maps, and
+committed offsets stay). A member asked to revoke tasks must do so within its rebalance timeout or
+be fenced, as in Kafka. Left out for now: Interactive Queries' endpoint-to-partition maps, and
 warm-up tasks (Kafka's sticky task assignor assigns none either).
 """
 
@@ -42,6 +42,7 @@ from groupcoord.coordinator.core.contract import (
 )
 from groupcoord.coordinator.core.streams import streams_group as sg
 from groupcoord.coordinator.core.streams.reconciliation import (
+    MemberState,
     MemberTasksState,
     TasksTuple,
     owners_of,
@@ -81,6 +82,20 @@ class StreamsGroupConfig:
 
 def session_timer_key(group_id: str, member_id: str) -> str:
     return f"streams-session:{group_id}:{member_id}"
+
+
+def rebalance_timer_key(group_id: str, member_id: str) -> str:
+    return f"streams-rebalance:{group_id}:{member_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Expiries:
+    """What the heartbeat's timers run, on the shard's state as it is when they fire:
+    ``session(group_id, member_id, deadline_ms)`` and ``rebalance(group_id, member_id,
+    member_epoch, deadline_ms)``."""
+
+    session: Callable[[str, str, int], CoordinatorResult]
+    rebalance: Callable[[str, str, int, int], CoordinatorResult]
 
 
 def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
@@ -329,10 +344,10 @@ def heartbeat(
     now_ms: int,
     config: StreamsGroupConfig,
     image: TopicsImage,
-    expire: Callable[[str, str, int], CoordinatorResult],
+    expire: Expiries,
 ) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
     """Answer one StreamsGroupHeartbeat. ``group`` is the streams group of that id (None: none
-    yet); ``expire(group_id, member_id, deadline_ms)`` is what the session timer runs."""
+    yet); ``expire`` says what its timers run."""
     problem = validate(request)
     if problem is not None:
         return _error(*problem)
@@ -350,7 +365,7 @@ def _heartbeat(
     now_ms: int,
     config: StreamsGroupConfig,
     image: TopicsImage,
-    expire: Callable[[str, str, int], CoordinatorResult],
+    expire: Expiries,
 ) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
     epoch, member_id = request.member_epoch, request.member_id
     if group is None:
@@ -365,7 +380,10 @@ def _heartbeat(
         return CoordinatorResult(
             records=_fence(group, member_id),
             response=rpc.StreamsGroupHeartbeatResponse(member_id=member_id, member_epoch=epoch),
-            timers=[CancelTimer(session_timer_key(group.group_id, member_id))],
+            timers=[
+                CancelTimer(session_timer_key(group.group_id, member_id)),
+                CancelTimer(rebalance_timer_key(group.group_id, member_id)),
+            ],
         )
     if request.HasField("instance_id"):
         raise CoordinatorError(ErrorCode.unknown_server_error, "Static members are not supported yet.")
@@ -456,10 +474,20 @@ def _heartbeat(
             response.status.statuses.add(status_code=int(code), status_detail=detail)
     timers: list[TimerIntent] = [
         deadline_timer(
-            session_timer_key(group.group_id, member_id), config.session_timeout_ms, now_ms, expire,
+            session_timer_key(group.group_id, member_id), config.session_timeout_ms, now_ms, expire.session,
             group.group_id, member_id,
         )  # fmt: skip
     ]
+    if tasks is not updated.tasks:  # Kafka's rebalance timeout: revoke in time or be fenced
+        if tasks.state is MemberState.UNREVOKED_TASKS:
+            timers.append(
+                deadline_timer(
+                    rebalance_timer_key(group.group_id, member_id), updated.rebalance_timeout_ms, now_ms,
+                    expire.rebalance, group.group_id, member_id, tasks.member_epoch,
+                )  # fmt: skip
+            )
+        else:
+            timers.append(CancelTimer(rebalance_timer_key(group.group_id, member_id)))
     return CoordinatorResult(records=records, response=response, timers=timers)
 
 
@@ -468,19 +496,48 @@ def session_expired(group: sg.StreamsGroup | None, member_id: str) -> Coordinato
     went in the meantime)."""
     if group is None or member_id not in group.members:
         return CoordinatorResult()
-    return CoordinatorResult(records=_fence(group, member_id))
+    return CoordinatorResult(
+        records=_fence(group, member_id), timers=[CancelTimer(rebalance_timer_key(group.group_id, member_id))]
+    )
+
+
+def rebalance_expired(group: sg.StreamsGroup | None, member_id: str, member_epoch: int) -> CoordinatorResult[None]:
+    """The rebalance timer of ``member_id`` fired: fence it if it still has not revoked what it
+    was asked to at that epoch (Kafka's ``scheduleStreamsGroupRebalanceTimeout``)."""
+    member = group.members.get(member_id) if group is not None else None
+    if (
+        group is None
+        or member is None
+        or member.tasks.state is not MemberState.UNREVOKED_TASKS
+        or member.tasks.member_epoch != member_epoch
+    ):
+        return CoordinatorResult()
+    return CoordinatorResult(
+        records=_fence(group, member_id), timers=[CancelTimer(session_timer_key(group.group_id, member_id))]
+    )
 
 
 def timers_after_load(
     group: sg.StreamsGroup,
     now_ms: int,
     config: StreamsGroupConfig,
-    expire: Callable[[str, str, int], CoordinatorResult],
+    expire: Expiries,
 ) -> list[TimerIntent]:
-    """After a takeover every member gets a fresh session, as in Kafka."""
-    return [
-        deadline_timer(
-            session_timer_key(group.group_id, m), config.session_timeout_ms, now_ms, expire, group.group_id, m
+    """After a takeover every member gets a fresh session, and a member still revoking a fresh
+    rebalance timeout, as in Kafka (a timer is not state)."""
+    timers: list[TimerIntent] = []
+    for m, member in group.members.items():
+        timers.append(
+            deadline_timer(
+                session_timer_key(group.group_id, m), config.session_timeout_ms, now_ms, expire.session,
+                group.group_id, m,
+            )  # fmt: skip
         )
-        for m in group.members
-    ]
+        if member.tasks.state is MemberState.UNREVOKED_TASKS:
+            timers.append(
+                deadline_timer(
+                    rebalance_timer_key(group.group_id, m), member.rebalance_timeout_ms, now_ms, expire.rebalance,
+                    group.group_id, m, member.tasks.member_epoch,
+                )  # fmt: skip
+            )
+    return timers
