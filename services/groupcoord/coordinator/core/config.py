@@ -109,6 +109,9 @@ class GroupConfig:
     streams_group_max_heartbeat_interval_ms: int = 15_000
     streams_group_num_standby_replicas: int = 0
     streams_group_max_standby_replicas: int = 2
+    # group.streams.initial.rebalance.delay.ms: a new group's first assignment waits this long
+    # for more members (0: none)
+    streams_group_initial_rebalance_delay_ms: int = 3_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GroupConfig:

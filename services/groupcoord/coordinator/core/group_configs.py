@@ -37,6 +37,7 @@ SHARE_RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 STREAMS_SESSION_TIMEOUT_MS = "streams.session.timeout.ms"
 STREAMS_HEARTBEAT_INTERVAL_MS = "streams.heartbeat.interval.ms"
 STREAMS_NUM_STANDBY_REPLICAS = "streams.num.standby.replicas"
+STREAMS_INITIAL_REBALANCE_DELAY_MS = "streams.initial.rebalance.delay.ms"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
@@ -244,6 +245,14 @@ _KEYS: dict[str, _Key] = {
             lambda c: c.streams_group_num_standby_replicas,
             "The number of standby replicas for each task.",
             lambda c: (0, c.streams_group_max_standby_replicas),
+        ),
+        _Key(
+            STREAMS_INITIAL_REBALANCE_DELAY_MS,
+            _TYPE_INT,
+            lambda c: c.streams_group_initial_rebalance_delay_ms,
+            "The amount of time the group coordinator will wait for more streams clients to join a new "
+            "group before performing the first rebalance. A longer delay means potentially fewer rebalances.",
+            at_least=0,
         ),
     )
 }

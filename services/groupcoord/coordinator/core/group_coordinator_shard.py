@@ -121,7 +121,7 @@ class GroupCoordinatorShard(ActsOnState):
         self.admin = GroupAdmin(self.data, self.delete_group_records, self.consumer.default_assignor)
         self.classic_members = ClassicMembersOfConsumerGroups(self.consumer, self.config)
         self.share = ShareContext(self.data, self.config, self.config_manager, armed)
-        self.streams = StreamsContext(self.data, self.config_manager)
+        self.streams = StreamsContext(self.data, self.config_manager, armed)
         self.adoptions = GroupAdoptions(self.data)
         self._metrics = GroupCoordinatorMetricsShard(self.data)
         self._replay = self._replay_switch()

@@ -46,8 +46,9 @@ def topology(epoch: int = 0) -> pb.StreamsTopology:
     return out
 
 
-def context(**topics: int) -> ShardContext:
-    ctx = ShardContext(GroupConfig())
+def context(delay_ms: int = 0, **topics: int) -> ShardContext:
+    """A shard with these topics (and no initial rebalance delay unless asked for)."""
+    ctx = ShardContext(GroupConfig(streams_group_initial_rebalance_delay_ms=delay_ms))
     ctx.apply(ctx.shard.on_metadata_update(image(**topics), 0))
     return ctx
 
@@ -112,8 +113,26 @@ def test_the_group_waits_for_its_internal_topics_then_assigns_every_task() -> No
     ctx.assert_replay_equals_live()
 
 
-def ready_context() -> ShardContext:
-    return context(lines=2, **{REPARTITION: 2, CHANGELOG: 2})
+def ready_context(delay_ms: int = 0) -> ShardContext:
+    return context(delay_ms, lines=2, **{REPARTITION: 2, CHANGELOG: 2})
+
+
+def test_a_new_groups_first_assignment_waits_for_its_initial_rebalance_delay() -> None:
+    ctx = ready_context(delay_ms=3_000)
+    a = beat(ctx, "a", 0)
+    delayed = [(s.status_code, s.status_detail) for s in a.status.statuses]
+    assert delayed == [(5, "Assignment delayed due to the configured initial rebalance delay.")]
+    assert a.member_epoch == 1 and active(a) == {}
+    b = beat(ctx, "b", 0)
+    assert statuses(b) == [5] and b.member_epoch == 1
+    assert ctx.shard.groups[APP].state_name() == "Assigning"
+    ctx.advance(3_000)  # the delay ends: one target for both members
+    a = beat(ctx, "a", 1, owned={})
+    b = beat(ctx, "b", 1, owned={})
+    assert not a.HasField("status") and (a.member_epoch, b.member_epoch) == (3, 3), "the delay ends at a new epoch"
+    split = [(s, p) for r in (a, b) for s, ps in active(r).items() for p in ps]
+    assert sorted(split) == [("0", 0), ("0", 1), ("1", 0), ("1", 1)] and active(a) and active(b)
+    ctx.assert_replay_equals_live()
 
 
 def test_a_second_process_gets_its_tasks_once_the_first_revoked_them() -> None:

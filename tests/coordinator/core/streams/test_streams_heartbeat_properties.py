@@ -111,7 +111,9 @@ def _assert_no_task_twice(ctx: ShardContext, members: list[Member]) -> None:
 
 
 def _settle(ctx: ShardContext, members: list[Member]) -> None:
-    """Heartbeat every member in turn until nothing changes (at most a few rounds)."""
+    """Past any initial rebalance delay, heartbeat every member in turn until nothing changes
+    (at most a few rounds)."""
+    ctx.advance(3_000)
     for _ in range(6):
         for member in list(members):
             token, _ = ctx.call("streams_group_heartbeat", member.request())

@@ -13,10 +13,16 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
-from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult, TimerIntent
+from groupcoord.coordinator.core.contract import (
+    ArmedTimers,
+    CoordinatorRecord,
+    CoordinatorResult,
+    TimerIntent,
+)
 from groupcoord.coordinator.core.group import GroupType
 from groupcoord.coordinator.core.group_configs import (
     STREAMS_HEARTBEAT_INTERVAL_MS,
+    STREAMS_INITIAL_REBALANCE_DELAY_MS,
     STREAMS_NUM_STANDBY_REPLICAS,
     STREAMS_SESSION_TIMEOUT_MS,
     GroupConfigManager,
@@ -30,10 +36,15 @@ from groupcoord.rpc.v1 import streams_group_pb2 as rpc
 class StreamsContext(ActsOnState):
     """The streams groups of one state-topic partition and what their handlers need."""
 
-    def __init__(self, data: GroupCoordinatorState, config_manager: GroupConfigManager) -> None:
+    def __init__(self, data: GroupCoordinatorState, config_manager: GroupConfigManager, armed: ArmedTimers) -> None:
         self.data = data
         self.config_manager = config_manager
-        self._expiries = streams_heartbeat.Expiries(self.session_expired, self.rebalance_expired)
+        self._expiries = streams_heartbeat.Expiries(
+            self.session_expired,
+            self.rebalance_expired,
+            self.initial_rebalance_expired,
+            lambda group_id: armed.is_scheduled(streams_heartbeat.initial_rebalance_key(group_id)),
+        )
 
     def group_config(self, group_id: str) -> streams_heartbeat.StreamsGroupConfig:
         """The group's streams.* configs (its dynamic configs, else the broker-level defaults)."""
@@ -42,6 +53,7 @@ class StreamsContext(ActsOnState):
             session_timeout_ms=value(group_id, STREAMS_SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=value(group_id, STREAMS_HEARTBEAT_INTERVAL_MS),
             num_standby_replicas=value(group_id, STREAMS_NUM_STANDBY_REPLICAS),
+            initial_rebalance_delay_ms=value(group_id, STREAMS_INITIAL_REBALANCE_DELAY_MS),
         )
 
     def heartbeat(
@@ -78,6 +90,13 @@ class StreamsContext(ActsOnState):
         group = self.groups.get(group_id)
         return streams_heartbeat.rebalance_expired(
             group if isinstance(group, StreamsGroup) else None, member_id, member_epoch
+        )
+
+    def initial_rebalance_expired(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
+        """A new group's initial rebalance delay ended: its first target."""
+        group = self.groups.get(group_id)
+        return streams_heartbeat.initial_rebalance_expired(
+            group if isinstance(group, StreamsGroup) else None, self.group_config(group_id), self.image
         )
 
     def timers_after_load(self, now_ms: int) -> list[TimerIntent]:

@@ -75,6 +75,7 @@ class StreamsGroupConfig:
     session_timeout_ms: int = 45_000  # streams.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # streams.heartbeat.interval.ms
     num_standby_replicas: int = 0  # streams.num.standby.replicas
+    initial_rebalance_delay_ms: int = 3_000  # streams.initial.rebalance.delay.ms
 
     def assignment_configs(self) -> dict[str, str]:
         return {NUM_STANDBY_REPLICAS: str(self.num_standby_replicas)}
@@ -88,14 +89,25 @@ def rebalance_timer_key(group_id: str, member_id: str) -> str:
     return f"streams-rebalance:{group_id}:{member_id}"
 
 
+def initial_rebalance_key(group_id: str) -> str:
+    return f"streams-initial-rebalance:{group_id}"
+
+
+ASSIGNMENT_DELAYED = 5  # StreamsGroupHeartbeatResponse.Status
+INITIAL_DELAY_DETAIL = "Assignment delayed due to the configured initial rebalance delay."
+
+
 @dataclass(frozen=True, slots=True)
 class Expiries:
     """What the heartbeat's timers run, on the shard's state as it is when they fire:
-    ``session(group_id, member_id, deadline_ms)`` and ``rebalance(group_id, member_id,
-    member_epoch, deadline_ms)``."""
+    ``session(group_id, member_id, deadline_ms)``, ``rebalance(group_id, member_id,
+    member_epoch, deadline_ms)`` and ``initial_rebalance(group_id, deadline_ms)``; and whether
+    a group's initial rebalance delay still runs (``delaying(group_id)``)."""
 
     session: Callable[[str, str, int], CoordinatorResult]
     rebalance: Callable[[str, str, int, int], CoordinatorResult]
+    initial_rebalance: Callable[[str, int], CoordinatorResult]
+    delaying: Callable[[str], bool]
 
 
 def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
@@ -233,7 +245,7 @@ def _member_for(
         raise CoordinatorError(
             ErrorCode.fenced_member_epoch,
             f"The streams group member has a greater member epoch ({epoch}) than the one known by the "
-            f"group coordinator ({current}). The member must abandon all its tasks and rejoin.",
+            f"group coordinator ({current}). The member must abandon all its partitions and rejoin.",
         )
     if epoch < current:
         previous = group.previous_member_epochs.get(member_id)
@@ -241,7 +253,7 @@ def _member_for(
             raise CoordinatorError(
                 ErrorCode.fenced_member_epoch,
                 f"The streams group member has a smaller member epoch ({epoch}) than the one known by the "
-                f"group coordinator ({current}). The member must abandon all its tasks and rejoin.",
+                f"group coordinator ({current}). The member must abandon all its partitions and rejoin.",
             )
     return member
 
@@ -338,6 +350,40 @@ def _target(
     }
 
 
+def new_target(
+    group: sg.StreamsGroup,
+    members: dict[str, sg.StreamsGroupMember],
+    topology: ConfiguredTopology,
+    config: StreamsGroupConfig,
+    group_epoch: int,
+) -> tuple[dict[str, TasksTuple], list[CoordinatorRecord]]:
+    """The group's target for ``group_epoch`` and the records of what changed in it."""
+    targets = _target(group, members, topology, config)
+    records = [
+        sg.target_assignment_member_record(group.group_id, m, tasks)
+        for m, tasks in sorted(targets.items())
+        if group.targets.get(m) != tasks
+    ]
+    return targets, records + [sg.target_assignment_metadata_record(group.group_id, group_epoch)]
+
+
+def initial_rebalance_expired(
+    group: sg.StreamsGroup | None, config: StreamsGroupConfig, image: TopicsImage
+) -> CoordinatorResult[None]:
+    """A new group's initial rebalance delay ended: its first target, for every member that
+    joined meanwhile, at a new group epoch (the members reconciled to epoch 1 while it ran, and
+    must see the target as new). Nothing if the group went, or a target is already there."""
+    if group is None or group.topology is None or group.group_epoch <= group.assignment_epoch:
+        return CoordinatorResult()
+    try:
+        ready = configured(group.topology, image)[0]
+    except InvalidTopology:
+        return CoordinatorResult()
+    epoch = group.group_epoch + 1
+    bumped = sg.metadata_record(replace(group, group_epoch=epoch))
+    return CoordinatorResult(records=[bumped, *new_target(group, dict(group.members), ready, config, epoch)[1]])
+
+
 def heartbeat(
     group: sg.StreamsGroup | None,
     request: rpc.StreamsGroupHeartbeatRequest,
@@ -430,14 +476,25 @@ def _heartbeat(
                 )
             )
         )
-    # 4. the target
+    # 4. the target: held back while a new group's initial rebalance delay runs (the members
+    # reconcile towards nothing at epoch 1 meanwhile), as Kafka 4.4 does
     members = {**group.members, member_id: updated}
-    if group_epoch > group.assignment_epoch:
-        targets = _target(group, members, ready, config)
-        for m, tasks in sorted(targets.items()):
-            if group.targets.get(m) != tasks:
-                records.append(sg.target_assignment_member_record(group.group_id, m, tasks))
-        records.append(sg.target_assignment_metadata_record(group.group_id, group_epoch))
+    timers: list[TimerIntent] = []
+    delaying = expire.delaying(group.group_id)
+    if group.group_epoch == 0 and config.initial_rebalance_delay_ms > 0:
+        delaying = True
+        timers.append(
+            deadline_timer(
+                initial_rebalance_key(group.group_id), config.initial_rebalance_delay_ms, now_ms,
+                expire.initial_rebalance, group.group_id,
+            )  # fmt: skip
+        )
+    if group_epoch > group.assignment_epoch and delaying:
+        target_epoch, target = max(1, group.assignment_epoch), TasksTuple()
+        statuses.append((ASSIGNMENT_DELAYED, INITIAL_DELAY_DETAIL))
+    elif group_epoch > group.assignment_epoch:
+        targets, written = new_target(group, members, ready, config, group_epoch)
+        records += written
         target_epoch, target = group_epoch, targets.get(member_id, TasksTuple())
     else:
         target_epoch, target = group.assignment_epoch, group.targets.get(member_id, TasksTuple())
@@ -472,12 +529,12 @@ def _heartbeat(
         response.status.SetInParent()
         for code, detail in statuses:
             response.status.statuses.add(status_code=int(code), status_detail=detail)
-    timers: list[TimerIntent] = [
+    timers.append(
         deadline_timer(
             session_timer_key(group.group_id, member_id), config.session_timeout_ms, now_ms, expire.session,
             group.group_id, member_id,
         )  # fmt: skip
-    ]
+    )
     if tasks is not updated.tasks:  # Kafka's rebalance timeout: revoke in time or be fenced
         if tasks.state is MemberState.UNREVOKED_TASKS:
             timers.append(

@@ -155,7 +155,7 @@ def configure_topology(topology: Topology, partition_counts: Mapping[str, int]) 
     if to_create:
         return ConfiguredTopology(
             topology.epoch, subtopologies, to_create, TopologyStatus.MISSING_INTERNAL_TOPICS,
-            f"Internal topics are missing: {[t.name for t in to_create]}",
+            f"Internal topics are missing: {', '.join(t.name for t in to_create)}",
         )
     return ConfiguredTopology(topology.epoch, subtopologies)
 
