@@ -9,8 +9,8 @@ and a described config must have Kafka's value, type and source.
 
 Left out by design: ``consumer.assignment.interval.ms``'s default (Kafka 4.4 batches
 assignments every second, groupcoord assigns at once unless a group asks otherwise: 0), and the
-configs groupcoord does not serve (``share.assignment.interval.ms``: it assigns at once;
-``streams.*``: no streams groups), which it does not list.
+configs groupcoord does not serve (``share.assignment.interval.ms``: it assigns at once; the ``streams.*`` configs of what it
+does not serve), which it does not list.
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ TRIES = {
     "share.renew.acknowledge.enable": ["false", "TRUE", "maybe"],
     "errors.deadletterqueue.topic.name": ["dlq.orders", "", "__consumer_offsets", "_one"],
     "errors.deadletterqueue.copy.record.enable": ["true", "FALSE", "maybe"],
+    "streams.session.timeout.ms": ["44999", "45000", "60001", "abc"],
+    "streams.heartbeat.interval.ms": ["4999", "6000", "15001"],
+    "streams.num.standby.replicas": ["-1", "0", "2", "3"],
+    "streams.initial.rebalance.delay.ms": ["-1", "0", "3000"],
     "no.such.config": ["1"],
 }
 

@@ -75,6 +75,7 @@ class _Key:
     pattern: Callable[[str], bool] | None = None  # a STRING's other valid forms
     pattern_message: str = ""
     refuse: Callable[[ConfigValue], str | None] | None = None  # a further check: Kafka's message
+    at_most: Callable[[GroupConfig], int] | None = None  # a broker-level maximum alone
 
     def check(self, value: ConfigValue, config: GroupConfig) -> None:
         """The checks after parsing: the broker-level range, then the key's own."""
@@ -110,6 +111,8 @@ class _Key:
             low, high = self.bounds(config)
             if not low <= value <= high:
                 raise InvalidConfig(f"{self.name} must be in the range {low} to {high} inclusive.")
+        if self.at_most is not None and isinstance(value, int) and value > (top := self.at_most(config)):
+            raise InvalidConfig(f"{self.name} must be less than or equal to {top}")
 
 
 def _text(value: ConfigValue) -> str:
@@ -244,7 +247,8 @@ _KEYS: dict[str, _Key] = {
             _TYPE_INT,
             lambda c: c.streams_group_num_standby_replicas,
             "The number of standby replicas for each task.",
-            lambda c: (0, c.streams_group_max_standby_replicas),
+            at_least=0,
+            at_most=lambda c: c.streams_group_max_standby_replicas,
         ),
         _Key(
             STREAMS_INITIAL_REBALANCE_DELAY_MS,
