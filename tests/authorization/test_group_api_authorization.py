@@ -59,7 +59,9 @@ def _build(entity: type[Any], values: dict[str, Any]) -> Any:
             field_type = next(a for a in field_type.__args__ if a is not type(None))
         args = getattr(field_type, "__args__", None)
         element = args[0] if args else None
-        if isinstance(value, list) and element is not None and hasattr(element, "__dataclass_fields__"):
+        if isinstance(value, dict) and hasattr(field_type, "__dataclass_fields__"):
+            value = _build(field_type, value)
+        elif isinstance(value, list) and element is not None and hasattr(element, "__dataclass_fields__"):
             value = tuple(_build(element, v) for v in value)
         elif isinstance(value, list):
             value = tuple(value)
@@ -91,6 +93,19 @@ def _partition_errors(resp: Any) -> list[int]:
 
 
 SECONDS = datetime.timedelta(seconds=30)
+
+
+def _streams_join(group: str, topic: str) -> dict[str, Any]:
+    """A streams member joining with a topology that reads ``topic``."""
+    subtopology = {"subtopology_id": "0", "source_topics": [topic], "source_topic_regex": [],
+                   "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+                   "copartition_groups": []}  # fmt: skip
+    return {"group_id": group, "member_id": uuid.uuid4().hex[:22], "member_epoch": 0, "endpoint_information_epoch": -1,
+            "rebalance_timeout": SECONDS, "topology": {"epoch": 0, "subtopologies": [subtopology]},
+            "active_tasks": [], "standby_tasks": [], "warmup_tasks": [], "process_id": "p", "client_tags": [],
+            "task_offsets": None, "task_end_offsets": None}  # fmt: skip
+
+
 CASES = [
     Case("JoinGroup", 11, 9, lambda g, t: {"group_id": g, "session_timeout": SECONDS, "rebalance_timeout": SECONDS,
          "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
@@ -130,6 +145,11 @@ CASES = [
     Case("ShareGroupHeartbeat-topic", 76, 1, lambda g, t: {"group_id": g, "member_id": uuid.uuid4().hex[:22],
          "member_epoch": 0, "subscribed_topic_names": [t]}, lambda r: [int(r.error_code)], None, Operation.DESCRIBE,
          TOPIC_DENIED),
+    Case("StreamsGroupHeartbeat", 88, 0, lambda g, t: _streams_join(g, t), lambda r: [int(r.error_code)], Operation.READ),
+    Case("StreamsGroupHeartbeat-topic", 88, 0, lambda g, t: _streams_join(g, t), lambda r: [int(r.error_code)], None,
+         Operation.DESCRIBE, TOPIC_DENIED),
+    Case("StreamsGroupDescribe", 89, 0, lambda g, t: {"group_ids": [g], "include_authorized_operations": False},
+         lambda r: [int(g.error_code) for g in r.groups], Operation.DESCRIBE),
     Case("ShareGroupDescribe", 77, 1, lambda g, t: {"group_ids": [g], "include_authorized_operations": False},
          lambda r: [int(g.error_code) for g in r.groups], Operation.DESCRIBE),
     Case("ShareFetch", 78, 1, lambda g, t: {"group_id": g, "member_id": uuid.uuid4().hex[:22], "share_session_epoch": 0,
@@ -464,3 +484,33 @@ def test_an_all_topics_share_offsets_description_leaves_out_topics_the_caller_ca
     assert described() == sorted([topic, hidden])
     policy.current = Authorizer.of(everything)  # nothing on the hidden topic
     assert described() == [topic]
+
+
+def test_a_streams_member_without_create_hears_which_internal_topics_it_may_not_create(
+    acl_cluster: BackgroundCluster, policy: Policy, topic: str
+) -> None:
+    """KIP-1071: the internal topics are created with the member's rights; a member that may
+    read its group and describe every topic but not CREATE the changelog gets
+    MISSING_INTERNAL_TOPICS naming it, and the topic is not created."""
+    group = f"streams-create-{uuid.uuid4().hex[:6]}"
+    changelog = f"{group}-store-changelog"
+    policy.current = Authorizer.of(
+        [*bindings(G, group, {Operation.READ}), *bindings(T, topic, {Operation.DESCRIBE}),
+         *bindings(T, changelog, {Operation.DESCRIBE})]
+    )  # fmt: skip
+
+    def join(g: str, t: str) -> dict[str, Any]:
+        values = _streams_join(g, t)
+        values["topology"]["subtopologies"][0]["state_changelog_topics"] = [
+            {"name": changelog, "partitions": 0, "replication_factor": 0, "topic_configs": []}
+        ]
+        return values
+
+    case = Case("StreamsGroupHeartbeat-create", 88, 0, join, lambda r: [int(r.error_code)], Operation.READ)
+    answer = ask_as_a_client_retries(acl_cluster, case, group, topic)
+    assert int(answer.error_code) == 0, answer
+    details = {(int(s.status_code), s.status_detail) for s in answer.status}
+    assert (3, f"Unauthorized to CREATE on topics {changelog}.") in details, details
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    assert changelog not in AdminClient({"bootstrap.servers": acl_cluster.bootstrap}).list_topics(timeout=10).topics

@@ -19,11 +19,11 @@ from kio.schema.create_topics.v5.request import CreatableTopic, CreatableTopicCo
 from kio.schema.errors import ErrorCode
 from kio.static.primitive import i16, i32, i32Timedelta
 
-from groupcoord.authorization.acls import Operation
+from groupcoord.authorization.acls import Operation, ResourceType
 from groupcoord.common.kafka_wire.api_keys import ApiKey
 from groupcoord.gateway.groups.serving import Adapter, CallContext, GroupServing
 from groupcoord.gateway.messages.wire_translation import to_proto
-from groupcoord.gateway.security.group_acls import Caller
+from groupcoord.gateway.security.group_acls import CLUSTER_NAME, Caller
 from groupcoord.rpc.v1 import streams_group_pb2 as st
 from groupcoord.rpc.v1.coordinator_pb2 import CoordinatorEnvelope as Envelope
 
@@ -62,10 +62,12 @@ async def create_internal_topics(
     gateway's ACLs or the upstream's), which stay missing."""
     refused: list[str] = []
     allowed = list(topics)
-    if apis.authorization is not None:
+    auth = apis.authorization
+    if auth is not None:  # Kafka's: CREATE on the cluster, else on each topic
         caller = Caller(ctx.principal, ctx.client_host)
-        refused = [t.name for t in topics if not apis.authorization.topic(caller, Operation.CREATE, t.name)]
-        allowed = [t for t in topics if t.name not in refused]
+        if not auth.allowed(caller, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True):
+            refused = [t.name for t in topics if not auth.topic(caller, Operation.CREATE, t.name)]
+            allowed = [t for t in topics if t.name not in refused]
     if not allowed:
         return refused
     request = CreateTopicsRequest(
