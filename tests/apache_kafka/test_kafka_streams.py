@@ -1,14 +1,16 @@
 """A Kafka Streams 4.4 application with ``group.protocol=streams`` (KIP-1071) through the gateway,
 in front of upstreams that have no streams groups: Kafka 3.9 and tansu.
 
-The application is Kafka's word count (``java/WordCount.java``): a repartition topic and a
-changelog it never creates itself (the coordinator's side does, here the gateway, with the
-member's rights). The case, as KIP-1071 tells it:
+The application is Kafka's word count (``java/WordCount.java``), exactly-once
+(``exactly_once_v2``: its offsets go in TxnOffsetCommit at its member epoch): a repartition
+topic and a changelog it never creates itself (the coordinator's side does, here the gateway,
+with the member's rights), and one standby per task (the group config
+``streams.num.standby.replicas``). The case, as KIP-1071 tells it:
 
 1. one instance joins: the group is NotReady until its internal topics exist, then gets all
    four tasks and counts every word;
 2. a second instance joins: the tasks are split between the two processes, each task active on
-   exactly one, after the first revoked what it gives up;
+   exactly one, after the first revoked what it gives up, and its standby on the other;
 3. the shard process leading the group's state partition is killed -9: the instances go on,
    their heartbeats and commits served by the partition's next leader, and the counts of what is
    produced afterwards are exact;
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -32,7 +35,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 from real_parts import start_apache_kafka
 
 from groupcoord.common.partitioning import partition_for
@@ -64,14 +74,14 @@ def upstream_without_streams_groups(name: str, workdir: Path) -> Iterator[Upstre
 class Instance:
     """One Kafka Streams instance (its own process and state directory), its stdout followed."""
 
-    def __init__(self, bootstrap: str, app: str, workdir: Path, name: str) -> None:
+    def __init__(self, bootstrap: str, app: str, workdir: Path, name: str, guarantee: str = "exactly_once_v2") -> None:
         self.name = name
         self.log = workdir / f"{name}.log"
         self.lines: list[str] = []
         self.process = subprocess.Popen(
             java_command(
                 VERSIONS["kafka-4.4"], WORD_COUNT, bootstrap, app, "lines", "counts",
-                str(workdir / f"{name}-state"), "streams", heap_mb=256,
+                str(workdir / f"{name}-state"), "streams", guarantee, heap_mb=256,
             ),  # fmt: skip
             stdout=subprocess.PIPE,
             stderr=self.log.open("w"),
@@ -123,6 +133,19 @@ def wait_until(check: object, timeout: float, what: str, *instances: Instance) -
     raise AssertionError(f"timed out: {what}\n" + "\n".join(i.report() for i in instances))
 
 
+def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """``streams_num_standby_replicas`` for ``streams.num.standby.replicas``, as
+    ``kafka-configs.sh --entity-type groups`` sets it."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    for name, value in configs.items():
+        resource.add_incremental_config(
+            ConfigEntry(name.replace("_", "."), value, incremental_operation=AlterConfigOpType.SET)
+        )
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the futures are done
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(30)
+
+
 def produce(bootstrap: str, lines: list[str]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i, line in enumerate(lines):
@@ -137,7 +160,12 @@ class Counts:
         self.latest: dict[str, int] = {}
         self.stop = threading.Event()
         self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
         )
         self.consumer.subscribe(["counts"])
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -153,6 +181,15 @@ class Counts:
     def close(self) -> None:
         self.stop.set()
         self.thread.join(10)
+
+
+def tasks_of(line: str, kind: str) -> set[str]:
+    """The tasks of one kind in a member line of ``kafka-streams-groups.sh --describe
+    --members`` ("ACTIVE: 0:[0,1]; STANDBY: 1:[0,1];" -> {"0_0", "0_1"} for ACTIVE)."""
+    match = re.search(rf"(?<![-\w]){kind}: ((?:\d+:\[[\d,]*\];\s*)+)", line)
+    if match is None:
+        return set()
+    return {f"{s}_{p}" for s, ps in re.findall(r"(\d+):\[([\d,]*)\]", match.group(1)) for p in ps.split(",") if p}
 
 
 def lines_of(n: int, offset: int = 0) -> list[str]:
@@ -179,6 +216,7 @@ def test_kafka_streams_runs_as_a_streams_group_where_the_upstream_has_none(upstr
         first = lines_of(200)
         produce(bootstrap, first)
         counts = Counts(bootstrap)
+        set_group_configs(bootstrap, app, streams_num_standby_replicas="1")
         a = Instance(bootstrap, app, tmp_path, "a")
         b: Instance | None = None
         try:
@@ -219,6 +257,12 @@ def test_kafka_streams_runs_as_a_streams_group_where_the_upstream_has_none(upstr
             )
             members = [line for line in described.stdout.splitlines() if line.startswith(app)]
             assert len(members) == 2, described.stdout + described.stderr
+            # one standby per stateful task (streams.num.standby.replicas=1: subtopology 1 keeps
+            # the counts), on the process not running it
+            standbys = [tasks_of(line, "STANDBY") for line in members]
+            actives = [tasks_of(line, "ACTIVE") for line in members]
+            assert sorted(t for s in standbys for t in s) == ["1_0", "1_1"], described.stdout
+            assert not any(s & a for s, a in zip(standbys, actives, strict=True)), described.stdout
         finally:
             codes = [a.stop(), *([b.stop()] if b is not None else [])]
             counts.close()

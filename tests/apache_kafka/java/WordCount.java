@@ -1,7 +1,7 @@
 // Kafka Streams' word count (the quickstart's WordCountDemo) for the streams-group tests, run by
 // the JDK's source launcher on Kafka 4.4's jars: lines -> words, regrouped by word (a repartition
 // topic), counted in a state store (its changelog), the counts written to the output topic.
-// Arguments: bootstrap application.id input output state.dir group.protocol [num.standby.replicas].
+// Arguments: bootstrap application.id input output state.dir group.protocol [processing.guarantee].
 // Prints one line per state change ("STATE RUNNING") and per assignment ("TASKS 0_0 1_1 ...") on
 // stdout; SIGTERM closes it.
 import java.time.Duration;
@@ -25,7 +25,7 @@ public class WordCount {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[4]);
         props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, args[5]);
-        if (args.length > 6) props.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, args[6]);
+        if (args.length > 6) props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[6]);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
