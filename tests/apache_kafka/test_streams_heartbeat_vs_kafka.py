@@ -1,9 +1,14 @@
 """StreamsGroupHeartbeat through the gateway against Kafka 4.4's own coordinator, request for
 request: the same requests (Kafka's request checks, a join whose source topic is missing, a join
 whose internal topics are missing, an unknown member, a fenced epoch, a changed topology, a
-leave) to both, and the answers compared field by field: error codes and messages, epochs and
+leave, owned tasks the topology does not have) to both, and the answers compared field by field: error codes and messages, epochs and
 the statuses with their details. Kafka Streams reads the statuses and logs their details, and a
-Kafka user's runbooks quote them."""
+Kafka user's runbooks quote them.
+
+Left out: a join at a topology epoch below the group's. Kafka Streams 4.4 always sends epoch 0
+(topology updates are not supported), and Kafka 4.4 answers a negative one UNKNOWN_SERVER_ERROR
+(an exception of its own); the gateway answers it STALE_TOPOLOGY, as Kafka's code means to
+(``maybeSetTopologyStaleStatus``), tested in tests/coordinator/core/streams."""
 
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from kio.schema.streams_group_heartbeat.v0.request import (
     StreamsGroupHeartbeatRequest,
     Subtopology,
+    TaskIds,
     TopicInfo,
     Topology,
 )
@@ -58,7 +64,13 @@ def topology(app: str, source: str, *, changelog_partitions: int = 0, regex: tup
 
 
 def heartbeat(
-    group: str, member: str, epoch: int, topo: Topology | None, rebalance_ms: int = 30_000, owned: bool = False
+    group: str,
+    member: str,
+    epoch: int,
+    topo: Topology | None,
+    rebalance_ms: int = 30_000,
+    owned: bool = False,
+    active: tuple[tuple[str, tuple[int, ...]], ...] = (),
 ) -> Any:
     return StreamsGroupHeartbeatRequest(
         group_id=group,
@@ -67,7 +79,9 @@ def heartbeat(
         endpoint_information_epoch=i32(-1),
         rebalance_timeout=i32Timedelta.parse(datetime.timedelta(milliseconds=rebalance_ms)),
         topology=topo,
-        active_tasks=() if epoch == 0 or owned else None,
+        active_tasks=tuple(TaskIds(subtopology_id=s, partitions=tuple(i32(p) for p in ps)) for s, ps in active)
+        if epoch == 0 or owned
+        else None,
         standby_tasks=() if epoch == 0 or owned else None,
         warmup_tasks=() if epoch == 0 or owned else None,
         process_id="process-1" if epoch == 0 else None,
@@ -146,7 +160,14 @@ def test_streams_group_heartbeat_answers_as_kafka_4_4_does(kafka: ApacheKafka, k
     theirs, mine = both(lambda app: heartbeat(app, "m1", 1, None, owned=True))
     if theirs != mine:
         differing["the heartbeat after the initial rebalance delay"] = (theirs, mine)
-    life = {
+    epoch = theirs[2]
+    life: dict[str, Any] = {
+        "owned tasks of a subtopology the topology lacks": lambda app: heartbeat(
+            app, "m1", epoch, None, owned=True, active=(("9", (0,)),)
+        ),
+        "an owned task past its subtopology's partitions": lambda app: heartbeat(
+            app, "m1", epoch, None, owned=True, active=(("0", (7,)),)
+        ),
         "an unknown member": lambda app: heartbeat(app, "nobody", 1, None),
         "an epoch ahead of the member's": lambda app: heartbeat(app, "m1", 7, None),
         "a changed topology at the same epoch": lambda app: heartbeat(app, "m2", 0, topology(app, f"{source}-other")),

@@ -27,7 +27,7 @@ warm-up tasks (Kafka's sticky task assignor assigns none either).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
@@ -48,7 +48,12 @@ from groupcoord.coordinator.core.streams.reconciliation import (
     owners_of,
     reconcile,
 )
-from groupcoord.coordinator.core.streams.task_assignor import StreamsMemberSpec, TaskGroupSpec, assign_tasks
+from groupcoord.coordinator.core.streams.task_assignor import (
+    StreamsMemberSpec,
+    Subtopology,
+    TaskGroupSpec,
+    assign_tasks,
+)
 from groupcoord.coordinator.core.streams.topology import (
     ConfiguredTopology,
     CopartitionGroup,
@@ -258,6 +263,26 @@ def _member_for(
     return member
 
 
+def _check_owned_tasks(subtopologies: Mapping[str, Subtopology], owned: TasksTuple | None) -> None:
+    """Kafka's ``throwIfRequestContainsInvalidTasks``: owned tasks must exist in the topology."""
+    if owned is None:
+        return
+    for kind in ("active", "standby", "warmup"):
+        for subtopology_id, partitions in sorted(getattr(owned, kind).items()):
+            sub = subtopologies.get(subtopology_id)
+            if sub is None:
+                raise CoordinatorError(
+                    ErrorCode.invalid_request, f"Subtopology {subtopology_id} does not exist in the topology."
+                )
+            for partition in sorted(partitions):
+                if not 0 <= partition < sub.partitions:
+                    raise CoordinatorError(
+                        ErrorCode.invalid_request,
+                        f"Task {partition} for subtopology {subtopology_id} is invalid. Number of tasks for "
+                        f"this subtopology: {sub.partitions}",
+                    )
+
+
 def _subset(owned: TasksTuple, assigned: TasksTuple) -> bool:
     for kind in ("active", "standby", "warmup"):
         mine = getattr(assigned, kind)
@@ -459,6 +484,8 @@ def _heartbeat(
     ready, metadata_hash = configured(topology, image)
     bump = bump or new_topology or metadata_hash != group.metadata_hash
     validated_epoch = topology.epoch if ready.ready else -1
+    if ready.ready and ready.subtopologies is not None:
+        _check_owned_tasks(ready.subtopologies, owned)
     bump = bump or validated_epoch != group.validated_topology_epoch
     assignment_configs = config.assignment_configs()
     bump = bump or assignment_configs != group.assignment_configs
