@@ -1,31 +1,36 @@
 """A Kafka Streams 4.4 application with ``group.protocol=streams`` (KIP-1071) through the gateway,
-in front of upstreams that have no streams groups: Kafka 3.9 and tansu.
+in front of upstreams that have no streams groups (Kafka 3.9, tansu) and of Kafka 4.4, whose own
+streams groups the gateway does not use: the groups are ours on every upstream.
 
 The application is Kafka's word count (``java/WordCount.java``), exactly-once
 (``exactly_once_v2``: its offsets go in TxnOffsetCommit at its member epoch): a repartition
 topic and a changelog it never creates itself (the coordinator's side does, here the gateway,
 with the member's rights), and one standby per task (the group config
-``streams.num.standby.replicas``). The case, as KIP-1071 tells it:
+``streams.num.standby.replicas``). The case, as KIP-1071 and a platform team's migration tell it:
 
-1. one instance joins: the group is NotReady until its internal topics exist, then gets all
-   four tasks and counts every word;
-2. a second instance joins: the tasks are split between the two processes, each task active on
-   exactly one, after the first revoked what it gives up, and its standby on the other;
+0. the application runs with the classic protocol through the gateway, counts, and stops;
+1. restarted with ``group.protocol=streams`` as three instances (offline migration): the
+   internal topics already exist, the tasks spread over the three, each task active on exactly
+   one, and the counts of what comes next are exact: the classic group's offsets carried on;
+2. one instance is killed -9 mid-run and another added: the tasks spread again, counts exact;
 3. the shard process leading the group's state partition is killed -9: the instances go on,
-   their heartbeats and commits served by the partition's next leader, and the counts of what is
-   produced afterwards are exact;
-4. Kafka's own ``kafka-streams-groups.sh`` (``StreamsGroupCommand``) lists and describes the
-   group; the instances stop, leave, and the group is Empty.
+   their heartbeats and commits served by the partition's next leader, counts exact;
+4. Kafka's own ``kafka-streams-groups.sh`` (``StreamsGroupCommand``) lists the group and
+   describes its three members, their tasks and standbys; the instances stop, leave, and the
+   group is Empty.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import re
 import signal
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -47,15 +52,32 @@ from real_parts import start_apache_kafka
 
 from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord_testing.apache_kafka import java_command
+from groupcoord_testing.apache_kafka import classpath, java_binary, java_command
 
 from .conftest import VERSIONS, run_tool
 from .copier import Upstream, copier_cluster
 
-WORD_COUNT = str(Path(__file__).parent / "java" / "WordCount.java")
+WORD_COUNT = Path(__file__).parent / "java" / "WordCount.java"
 STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 ALL_TASKS = {"0_0", "0_1", "1_0", "1_1"}
+
+
+@functools.cache
+def word_count_classes() -> str:
+    """WordCount compiled once per run (the source launcher would compile it in every instance,
+    a few CPU seconds each on a 2-core machine), into a directory named by its source's hash."""
+    digest = hashlib.sha256(WORD_COUNT.read_bytes()).hexdigest()[:12]
+    out = Path(tempfile.gettempdir()) / f"groupcoord-wordcount-{digest}"
+    if not (out / "WordCount.class").exists():
+        javac = str(Path(java_binary(VERSIONS["kafka-4.4"])).with_name("javac"))
+        tmp = Path(tempfile.mkdtemp(prefix="wordcount-"))
+        subprocess.run(
+            [javac, "-cp", classpath(VERSIONS["kafka-4.4"]), "-d", str(tmp), str(WORD_COUNT)],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        tmp.rename(out) if not out.exists() else None
+    return str(out)
 
 
 @contextlib.contextmanager
@@ -74,15 +96,18 @@ def upstream_without_streams_groups(name: str, workdir: Path) -> Iterator[Upstre
 class Instance:
     """One Kafka Streams instance (its own process and state directory), its stdout followed."""
 
-    def __init__(self, bootstrap: str, app: str, workdir: Path, name: str, guarantee: str = "exactly_once_v2") -> None:
+    def __init__(self, bootstrap: str, app: str, workdir: Path, name: str, protocol: str = "streams") -> None:
         self.name = name
         self.log = workdir / f"{name}.log"
         self.lines: list[str] = []
+        command = java_command(
+            VERSIONS["kafka-4.4"], "WordCount", bootstrap, app, "lines", "counts",
+            str(workdir / f"{name}-state"), protocol, "exactly_once_v2", heap_mb=256,
+        )  # fmt: skip
+        at = command.index("-cp") + 1
+        command[at] = f"{word_count_classes()}{os.pathsep}{command[at]}"
         self.process = subprocess.Popen(
-            java_command(
-                VERSIONS["kafka-4.4"], WORD_COUNT, bootstrap, app, "lines", "counts",
-                str(workdir / f"{name}-state"), "streams", guarantee, heap_mb=256,
-            ),  # fmt: skip
+            command,
             stdout=subprocess.PIPE,
             stderr=self.log.open("w"),
             stdin=subprocess.DEVNULL,
@@ -106,16 +131,22 @@ class Instance:
         states = [line for line in self.lines if line.startswith("STATE")]
         return bool(states) and states[-1] == "STATE RUNNING"
 
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
     def stop(self) -> int:
         """SIGTERM: the shutdown hook closes the instance (it leaves the group); the JVM then
         exits with 143, as any JVM ended by SIGTERM."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
         try:
-            return self.process.wait(40)
+            code = self.process.wait(40)
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
-            return self.process.wait(10)
+            code = self.process.wait(10)
+        self._reader.join(10)  # its last lines read
+        return code
 
     def report(self) -> str:
         tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
@@ -201,8 +232,50 @@ def expected_counts(lines: list[str]) -> dict[str, int]:
     return dict(Counter(word for line in lines for word in line.split()))
 
 
-@pytest.mark.parametrize("upstream_name", ["tansu", "kafka-3.9"])
-def test_kafka_streams_runs_as_a_streams_group_where_the_upstream_has_none(upstream_name: str, tmp_path: Path) -> None:
+def settled(output: str, app: str, members: int) -> bool:
+    lines = [line for line in output.splitlines() if line.startswith(app)]
+    standbys = [tasks_of(line, "STANDBY") for line in lines]
+    actives = [tasks_of(line, "ACTIVE") for line in lines]
+    return (
+        len(lines) == members
+        and sorted(t for a in actives for t in a) == sorted(ALL_TASKS)
+        and sorted(t for s in standbys for t in s) == ["1_0", "1_1"]
+        and not any(s & a for s, a in zip(standbys, actives, strict=True))
+    )
+
+
+def wait_for_description(bootstrap: str, app: str, members: int, *instances: Instance) -> str:
+    """``kafka-streams-groups.sh --describe --members`` once it shows the group settled."""
+    output = ""
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        described = run_tool(
+            STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", app, "--members"
+        )
+        output = described.stdout + described.stderr
+        if settled(described.stdout, app, members):
+            return output
+        time.sleep(2)
+    raise AssertionError(f"not settled:\n{output}\n" + "\n".join(i.report() for i in instances))
+
+
+def split(instances: list[Instance]) -> bool:
+    """Every instance running, each with tasks, every task active on exactly one."""
+    tasks = [i.tasks() for i in instances]
+    if not all(i.running() for i in instances) or not all(tasks):
+        return False
+    every = [t for ts in tasks for t in ts or ()]
+    return sorted(every) == sorted(ALL_TASKS)
+
+
+@pytest.mark.parametrize("upstream_name", ["tansu", "kafka-3.9", "kafka-4.4"])
+def test_kafka_streams_runs_as_a_streams_group_in_front_of_any_upstream(
+    upstream_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the operator's streams session timeout (group.streams.session.timeout.ms) at 15 s, so the
+    # killed instance's tasks move in 15 s rather than Kafka's default 45 s
+    monkeypatch.setenv("GROUPCOORD_GROUP_STREAMS_GROUP_MIN_SESSION_TIMEOUT_MS", "15000")
+    monkeypatch.setenv("GROUPCOORD_GROUP_STREAMS_GROUP_SESSION_TIMEOUT_MS", "15000")
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
     with (
         upstream_without_streams_groups(upstream_name, tmp_path) as upstream,
@@ -213,61 +286,69 @@ def test_kafka_streams_runs_as_a_streams_group_where_the_upstream_has_none(upstr
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic("lines", 2, 1), NewTopic("counts", 2, 1)]).values():
             future.result(30)
-        first = lines_of(200)
-        produce(bootstrap, first)
+        batches = [lines_of(150), lines_of(120, offset=150), lines_of(120, offset=270), lines_of(90, offset=390)]
         counts = Counts(bootstrap)
-        set_group_configs(bootstrap, app, streams_num_standby_replicas="1")
-        a = Instance(bootstrap, app, tmp_path, "a")
-        b: Instance | None = None
+        instances: list[Instance] = []
+
+        def start(name: str, protocol: str = "streams") -> Instance:
+            instances.append(Instance(bootstrap, app, tmp_path, name, protocol))
+            return instances[-1]
+
+        def counted(n: int) -> None:
+            want = expected_counts([line for batch in batches[:n] for line in batch])
+            wait_until(lambda: counts.latest == want, 120, f"the first {n} batches counted exactly", *live())
+
+        def live() -> list[Instance]:
+            return [i for i in instances if i.process.poll() is None]
+
         try:
-            # 1. alone: its internal topics created for it, then every task
-            wait_until(lambda: a.tasks() == ALL_TASKS, 120, "a runs every task", a)
+            # 0. the application as it ran before: the classic protocol, through the gateway
+            produce(bootstrap, batches[0])
+            classic = start("classic", "classic")
+            wait_until(lambda: classic.tasks() == ALL_TASKS, 120, "the classic instance runs every task", classic)
+            counted(1)
+            classic.stop()
+
+            # 1. offline migration: restarted with group.protocol=streams, three instances; the
+            # classic group's committed offsets carry on (a lost offset would count twice)
+            set_group_configs(bootstrap, app, streams_num_standby_replicas="1")
+            trio = [start("a"), start("b"), start("c")]
+            wait_until(lambda: split(trio), 180, "the tasks spread over three instances", *trio)
             internal = {t for t in admin.list_topics(timeout=10).topics if t.startswith(app)}
             assert {t.rsplit("-", 1)[-1] for t in internal} == {"repartition", "changelog"}, internal
-            wait_until(lambda: counts.latest == expected_counts(first), 60, "a counted every word", a)
+            produce(bootstrap, batches[1])
+            counted(2)
 
-            # 2. a second process: the tasks split, each active on exactly one
-            b = Instance(bootstrap, app, tmp_path, "b")
-
-            def split() -> bool:
-                ta, tb = a.tasks(), b.tasks()
-                return (
-                    a.running() and b.running() and bool(ta) and bool(tb)
-                    and ta | tb == ALL_TASKS and not ta & tb
-                )  # fmt: skip
-
-            wait_until(split, 120, "the tasks split between a and b", a, b)
+            # 2. one instance killed -9 mid-run and another added
+            trio[0].kill()
+            produce(bootstrap, batches[2])
+            trio = [trio[1], trio[2], start("d")]
+            wait_until(lambda: split(trio), 180, "the tasks spread over the instances left and the new one", *trio)
+            counted(3)
 
             # 3. the group's shard killed -9: the instances go on, the counts stay exact
             control = cluster.cluster.control  # type: ignore[union-attr]
             assert control is not None
             leader = control.placement[partition_for(app, cluster.options.partitions)].leader
             os.killpg(control.processes[leader].process.pid, signal.SIGKILL)
-            second = lines_of(120, offset=200)
-            produce(bootstrap, second)
-            wait_until(
-                lambda: counts.latest == expected_counts(first + second), 120, "every word counted after the failover", a, b
-            )
+            produce(bootstrap, batches[3])
+            counted(4)
 
             # 4. Kafka's own tool sees the group as Kafka would show it
             listed = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--list")
             assert app in listed.stdout.split(), listed.stdout + listed.stderr
-            described = run_tool(
-                STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", app, "--members"
-            )
-            members = [line for line in described.stdout.splitlines() if line.startswith(app)]
-            assert len(members) == 2, described.stdout + described.stderr
-            # one standby per stateful task (streams.num.standby.replicas=1: subtopology 1 keeps
-            # the counts), on the process not running it
-            standbys = [tasks_of(line, "STANDBY") for line in members]
-            actives = [tasks_of(line, "ACTIVE") for line in members]
-            assert sorted(t for s in standbys for t in s) == ["1_0", "1_1"], described.stdout
-            assert not any(s & a for s, a in zip(standbys, actives, strict=True)), described.stdout
+            # three members; every task active once; one standby per stateful task
+            # (streams.num.standby.replicas=1: subtopology 1 keeps the counts) on a process not
+            # running it; asked again while the standbys still settle after the changes above
+            described = wait_for_description(bootstrap, app, 3, *trio)
+            assert described, "kafka-streams-groups.sh never showed the settled group"
         finally:
-            codes = [a.stop(), *([b.stop()] if b is not None else [])]
+            for instance in live():  # all asked at once: each leaves while the others close
+                os.killpg(instance.process.pid, signal.SIGTERM)
+            codes = {i.name: i.stop() for i in instances}
             counts.close()
-        for instance, code in zip((a, b), codes, strict=False):
-            assert instance is not None
+        for instance in trio:
+            code = codes[instance.name]
             assert code == 128 + signal.SIGTERM and instance.lines[-1] == "STATE NOT_RUNNING", instance.report()
         state = run_tool(STREAMS_GROUP_COMMAND, "--bootstrap-server", bootstrap, "--describe", "--group", app, "--state")
         assert "Empty" in state.stdout, state.stdout + state.stderr

@@ -3,7 +3,7 @@
 // topic), counted in a state store (its changelog), the counts written to the output topic.
 // Arguments: bootstrap application.id input output state.dir group.protocol [processing.guarantee].
 // Prints one line per state change ("STATE RUNNING") and per assignment ("TASKS 0_0 1_1 ...") on
-// stdout; SIGTERM closes it.
+// stdout; SIGTERM closes it, leaving the group.
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Locale;
@@ -12,6 +12,7 @@ import java.util.TreeSet;
 import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.CloseOptions;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
@@ -52,7 +53,10 @@ public class WordCount {
         });
         CountDownLatch closed = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            streams.close(Duration.ofSeconds(20));
+            // leave the group as it closes (with the classic protocol too: an offline migration
+            // to streams needs the classic group empty)
+            streams.close(CloseOptions.groupMembershipOperation(CloseOptions.GroupMembershipOperation.LEAVE_GROUP)
+                .withTimeout(Duration.ofSeconds(20)));
             closed.countDown();
         }));
         streams.start();

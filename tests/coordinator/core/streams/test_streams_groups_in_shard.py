@@ -236,3 +236,37 @@ def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced() 
     b = beat(ctx, "b", 2, owned={})
     assert b.member_epoch == 3 and active(b) == {"0": [0, 1], "1": [0, 1]}, "b gets everything a held"
     ctx.assert_replay_equals_live()
+
+
+def test_a_commit_racing_an_epoch_bump_is_accepted_for_a_task_still_held() -> None:
+    """Streams commits what it processed before it hears the new epoch: at the previous epoch,
+    for a partition of an active task it still holds (assigned or being revoked), the commit
+    is accepted; for one it does not hold, or at an older epoch, STALE_MEMBER_EPOCH."""
+    ctx = ready_context()
+    a = beat(ctx, "a", 0)
+    beat(ctx, "b", 0)  # the group epoch moves on; a is asked to give up half
+    told = beat(ctx, "a", a.member_epoch, owned=active(a))
+    kept = active(told)
+    a2 = beat(ctx, "a", 1, owned=kept)
+    assert a2.member_epoch == 2
+    # the topic partition of each task a kept (subtopology 0 reads lines, 1 the repartition topic)
+    topic_of = {"0": "lines", "1": REPARTITION}
+    still = {(topic_of[s], p) for s, ps in kept.items() for p in ps}
+    assert len(still) == 2
+    assert ctx.commit(APP, dict.fromkeys(still, 9), member_id="a", generation=1) == dict.fromkeys(still, 0)
+    gone = {(topic_of[s], p) for s in ("0", "1") for p in (0, 1)} - still
+    assert ctx.commit(APP, dict.fromkeys(gone, 9), member_id="a", generation=1) == dict.fromkeys(
+        gone, ErrorCode.stale_member_epoch.value
+    )
+    assert ctx.commit(APP, {("lines", 0): 9}, member_id="a", generation=0) == {
+        ("lines", 0): ErrorCode.stale_member_epoch.value
+    }
+
+
+def test_no_heartbeat_is_served_before_the_first_topics_image() -> None:
+    """Right after a takeover the shard has no topics image yet: a heartbeat is told to retry
+    (COORDINATOR_LOAD_IN_PROGRESS) rather than the group reconfigured against no topics."""
+    ctx = ShardContext(GroupConfig(streams_group_initial_rebalance_delay_ms=0))
+    answer = beat(ctx, "a", 0)
+    assert answer.error_code == ErrorCode.coordinator_load_in_progress.value
+    assert APP not in ctx.shard.groups

@@ -30,6 +30,7 @@ from groupcoord.coordinator.core.group_configs import (
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.coordinator.core.streams import streams_describe, streams_heartbeat
 from groupcoord.coordinator.core.streams.streams_group import StreamsGroup
+from groupcoord.coordinator.core.topics_image import UNKNOWN_IMAGE
 from groupcoord.rpc.v1 import streams_group_pb2 as rpc
 
 
@@ -73,6 +74,12 @@ class StreamsContext(ActsOnState):
             # Kafka's offline migration: an empty classic group (a Streams application that ran
             # the classic protocol) is replaced; its committed offsets stay.
             migrated, group = group.tombstone_records(), None
+        if self.image is UNKNOWN_IMAGE and request.member_epoch >= 0:
+            # right after a takeover, before the runtime's first topics image: the topology
+            # must not be configured against no topics (every source topic "missing")
+            return streams_heartbeat.error_result(
+                ErrorCode.coordinator_load_in_progress, "The coordinator has not loaded topic metadata yet."
+            )
         result = streams_heartbeat.heartbeat(
             group, request, now_ms, self.group_config(request.group_id), self.image, self._expiries
         )
@@ -93,8 +100,11 @@ class StreamsContext(ActsOnState):
         )
 
     def initial_rebalance_expired(self, group_id: str, now_ms: int) -> CoordinatorResult[None]:
-        """A new group's initial rebalance delay ended: its first target."""
+        """A new group's initial rebalance delay ended: its first target (left to the next
+        heartbeat while the topics are not known yet)."""
         group = self.groups.get(group_id)
+        if self.image is UNKNOWN_IMAGE:
+            return CoordinatorResult()
         return streams_heartbeat.initial_rebalance_expired(
             group if isinstance(group, StreamsGroup) else None, self.group_config(group_id), self.image
         )

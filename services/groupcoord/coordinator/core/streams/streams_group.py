@@ -137,8 +137,11 @@ class StreamsGroup:
 
     def validate_offset_commit(self, commit: OffsetCommitValidation, topic: str, partition: int) -> None:
         """Kafka's ``StreamsGroup.validateOffsetCommit``: an admin commit (no member id, epoch
-        -1) only while the group is empty; a member's commit at its current epoch (else
-        STALE_MEMBER_EPOCH; Kafka 4.4's per-task assignment epochs are not kept here)."""
+        -1) only while the group is empty; a member's commit at its current epoch, or at the
+        one before it for a partition of an active task it still holds (the commit raced the
+        epoch bump: Streams commits what it processed before it gives a task back; Kafka 4.4
+        keeps each task's assignment epoch for this, we the member's previous epoch), else
+        STALE_MEMBER_EPOCH."""
         if not commit.member_id and commit.generation_or_member_epoch < 0:
             if self.members and not (commit.transactional and commit.group_instance_id is None):
                 raise CoordinatorError(ErrorCode.unknown_member_id)
@@ -146,8 +149,29 @@ class StreamsGroup:
         member = self.members.get(commit.member_id)
         if member is None:
             raise CoordinatorError(ErrorCode.unknown_member_id)
-        if commit.generation_or_member_epoch != member.tasks.member_epoch:
+        epoch = commit.generation_or_member_epoch
+        if epoch == member.tasks.member_epoch:
+            return
+        previous = self.previous_member_epochs.get(commit.member_id)
+        if epoch > member.tasks.member_epoch or previous is None or epoch < previous:
             raise CoordinatorError(ErrorCode.stale_member_epoch)
+        tasks = member.tasks
+        held = {**tasks.pending_revocation.active}
+        for subtopology_id, partitions in tasks.assigned.active.items():
+            held[subtopology_id] = held.get(subtopology_id, frozenset()) | partitions
+        if not any(partition in held.get(s, ()) for s in self._subtopologies_reading(topic)):
+            raise CoordinatorError(ErrorCode.stale_member_epoch)
+
+    def _subtopologies_reading(self, topic: str) -> list[str]:
+        """The subtopologies whose tasks read ``topic`` (a source or repartition source topic):
+        partition p of it is task p of each."""
+        if self.topology is None:
+            return []
+        return [
+            sub.subtopology_id
+            for sub in self.topology.subtopologies
+            if topic in sub.source_topics or any(t.name == topic for t in sub.repartition_source_topics)
+        ]
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         if member_id is None or member_epoch < 0:

@@ -115,7 +115,7 @@ class Expiries:
     delaying: Callable[[str], bool]
 
 
-def _error(code: ErrorCode, message: str | None = None) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
+def error_result(code: ErrorCode, message: str | None = None) -> CoordinatorResult[rpc.StreamsGroupHeartbeatResponse]:
     """Kafka's ``StreamsGroupHeartbeatResult.forError``: the code and message, nothing else."""
     out = rpc.StreamsGroupHeartbeatResponse(error_code=code.value)
     if message is not None:
@@ -421,13 +421,13 @@ def heartbeat(
     yet); ``expire`` says what its timers run."""
     problem = validate(request)
     if problem is not None:
-        return _error(*problem)
+        return error_result(*problem)
     try:
         return _heartbeat(group, request, now_ms, config, image, expire)
     except CoordinatorError as e:
-        return _error(e.code, e.message)
+        return error_result(e.code, e.message)
     except InvalidTopology as e:
-        return _error(ErrorCode.streams_invalid_topology, str(e))
+        return error_result(ErrorCode.streams_invalid_topology, str(e))
 
 
 def _heartbeat(
