@@ -20,6 +20,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from real_parts import start_apache_kafka
 
 from groupcoord.common.kafka_wire.exchange import exchange
 from groupcoord.common.partitioning import partition_for
@@ -33,6 +34,20 @@ from groupcoord_testing.apache_kafka import ApacheKafka
 from .conftest import TRANSACTIONAL_MESSAGE_COPIER, VERIFIABLE_PRODUCER, run_tool, start_tool
 
 Upstream = ApacheKafka | EmbeddedBroker
+
+
+@contextlib.contextmanager
+def upstream_named(name: str, workdir: Path) -> Iterator[Upstream]:
+    """A fresh upstream of its own: tansu (``"tansu"``) or Apache Kafka (``"kafka-3.9"``...)."""
+    if name == "tansu":
+        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
+            yield broker
+        return
+    kafka = start_apache_kafka(name, workdir)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
 
 TRANSACTION_SIZE = 150
 STATE_PARTITIONS = 4

@@ -22,20 +22,14 @@ with the member's rights), and one standby per task (the group config
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import os
 import re
 import signal
 import struct
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,109 +42,16 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
-from real_parts import start_apache_kafka
 
 from groupcoord.common.partitioning import partition_for
-from groupcoord.embedded_broker import EmbeddedBroker
-from groupcoord_testing.apache_kafka import classpath, java_binary, java_command
+from groupcoord_testing.kafka_streams import Instance
 
-from .conftest import VERSIONS, run_tool
-from .copier import Upstream, copier_cluster
+from .conftest import run_tool
+from .copier import copier_cluster, upstream_named
 
-WORD_COUNT = Path(__file__).parent / "java" / "WordCount.java"
 STREAMS_GROUP_COMMAND = "org.apache.kafka.tools.streams.StreamsGroupCommand"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 ALL_TASKS = {"0_0", "0_1", "1_0", "1_1"}
-
-
-@functools.cache
-def word_count_classes() -> str:
-    """WordCount compiled once per run (the source launcher would compile it in every instance,
-    a few CPU seconds each on a 2-core machine), into a directory named by its source's hash."""
-    digest = hashlib.sha256(WORD_COUNT.read_bytes()).hexdigest()[:12]
-    out = Path(tempfile.gettempdir()) / f"groupcoord-wordcount-{digest}"
-    if not (out / "WordCount.class").exists():
-        javac = str(Path(java_binary(VERSIONS["kafka-4.4"])).with_name("javac"))
-        tmp = Path(tempfile.mkdtemp(prefix="wordcount-"))
-        subprocess.run(
-            [javac, "-cp", classpath(VERSIONS["kafka-4.4"]), "-d", str(tmp), str(WORD_COUNT)],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
-        tmp.rename(out) if not out.exists() else None
-    return str(out)
-
-
-@contextlib.contextmanager
-def upstream_without_streams_groups(name: str, workdir: Path) -> Iterator[Upstream]:
-    if name == "tansu":
-        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
-            yield broker
-        return
-    kafka = start_apache_kafka(name, workdir)
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
-
-
-class Instance:
-    """One Kafka Streams instance (its own process and state directory), its stdout followed."""
-
-    def __init__(self, bootstrap: str, app: str, workdir: Path, name: str, protocol: str = "streams") -> None:
-        self.name = name
-        self.log = workdir / f"{name}.log"
-        self.lines: list[str] = []
-        command = java_command(
-            VERSIONS["kafka-4.4"], "WordCount", bootstrap, app, "lines", "counts",
-            str(workdir / f"{name}-state"), protocol, "exactly_once_v2", heap_mb=256,
-        )  # fmt: skip
-        at = command.index("-cp") + 1
-        command[at] = f"{word_count_classes()}{os.pathsep}{command[at]}"
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=self.log.open("w"),
-            stdin=subprocess.DEVNULL,
-            text=True,
-            start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.strip())
-
-    def tasks(self) -> set[str] | None:
-        """The active tasks it reported when it last reached RUNNING (None: never)."""
-        reported = [line for line in self.lines if line.startswith("TASKS")]
-        return set(reported[-1].split()[1:]) if reported else None
-
-    def running(self) -> bool:
-        states = [line for line in self.lines if line.startswith("STATE")]
-        return bool(states) and states[-1] == "STATE RUNNING"
-
-    def kill(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> int:
-        """SIGTERM: the shutdown hook closes the instance (it leaves the group); the JVM then
-        exits with 143, as any JVM ended by SIGTERM."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            code = self.process.wait(40)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            code = self.process.wait(10)
-        self._reader.join(10)  # its last lines read
-        return code
-
-    def report(self) -> str:
-        tail = self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-        return f"{self.name}: {self.lines[-10:]}\n{tail}"
 
 
 def wait_until(check: object, timeout: float, what: str, *instances: Instance) -> None:
@@ -278,7 +179,7 @@ def test_kafka_streams_runs_as_a_streams_group_in_front_of_any_upstream(
     monkeypatch.setenv("GROUPCOORD_GROUP_STREAMS_GROUP_SESSION_TIMEOUT_MS", "15000")
     app = f"wordcount-{uuid.uuid4().hex[:6]}"
     with (
-        upstream_without_streams_groups(upstream_name, tmp_path) as upstream,
+        upstream_named(upstream_name, tmp_path) as upstream,
         copier_cluster(upstream, tmp_path / "cluster") as cluster,
     ):
         host, port = cluster.gateway.bootstrap_address

@@ -15,14 +15,11 @@ makes pytest reorder a module's tests around it, and beside the three-node clust
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from real_parts import start_apache_kafka
 
 from groupcoord.common.partitioning import partition_for
 from groupcoord.embedded_broker import EmbeddedBroker
@@ -31,7 +28,6 @@ from groupcoord_testing.committed_output import committed_output
 from .copier import (
     CommittedReader,
     Copy,
-    Upstream,
     assert_copied_exactly_once,
     copier_cluster,
     finalized_features,
@@ -39,30 +35,17 @@ from .copier import (
     seeded_job,
     start_copier,
     stop_copier,
+    upstream_named,
 )
 
 RECORDS = 2400
-
-
-@contextlib.contextmanager
-def v1_upstream(name: str, workdir: Path) -> Iterator[Upstream]:
-    """An upstream whose transaction coordinator has no transactions V2."""
-    if name == "tansu":
-        with EmbeddedBroker(log_path=workdir / "tansu.log") as broker:
-            yield broker
-        return
-    kafka = start_apache_kafka(name, workdir)
-    try:
-        yield kafka
-    finally:
-        kafka.stop()
 
 
 @pytest.mark.parametrize("upstream_name", ["kafka-3.9", "tansu"])
 def test_copier_copies_exactly_once_on_transactions_v1_where_the_upstream_has_no_v2(
     upstream_name: str, tmp_path: Path
 ) -> None:
-    with v1_upstream(upstream_name, tmp_path) as upstream, copier_cluster(upstream, tmp_path / "cluster") as cluster:
+    with upstream_named(upstream_name, tmp_path) as upstream, copier_cluster(upstream, tmp_path / "cluster") as cluster:
         upstream_features = finalized_features(cluster, (upstream.host, upstream.port))
         assert upstream_features.get("transaction.version", 0) < 2, upstream_features
         assert "transaction.version" not in finalized_features(cluster, cluster.gateway.bootstrap_address)
