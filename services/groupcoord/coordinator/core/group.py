@@ -9,6 +9,9 @@ from __future__ import annotations
 import enum
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from kio.schema.errors import ErrorCode
+
+from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
 from groupcoord.coordinator.core.topics_image import TopicsImage
 
@@ -101,6 +104,30 @@ class Group(Protocol):
         """When the retention of an offset committed at ``commit_timestamp_ms`` starts counting
         (None: it does not expire now), Kafka's ``Group.offsetExpirationCondition``."""
         ...
+
+
+def authorized_operations(requested: bool) -> int:
+    """A describe's ``authorized_operations`` as the coordinator answers it: every group
+    operation when the caller asked for them, else Kafka's "not requested" marker."""
+    return GROUP_OPERATIONS if requested else AUTHORIZED_OPERATIONS_OMITTED
+
+
+def not_found_message(group_id: str, group: Group | None, type_name: str) -> str:
+    """Kafka's GROUP_ID_NOT_FOUND message for a group that is missing, or of another type than
+    the API's (``type_name``: "consumer", "classic", "share", "streams")."""
+    return f"Group {group_id} not found." if group is None else f"Group {group_id} is not a {type_name} group."
+
+
+def accept_memberless_commit(commit: OffsetCommitValidation, has_members: bool) -> bool:
+    """True for a commit without a member (no member id, a negative generation or epoch),
+    accepted: an admin's, while the group is empty; or a TxnOffsetCommit without member
+    information (a producer older than KIP-447), always, as Kafka accepts them. Raises
+    UNKNOWN_MEMBER_ID for another memberless commit; False for a member's commit."""
+    if commit.member_id or commit.generation_or_member_epoch >= 0:
+        return False
+    if has_members and not (commit.transactional and commit.group_instance_id is None):
+        raise CoordinatorError(ErrorCode.unknown_member_id)
+    return True
 
 
 G = TypeVar("G")

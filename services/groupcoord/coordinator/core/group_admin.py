@@ -24,12 +24,7 @@ from groupcoord.coordinator.core.classic.consumer_protocol import (
 )
 from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.group import (
-    AUTHORIZED_OPERATIONS_OMITTED,
-    GROUP_OPERATIONS,
-    Group,
-    GroupType,
-)
+from groupcoord.coordinator.core.group import Group, GroupType, authorized_operations, not_found_message
 from groupcoord.coordinator.core.state import ActsOnState, GroupCoordinatorState
 from groupcoord.rpc.v1 import group_admin_pb2 as pb
 
@@ -102,14 +97,8 @@ class GroupAdmin(ActsOnState):
                 described = pb.DescribedGroup(group_id=group_id, group_state=ClassicGroupState.DEAD.value)
                 if request.api_version >= _GROUP_ID_NOT_FOUND_VERSION:
                     described.error_code = ErrorCode.group_id_not_found.value
-                    described.error_message = (
-                        f"Group {group_id} not found."
-                        if group is None
-                        else f"Group {group_id} is not a classic group."
-                    )
-            described.authorized_operations = (
-                GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-            )
+                    described.error_message = not_found_message(group_id, group, "classic")
+            described.authorized_operations = authorized_operations(request.include_authorized_operations)
             response.groups.append(described)
         return CoordinatorResult(response=response)
 

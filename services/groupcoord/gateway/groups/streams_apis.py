@@ -5,14 +5,18 @@ A heartbeat whose group's topology lacks internal topics comes back with the top
 upstream connection (``CallContext.ask``), so with the member's rights, never the coordinator's;
 a topic the member may not CREATE (the gateway's ACLs) is left out and named in the status, as
 Kafka's ``KafkaApis`` does. The member keeps hearing MISSING_INTERNAL_TOPICS until the shard's
-topics image has them (at most one metadata poll later), then gets its tasks.
+topics image has them (at most one metadata poll later), then gets its tasks; meanwhile its
+heartbeats do not ask again (:class:`RecentlyAsked`), as every member of a starting
+application would, each heartbeat.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Mapping, Sequence
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kio.schema.create_topics.v5.request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
@@ -31,6 +35,34 @@ log = logging.getLogger(__name__)
 
 MISSING_INTERNAL_TOPICS = 3  # StreamsGroupHeartbeatResponse.Status
 CREATE_TIMEOUT = i32Timedelta.parse(datetime.timedelta(seconds=10))
+ASKED_FOR_S = 10.0  # a topic asked for is not asked again so soon (the image polls every 3 s)
+ASKED_ENTRIES = 10_000
+
+
+class RecentlyAsked:
+    """The internal topics a gateway asked the upstream to create, by principal, with what the
+    upstream answered (refused or not), for :data:`ASKED_FOR_S`: the members of one
+    application all hear the same topics missing until the shards see them, and one
+    CreateTopics per principal and topic is enough. Bounded: cleared when full."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._asked: dict[tuple[str, str], tuple[float, bool]] = {}
+
+    def answered(self, principal: str, topic: str) -> bool | None:
+        """Whether the upstream refused ``topic`` to ``principal`` (None: not asked lately)."""
+        entry = self._asked.get((principal, topic))
+        if entry is None or self._clock() - entry[0] > ASKED_FOR_S:
+            return None
+        return entry[1]
+
+    def record(self, principal: str, topic: str, refused: bool) -> None:
+        if len(self._asked) >= ASKED_ENTRIES:
+            self._asked.clear()
+        self._asked[(principal, topic)] = (self._clock(), refused)
+
+
+_ASKED: weakref.WeakKeyDictionary[GroupServing, RecentlyAsked] = weakref.WeakKeyDictionary()
 
 
 async def streams_group_heartbeat(apis: GroupServing, ctx: CallContext, req: Any) -> Any:
@@ -68,8 +100,31 @@ async def create_internal_topics(
         if not auth.allowed(caller, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True):
             refused = [t.name for t in topics if not auth.topic(caller, Operation.CREATE, t.name)]
             allowed = [t for t in topics if t.name not in refused]
-    if not allowed:
+    asked = _ASKED.get(apis)
+    if asked is None:
+        asked = _ASKED[apis] = RecentlyAsked()
+    principal = str(ctx.principal)
+    to_ask = []
+    for t in allowed:
+        answer = asked.answered(principal, t.name)
+        if answer is None:
+            to_ask.append(t)
+        elif answer:
+            refused.append(t.name)
+    if not to_ask:
         return refused
+    upstream_refused = await _create(ctx, to_ask)
+    if upstream_refused is None:  # not reached: asked again at the next heartbeat
+        return refused
+    for t in to_ask:
+        asked.record(principal, t.name, t.name in upstream_refused)
+    return refused + upstream_refused
+
+
+async def _create(ctx: CallContext, allowed: Sequence[st.StreamsTopicToCreate]) -> list[str] | None:
+    """CreateTopics on the member's connection; the names the upstream refused it (None: the
+    upstream was not reached)."""
+    refused: list[str] = []
     request = CreateTopicsRequest(
         topics=tuple(
             CreatableTopic(
@@ -87,7 +142,7 @@ async def create_internal_topics(
         response = await ctx.ask(request)
     except (ConnectionError, OSError) as exc:
         log.warning("streams group internal topics not created (upstream: %s)", exc)
-        return refused
+        return None
     for result in response.topics:
         if result.error_code == ErrorCode.topic_authorization_failed:
             refused.append(result.name)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator.core.consumer.consumer_group import ConsumerGroup
-from groupcoord.coordinator.core.group import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, Group
+from groupcoord.coordinator.core.group import Group, authorized_operations, not_found_message
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import consumer_group_pb2 as pb
 
@@ -27,17 +27,11 @@ def describe_consumer_groups(
     response = pb.ConsumerGroupDescribeResponse()
     for group_id in request.group_ids:
         out = response.groups.add(group_id=group_id)
-        out.authorized_operations = (
-            GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        out.authorized_operations = authorized_operations(request.include_authorized_operations)
         group = groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             out.error_code = ErrorCode.group_id_not_found.value
-            out.error_message = (
-                f"Group {group_id} not found."
-                if group is None
-                else f"Group {group_id} is not a consumer group."
-            )
+            out.error_message = not_found_message(group_id, group, "consumer")
             continue
         out.group_state = group.state_name()
         out.group_epoch = group.group_epoch

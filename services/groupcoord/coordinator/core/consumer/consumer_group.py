@@ -29,7 +29,7 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation
+from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation, accept_memberless_commit
 from groupcoord.records.v1 import consumer_group_pb2 as pb
 
 # Special member epochs in ConsumerGroupHeartbeat.
@@ -367,11 +367,7 @@ class ConsumerGroup:
             commit.generation_or_member_epoch,
             commit.transactional,
         )
-        if not member_id and generation_or_member_epoch < 0:
-            if self.members and not (transactional and commit.group_instance_id is None):
-                # A TxnOffsetCommit without member information (a producer older than
-                # KIP-447) is accepted, as in Kafka.
-                raise CoordinatorError(ErrorCode.unknown_member_id)
+        if accept_memberless_commit(commit, bool(self.members)):
             return
         member = self.members.get(member_id)
         if member is None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.group import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS, Group
+from groupcoord.coordinator.core.group import Group, authorized_operations, not_found_message
 from groupcoord.coordinator.core.share.share_group import ShareGroup
 from groupcoord.coordinator.core.share.share_heartbeat import ASSIGNOR
 from groupcoord.coordinator.core.topics_image import TopicsImage
@@ -26,15 +26,11 @@ def describe_share_groups(
     response = pb.ShareGroupDescribeResponse()
     for group_id in request.group_ids:
         out = response.groups.add(group_id=group_id)
-        out.authorized_operations = (
-            GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        out.authorized_operations = authorized_operations(request.include_authorized_operations)
         group = groups.get(group_id)
         if not isinstance(group, ShareGroup):
             out.error_code = ErrorCode.group_id_not_found.value
-            out.error_message = (
-                f"Group {group_id} not found." if group is None else f"Group {group_id} is not a share group."
-            )
+            out.error_message = not_found_message(group_id, group, "share")
             continue
         out.group_state = group.state_name()
         out.group_epoch = group.group_epoch

@@ -19,7 +19,7 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 from groupcoord.coordinator.core.contract import CoordinatorRecord, CoordinatorResult
-from groupcoord.coordinator.core.group import Group
+from groupcoord.coordinator.core.group import Group, not_found_message
 from groupcoord.coordinator.core.share import share_partition as sp
 from groupcoord.coordinator.core.share.delivery import SharePartitionKey, state_record
 from groupcoord.coordinator.core.share.share_group import ShareGroup
@@ -30,11 +30,9 @@ States = dict[SharePartitionKey, sp.SharePartition]
 
 
 def _group_error(group_id: str, group: Group | None) -> tuple[ErrorCode, str] | None:
-    if group is None:
-        return ErrorCode.group_id_not_found, f"Group {group_id} not found."
-    if not isinstance(group, ShareGroup):
-        return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."
-    return None
+    if isinstance(group, ShareGroup):
+        return None
+    return ErrorCode.group_id_not_found, not_found_message(group_id, group, "share")
 
 
 def describe(

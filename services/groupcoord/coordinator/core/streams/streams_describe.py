@@ -9,29 +9,25 @@ shows its current and its target tasks. A group id of another type is GROUP_ID_N
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from groupcoord.coordinator.core.group import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from groupcoord.coordinator.core.group import authorized_operations, not_found_message
 from groupcoord.coordinator.core.streams import streams_heartbeat
 from groupcoord.coordinator.core.streams.reconciliation import TasksTuple
-from groupcoord.coordinator.core.streams.streams_group import StreamsGroup
+from groupcoord.coordinator.core.streams.streams_group import StreamsGroup, task_ids
 from groupcoord.coordinator.core.streams.topology import InternalTopic
 from groupcoord.coordinator.core.topics_image import TopicsImage
 from groupcoord.rpc.v1 import streams_group_pb2 as rpc
 
 
-def _task_ids(tasks: Mapping[str, Iterable[int]]) -> list[rpc.StreamsTaskIds]:
-    return [rpc.StreamsTaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
-
-
 def _assignment(into: rpc.StreamsDescribedAssignment, tasks: TasksTuple) -> None:
     into.SetInParent()
-    into.active_tasks.extend(_task_ids(tasks.active))
-    into.standby_tasks.extend(_task_ids(tasks.standby))
-    into.warmup_tasks.extend(_task_ids(tasks.warmup))
+    into.active_tasks.extend(task_ids(tasks.active, rpc.StreamsTaskIds))
+    into.standby_tasks.extend(task_ids(tasks.standby, rpc.StreamsTaskIds))
+    into.warmup_tasks.extend(task_ids(tasks.warmup, rpc.StreamsTaskIds))
 
 
 def _topic(topic: InternalTopic, partitions: int) -> rpc.StreamsTopicInfo:
@@ -46,7 +42,7 @@ def _topic(topic: InternalTopic, partitions: int) -> rpc.StreamsTopicInfo:
 def _describe_topology(out: rpc.StreamsGroupDescribeGroup, group: StreamsGroup, image: TopicsImage) -> None:
     if group.topology is None:
         return
-    decided = {t.name: t.partitions for t in streams_heartbeat.configured(group.topology, image)[0].topics_to_create}
+    decided = {t.name: t.partitions for t in streams_heartbeat.configured(group.group_id, group.topology, image)[0].topics_to_create}
 
     def partitions(topic: InternalTopic) -> int:
         topic_id = image.topic_id(topic.name)
@@ -69,15 +65,11 @@ def describe(
     response = rpc.StreamsGroupDescribeResponse()
     for group_id in request.group_ids:
         out = response.groups.add(group_id=group_id)
-        out.authorized_operations = (
-            GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        out.authorized_operations = authorized_operations(request.include_authorized_operations)
         group = groups.get(group_id)
         if not isinstance(group, StreamsGroup):
             out.error_code = ErrorCode.group_id_not_found.value
-            out.error_message = (
-                f"Group {group_id} not found." if group is None else f"Group {group_id} is not a streams group."
-            )
+            out.error_message = not_found_message(group_id, group, "streams")
             continue
         out.group_state = group.state_name()
         out.group_epoch = group.group_epoch

@@ -21,19 +21,23 @@ by member epoch, as a consumer group's).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
 from groupcoord.common.errors import CoordinatorError
 from groupcoord.coordinator.core.contract import CoordinatorRecord
-from groupcoord.coordinator.core.group import GroupType, OffsetCommitValidation, group_to_replay
+from groupcoord.coordinator.core.group import (
+    GroupType,
+    OffsetCommitValidation,
+    accept_memberless_commit,
+    group_to_replay,
+)
 from groupcoord.coordinator.core.streams.reconciliation import (
     MemberState,
     MemberTasksState,
-    Tasks,
     TasksTuple,
 )
 from groupcoord.coordinator.core.streams.topology import (
@@ -142,9 +146,7 @@ class StreamsGroup:
         epoch bump: Streams commits what it processed before it gives a task back; Kafka 4.4
         keeps each task's assignment epoch for this, we the member's previous epoch), else
         STALE_MEMBER_EPOCH."""
-        if not commit.member_id and commit.generation_or_member_epoch < 0:
-            if self.members and not (commit.transactional and commit.group_instance_id is None):
-                raise CoordinatorError(ErrorCode.unknown_member_id)
+        if accept_memberless_commit(commit, bool(self.members)):
             return
         member = self.members.get(commit.member_id)
         if member is None:
@@ -206,16 +208,22 @@ class StreamsGroup:
         g = self.group_id
         out: list[CoordinatorRecord] = []
         for m in sorted(self.members.keys() | self.targets.keys()):
-            out += [
-                CoordinatorRecord(pb.StreamsGroupCurrentMemberAssignmentKey(group_id=g, member_id=m), None),
-                CoordinatorRecord(pb.StreamsGroupTargetAssignmentMemberKey(group_id=g, member_id=m), None),
-                CoordinatorRecord(pb.StreamsGroupMemberMetadataKey(group_id=g, member_id=m), None),
-            ]
+            out += member_tombstones(g, m)
         return out + [
             CoordinatorRecord(pb.StreamsGroupTargetAssignmentMetadataKey(group_id=g), None),
             CoordinatorRecord(pb.StreamsGroupTopologyKey(group_id=g), None),
             CoordinatorRecord(pb.StreamsGroupMetadataKey(group_id=g), None),
         ]
+
+
+def member_tombstones(group_id: str, member_id: str) -> list[CoordinatorRecord]:
+    """A member's records deleted: its assignment, its target, its metadata last (Kafka's
+    order: the metadata tombstone ends the member on replay)."""
+    return [
+        CoordinatorRecord(pb.StreamsGroupCurrentMemberAssignmentKey(group_id=group_id, member_id=member_id), None),
+        CoordinatorRecord(pb.StreamsGroupTargetAssignmentMemberKey(group_id=group_id, member_id=member_id), None),
+        CoordinatorRecord(pb.StreamsGroupMemberMetadataKey(group_id=group_id, member_id=member_id), None),
+    ]
 
 
 def topology_topic_names(topology: Topology) -> set[str]:
@@ -299,13 +307,20 @@ def target_assignment_member_record(group_id: str, member_id: str, target: Tasks
     )
 
 
-def _task_ids_pb(tasks: Tasks) -> list[pb.TaskIds]:
-    return [pb.TaskIds(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
+M = TypeVar("M")
+
+
+def task_ids(tasks: Mapping[str, Iterable[int]], message: Callable[..., M]) -> list[M]:
+    """Tasks as ``message(subtopology_id=, partitions=)`` values, in order, empty ones left
+    out: the record's ``TaskIds`` and the describe's ``StreamsTaskIds`` alike."""
+    return [message(subtopology_id=s, partitions=sorted(ps)) for s, ps in sorted(tasks.items()) if ps]
 
 
 def _tasks_pb(tasks: TasksTuple) -> pb.Tasks:
     return pb.Tasks(
-        active=_task_ids_pb(tasks.active), standby=_task_ids_pb(tasks.standby), warmup=_task_ids_pb(tasks.warmup)
+        active=task_ids(tasks.active, pb.TaskIds),
+        standby=task_ids(tasks.standby, pb.TaskIds),
+        warmup=task_ids(tasks.warmup, pb.TaskIds),
     )
 
 

@@ -222,13 +222,10 @@ def _set_tasks(into: rpc.StreamsTaskIdsList, tasks: Iterable[tuple[str, frozense
 def _fence(group: sg.StreamsGroup, member_id: str) -> list[CoordinatorRecord]:
     """A member gone (left or expired): its records out, the group epoch up (Kafka's
     ``streamsGroupFenceMember``)."""
-    g = group.group_id
-    records = [
-        CoordinatorRecord(sg.pb.StreamsGroupCurrentMemberAssignmentKey(group_id=g, member_id=member_id), None),
-        CoordinatorRecord(sg.pb.StreamsGroupTargetAssignmentMemberKey(group_id=g, member_id=member_id), None),
-        CoordinatorRecord(sg.pb.StreamsGroupMemberMetadataKey(group_id=g, member_id=member_id), None),
+    return [
+        *sg.member_tombstones(group.group_id, member_id),
+        sg.metadata_record(replace(group, group_epoch=group.group_epoch + 1)),
     ]
-    return records + [sg.metadata_record(replace(group, group_epoch=group.group_epoch + 1))]
 
 
 def _member_for(
@@ -333,15 +330,33 @@ def _topology(group: sg.StreamsGroup, request: rpc.StreamsGroupHeartbeatRequest)
     return group.topology, False
 
 
-def configured(topology: Topology, image: TopicsImage) -> tuple[ConfiguredTopology, int]:
-    """The topology against the image's topics, and the metadata hash of the topics it names."""
+# The last configuration of each topology, by group: (topology, metadata hash, configured).
+# A steady member's heartbeat finds its topology and its topics unchanged, so it reuses the
+# configuration (Kafka keeps it in the group as ``configuredTopology``). Derived, never state:
+# a miss only recomputes. Keyed by the topology object itself (immutable), so a group's new
+# topology, or another coordinator's group of the same id in this process, is a miss.
+_CONFIGURED: dict[str, tuple[Topology, int, ConfiguredTopology]] = {}
+_CONFIGURED_ENTRIES = 10_000
+
+
+def configured(group_id: str, topology: Topology, image: TopicsImage) -> tuple[ConfiguredTopology, int]:
+    """The topology against the image's topics, and the metadata hash of the topics it names
+    (the configuration depends on nothing else: it is reused while both stay the same)."""
     names = sg.topology_topic_names(topology)
+    metadata_hash = image.metadata_hash(names)
+    last = _CONFIGURED.get(group_id)
+    if last is not None and last[0] is topology and last[1] == metadata_hash:
+        return last[2], metadata_hash
     counts = {}
     for name in names:
         topic_id = image.topic_id(name)
         if topic_id is not None:
             counts[name] = image.num_partitions(topic_id)
-    return configure_topology(topology, counts), image.metadata_hash(names)
+    result = configure_topology(topology, counts)
+    if len(_CONFIGURED) >= _CONFIGURED_ENTRIES:
+        _CONFIGURED.clear()
+    _CONFIGURED[group_id] = (topology, metadata_hash, result)
+    return result, metadata_hash
 
 
 def _target(
@@ -401,7 +416,7 @@ def initial_rebalance_expired(
     if group is None or group.topology is None or group.group_epoch <= group.assignment_epoch:
         return CoordinatorResult()
     try:
-        ready = configured(group.topology, image)[0]
+        ready = configured(group.group_id, group.topology, image)[0]
     except InvalidTopology:
         return CoordinatorResult()
     epoch = group.group_epoch + 1
@@ -481,7 +496,7 @@ def _heartbeat(
             )
         )
     # 3. the topology against the cluster's topics
-    ready, metadata_hash = configured(topology, image)
+    ready, metadata_hash = configured(group.group_id, topology, image)
     bump = bump or new_topology or metadata_hash != group.metadata_hash
     validated_epoch = topology.epoch if ready.ready else -1
     if ready.ready and ready.subtopologies is not None:
